@@ -1,0 +1,496 @@
+"""The hierarchical RNN learned optimizer of L2O-Scale (Wichrowska et al. 2017).
+
+Port of ``optimizer/hierarchical_rnn.py``. Line ranges below refer to the
+L2O-Scale-Evaluation copy; the L2O-Scale-Training copy is the same apart from
+the imitation ("MODIFY", ``mode_mt``) branch of ``_compute_updates``, which is
+``TrainableOptimizer._follow_teacher`` here.
+
+Three levels (l.62-140): a per-parameter GRU (level 0), a per-tensor GRU
+(level 1) and a global GRU (level 2); each level's state biases the gates of
+the level below. The per-parameter RNN reads the gradient accumulated and
+RMS-normalised at ``num_gradient_scales`` timescales plus optional features,
+and its state is projected to the update direction, the learning-rate change
+and the two decay rates.
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from optimizer import rnn_cells
+from optimizer import trainable_optimizer as opt
+from optimizer import utils
+
+# Defaults of the original's module-level flags (hierarchical_rnn.py l.31-55).
+# They only set initial values; metarun.py exposes them as flags.
+INIT_DEFAULTS = dict(
+    biasgrucell_scale=0.5,
+    biasgrucell_gate_bias_init=2.2,
+    hrnn_rnn_readout_scale=0.5,
+    hrnn_default_decay_var_init=2.2,
+    scale_decay_bias_init=3.2,
+    learning_rate_momentum_logit_init=3.2,
+    hrnn_affine_scale=0.5,
+)
+
+_LOL = opt.OPTIMIZER_SCOPE
+_PER_TENSOR = _LOL + "/PerTensor"
+
+
+class HierarchicalRNN(opt.TrainableOptimizer):
+  """3-level hierarchical RNN optimizer (same arguments as the original).
+
+  ``level_sizes`` has 1, 2 or 3 ints. All other arguments keep the
+  original's meaning and defaults (see l.69-133 of the original). The
+  extra keyword arguments of :data:`INIT_DEFAULTS` replace the original's
+  init-scale flags; the rest go to :class:`TrainableOptimizer`.
+  """
+
+  def __init__(self, level_sizes, init_lr_range=(1e-6, 1e-2),
+               learnable_decay=True, dynamic_output_scale=True,
+               use_attention=False, use_log_objective=True,
+               num_gradient_scales=4, zero_init_lr_weights=True,
+               use_log_means_squared=True, use_relative_lr=True,
+               use_extreme_indicator=False, max_log_lr=33,
+               obj_train_max_multiplier=-1, use_problem_lr_mean=False,
+               use_gradient_shortcut=False, use_lr_shortcut=False,
+               use_grad_products=False, use_multiple_scale_decays=False,
+               learnable_inp_decay=True, learnable_rnn_init=True,
+               random_seed=None, **kwargs):
+    level_sizes = list(level_sizes)
+    if len(level_sizes) not in [1, 2, 3]:
+      raise ValueError("HierarchicalRNN only supports 1, 2, or 3 levels in the "
+                       "hierarchy, but {} were requested.".format(
+                           len(level_sizes)))
+    if any(not isinstance(level, (int, np.integer)) for level in level_sizes):
+      raise ValueError("Level sizes must be integer values, were {}".format(
+          level_sizes))
+    if len(init_lr_range) != 2:
+      raise ValueError(
+          "Initial LR range must be len 2, was {}".format(len(init_lr_range)))
+    if init_lr_range[0] > init_lr_range[1]:
+      raise ValueError("Initial LR range min is greater than max.")
+    if num_gradient_scales < 1:
+      raise ValueError("num_gradient_scales must be at least 1.")
+    if (use_relative_lr or use_extreme_indicator) and not dynamic_output_scale:
+      raise ValueError("Relative LR and Extreme Indicator features "
+                       "require dynamic_output_scale to be set to True.")
+    init = dict(INIT_DEFAULTS)
+    for key in list(kwargs):
+      if key in INIT_DEFAULTS:
+        init[key] = kwargs.pop(key)
+    self.init_scales = init
+
+    self.level_sizes = [int(s) for s in level_sizes]
+    self.learnable_decay = learnable_decay
+    self.dynamic_output_scale = dynamic_output_scale
+    self.use_attention = use_attention
+    self.use_log_objective = use_log_objective
+    self.num_gradient_scales = num_gradient_scales
+    self.zero_init_lr_weights = zero_init_lr_weights
+    self.use_log_means_squared = use_log_means_squared
+    self.use_relative_lr = use_relative_lr
+    self.use_extreme_indicator = use_extreme_indicator
+    self.max_log_lr = max_log_lr
+    self.use_problem_lr_mean = use_problem_lr_mean
+    self.use_gradient_shortcut = use_gradient_shortcut
+    self.use_lr_shortcut = use_lr_shortcut
+    self.use_grad_products = use_grad_products
+    self.use_multiple_scale_decays = use_multiple_scale_decays
+    self.learnable_inp_decay = learnable_inp_decay
+    self.learnable_rnn_init = learnable_rnn_init
+    self.random_seed = random_seed
+    self.num_layers = len(level_sizes)
+    self.init_lr_range = tuple(init_lr_range)
+
+    state_keys = ["parameter", "layer", "scl_decay", "inp_decay", "true_param"]
+    if self.dynamic_output_scale:
+      state_keys.append("log_learning_rate")
+    for i in range(self.num_gradient_scales):
+      state_keys.append("grad_accum{}".format(i + 1))
+      state_keys.append("ms{}".format(i + 1))
+
+    super().__init__("hRNN", state_keys, use_attention=use_attention,
+                     use_log_objective=use_log_objective,
+                     obj_train_max_multiplier=obj_train_max_multiplier,
+                     **kwargs)
+    with self.name_scope:
+      self._build_variables()
+
+  # ------------------------------------------------------------ variables
+  @property
+  def num_rnn_inputs(self):
+    """Width of the per-parameter RNN input (l.434-487 of the original)."""
+    g = self.num_gradient_scales
+    n = g
+    if g > 1 and self.use_grad_products:
+      n += g - 1
+    if self.use_log_means_squared:
+      n += g
+    if self.use_relative_lr:
+      n += 1
+    if self.use_extreme_indicator:
+      n += 1
+    if self.use_lr_shortcut:
+      n += 1
+    return n
+
+  @property
+  def _uses_additional_features(self):
+    return self.num_rnn_inputs != self.num_gradient_scales
+
+  def _build_variables(self):
+    """Creates every meta-parameter with its TF1 name (original l.150-310)."""
+    init = self.init_scales
+    seed = self.random_seed
+    sizes = self.level_sizes
+    n_in = self.num_rnn_inputs
+
+    # RNN cells and their initial states (_initialize_rnn_cells, l.206-225).
+    cell_inputs = [n_in]
+    if self.num_layers > 1:
+      cell_inputs.append(sizes[0] + (n_in if self._uses_additional_features
+                                     else 0))
+    if self.num_layers > 2:
+      cell_inputs.append(sizes[1])
+    cell_scopes = [_PER_TENSOR + "/Layer0_RNN", _PER_TENSOR + "/Layer1_RNN",
+                   _LOL + "/Layer2_RNN"]
+    self.cells = []
+    self.init_vectors = []
+    for level in range(self.num_layers):
+      cell = rnn_cells.BiasGRUCell(
+          sizes[level], cell_inputs[level], cell_scopes[level],
+          scale=init["biasgrucell_scale"],
+          gate_bias_init=init["biasgrucell_gate_bias_init"], random_seed=seed)
+      self.cells.append(cell)
+      self._register(cell.tf1_variables())
+      init_vec = tf.random.uniform([1, sizes[level]], -1., 1., seed=seed)
+      if self.learnable_rnn_init:
+        init_vec = self._meta_variable(
+            "{}/Level{}_RNN/init_vector".format(_LOL, level), init_vec)
+      self.init_vectors.append(init_vec)
+
+    # Per-tensor and global biases of the lower levels (l.520-545).
+    affine_scale = init["hrnn_affine_scale"]
+    self.param_bias_affine = None
+    self.global_bias_affine = None
+    self.layer_bias_affine = None
+    if self.num_layers > 1:
+      self.param_bias_affine = utils.Affine(
+          _PER_TENSOR + "/Layer0_RNN/Param/Affine", sizes[1], 3 * sizes[0],
+          scale=affine_scale, random_seed=seed)
+      self._register(self.param_bias_affine.tf1_variables())
+    if self.num_layers == 3:
+      self.global_bias_affine = utils.Affine(
+          _PER_TENSOR + "/Layer0_RNN/Global/Affine", sizes[2], 3 * sizes[0],
+          scale=affine_scale, random_seed=seed)
+      self.layer_bias_affine = utils.Affine(
+          _PER_TENSOR + "/Layer1_RNN/Affine", sizes[2], 3 * sizes[1],
+          scale=affine_scale, random_seed=seed)
+      self._register(self.global_bias_affine.tf1_variables())
+      self._register(self.layer_bias_affine.tf1_variables())
+
+    # Readouts of the per-parameter state (l.166-190).
+    cell_size = sizes[0]
+    readout_std = init["hrnn_rnn_readout_scale"] / math.sqrt(cell_size)
+
+    def scaled_init(shape):
+      return tf.random.normal(shape, 0., readout_std, seed=seed)
+
+    self.update_weights = self._meta_variable(_LOL + "/update_weights",
+                                              scaled_init((cell_size, 1)))
+    if self.use_attention:
+      self.attention_weights = self._meta_variable(
+          _LOL + "/attention_weights", tf.identity(self.update_weights))
+
+    if self.learnable_decay:
+      self.scl_decay_weights = self._meta_variable(
+          _LOL + "/scl_decay_weights", scaled_init((cell_size, 1)))
+      self.scl_decay_bias = self._meta_variable(
+          _LOL + "/scl_decay_bias", tf.fill([1], init["scale_decay_bias_init"]))
+    else:
+      self.scl_decay_weights = tf.zeros((cell_size, 1))
+      self.scl_decay_bias = tf.constant(math.log(0.93 / (1. - 0.93)))
+
+    if (self.learnable_decay and self.num_gradient_scales > 1 and
+        self.learnable_inp_decay):
+      self.inp_decay_weights = self._meta_variable(
+          _LOL + "/inp_decay_weights", scaled_init((cell_size, 1)))
+      self.inp_decay_bias = self._meta_variable(
+          _LOL + "/inp_decay_bias",
+          tf.fill([1], init["hrnn_default_decay_var_init"]))
+    else:
+      self.inp_decay_weights = tf.zeros((cell_size, 1))
+      self.inp_decay_bias = tf.constant(math.log(0.89 / (1. - 0.89)))
+
+    if self.dynamic_output_scale:
+      wt = (tf.zeros((cell_size, 1)) if self.zero_init_lr_weights
+            else scaled_init((cell_size, 1)))
+      self.lr_weights = self._meta_variable(_LOL + "/learning_rate_weights", wt)
+      self.lr_bias = self._meta_variable(_LOL + "/learning_rate_bias",
+                                         tf.zeros([1]))
+      self.lr_momentum_logit = self._meta_variable(
+          _PER_TENSOR + "/learning_rate_momentum_logit",
+          tf.constant(float(init["learning_rate_momentum_logit_init"])))
+      self.param_stepsize_offset = self._meta_variable(
+          _PER_TENSOR + "/param_stepsize_offset", tf.constant(-1.))
+    else:
+      self.lr_weights = tf.zeros((cell_size, 1))
+      self.lr_bias = tf.zeros([1, 1])
+
+    # Affine shortcut from the scaled gradients to the update (l.573-590).
+    self.grads_to_delta = None
+    self.grads_to_attn_delta = None
+    if self.use_gradient_shortcut:
+      g = self.num_gradient_scales
+      self.grads_to_delta = utils.Affine(
+          _PER_TENSOR + "/GradsToDelta", g, 1, include_bias=False,
+          vec_mean=1. / g, random_seed=seed)
+      self._register(self.grads_to_delta.tf1_variables())
+      if self.use_attention:
+        self.grads_to_attn_delta = utils.Affine(
+            _PER_TENSOR + "/GradsToAttnDelta", g, 1, include_bias=False,
+            vec_mean=1. / g, random_seed=seed)
+        self._register(self.grads_to_attn_delta.tf1_variables())
+
+  # ---------------------------------------------------------------- state
+  def initialize_state(self, var):
+    """Initial state of one tensor (``_initialize_state``, l.310-355)."""
+    var = tf.convert_to_tensor(var, dtype=tf.float32)
+    var_vectorized = tf.reshape(var, [-1, 1])
+    ndim = int(var_vectorized.shape[0])
+    state = {
+        "parameter": tf.ones([ndim, 1]) * self.init_vectors[0],
+        "scl_decay": tf.zeros_like(var_vectorized),
+        "inp_decay": tf.zeros_like(var_vectorized),
+        "true_param": var,
+    }
+    if self.num_layers > 1:
+      state["layer"] = tf.ones([1, 1]) * self.init_vectors[1]
+    if self.dynamic_output_scale:
+      min_lr, max_lr = self.init_lr_range
+      if min_lr == max_lr:
+        log_init_lr = tf.math.log(min_lr * tf.ones_like(var_vectorized))
+      else:
+        # A random offset per tensor makes tensors' mean LRs differ (l.334).
+        lo, hi = np.log(min_lr) / 2., np.log(max_lr) / 2.
+        actual_vals = tf.random.uniform([ndim, 1], lo, hi,
+                                        seed=self.random_seed)
+        offset = tf.random.uniform((), lo, hi, seed=self.random_seed)
+        log_init_lr = actual_vals + offset
+      state["log_learning_rate"] = tf.clip_by_value(log_init_lr, -33.,
+                                                    self.max_log_lr)
+    for i in range(self.num_gradient_scales):
+      state["grad_accum{}".format(i + 1)] = tf.zeros_like(var_vectorized)
+      state["ms{}".format(i + 1)] = tf.zeros_like(var_vectorized)
+    return state
+
+  def initialize_global_state(self):
+    """Global RNN state, only with 3 levels (l.357-361)."""
+    if self.num_layers < 3:
+      return []
+    return [tf.ones([1, 1]) * self.init_vectors[2]]
+
+  # ----------------------------------------------------------------- step
+  def compute_updates(self, params, grads, states, global_state,
+                      mode_mt=None, update_steps_mt=None):
+    """One step on all tensors (``_compute_updates``, l.363-432)."""
+    new_params, new_attend, new_states, steps = [], [], [], []
+    mean_log_lr = self._compute_mean_log_lr(states)
+    layer_state = None
+    for idx, (param, grad_unflat, state) in enumerate(
+        zip(params, grads, states)):
+      grad = tf.reshape(grad_unflat, [-1, 1])
+      grads_scaled, mean_squared, grads_accum = (
+          self._compute_scaled_and_ms_grads(grad, state))
+      rnn_input = list(grads_scaled)
+      self._extend_rnn_input(rnn_input, state, grads_scaled, mean_squared,
+                             mean_log_lr)
+      rnn_input_tensor = tf.concat(rnn_input, 1)
+      layer_state, new_param_state = self._update_rnn_cells(
+          state, global_state, rnn_input_tensor)
+      (scl_decay, inp_decay, new_log_lr, update_step, lr_attend,
+       attention_delta) = self._compute_rnn_state_projections(
+           state, new_param_state, grads_scaled)
+      steps.append(update_step)
+
+      base = state["true_param"] if self.use_attention else param
+      own = base - update_step
+      if mode_mt is not None and update_steps_mt is not None:
+        updated_param = tf.where(mode_mt, base - update_steps_mt[idx], own)
+      else:
+        updated_param = own
+      if self.use_attention:
+        attention_step = tf.reshape(lr_attend * attention_delta,
+                                    tf.shape(base))
+        new_attend.append(base - attention_step)
+      else:
+        new_attend.append(updated_param)
+      new_params.append(updated_param)
+
+      new_state = {
+          "parameter": new_param_state,
+          "scl_decay": scl_decay,
+          "inp_decay": inp_decay,
+          "true_param": updated_param,
+      }
+      if layer_state is not None:
+        new_state["layer"] = layer_state
+      if self.dynamic_output_scale:
+        new_state["log_learning_rate"] = new_log_lr
+      for i in range(self.num_gradient_scales):
+        new_state["grad_accum{}".format(i + 1)] = grads_accum[i]
+        new_state["ms{}".format(i + 1)] = mean_squared[i]
+      new_states.append(new_state)
+
+    # Quirk kept from the original (l.429): the global RNN reads the state of
+    # the *last* tensor's layer RNN only, not a mean over all tensors.
+    new_global = self._compute_updated_global_state([layer_state],
+                                                    global_state)
+    return new_params, new_states, new_global, new_attend, steps
+
+  def _compute_mean_log_lr(self, states):
+    """Mean log learning rate over the whole problem (l.434-445)."""
+    if not (self.use_problem_lr_mean and self.use_relative_lr):
+      return None
+    total = 0.
+    count = 0.
+    for state in states:
+      total += tf.reduce_sum(state["log_learning_rate"])
+      count += state["log_learning_rate"].shape.num_elements()
+    return total / count
+
+  def _compute_scaled_and_ms_grads(self, grad, state):
+    """Gradients accumulated at several timescales and RMS-scaled (l.447-495)."""
+    input_decays = [state["inp_decay"]]
+    scale_decays = [state["scl_decay"]]
+    if self.use_multiple_scale_decays and self.num_gradient_scales > 1:
+      for i in range(self.num_gradient_scales - 1):
+        scale_decays.append(tf.sqrt(scale_decays[i]))
+    for i in range(self.num_gradient_scales - 1):
+      # Each accumulator on twice the timescale of the one before.
+      input_decays.append(tf.sqrt(input_decays[i]))
+    grads_accum, grads_scaled, mean_squared = [], [], []
+    for i, decay in enumerate(input_decays):
+      if self.num_gradient_scales == 1:
+        grad_accum = grad
+      else:
+        old_accum = state["grad_accum{}".format(i + 1)]
+        grad_accum = grad * (1. - decay) + old_accum * decay
+      grads_accum.append(grad_accum)
+      sd = scale_decays[i if self.use_multiple_scale_decays else 0]
+      grad_scaled, ms = utils.rms_scaling(grad_accum, sd,
+                                          state["ms{}".format(i + 1)],
+                                          update_ms=True)
+      grads_scaled.append(grad_scaled)
+      mean_squared.append(ms)
+    return grads_scaled, mean_squared, grads_accum
+
+  def _extend_rnn_input(self, rnn_input, state, grads_scaled, mean_squared,
+                        mean_log_lr):
+    """Extra RNN input features (l.497-540)."""
+    if self.num_gradient_scales > 1 and self.use_grad_products:
+      rnn_input.extend([a * b for a, b in
+                        zip(grads_scaled[:-1], grads_scaled[1:])])
+    if self.use_log_means_squared:
+      log_ms = [tf.math.log(ms + 1e-16) for ms in mean_squared]
+      avg = tf.reduce_mean(tf.stack(log_ms), axis=0)
+      rnn_input.extend([m - avg for m in log_ms])
+    if self.use_relative_lr or self.use_extreme_indicator:
+      log_lr_vec = tf.reshape(state["log_learning_rate"], [-1, 1])
+      if self.use_relative_lr:
+        if self.use_problem_lr_mean:
+          rnn_input.append(log_lr_vec - mean_log_lr)
+        else:
+          rnn_input.append(log_lr_vec - tf.reduce_mean(log_lr_vec))
+      if self.use_extreme_indicator:
+        rnn_input.append(tf.nn.relu(log_lr_vec - math.log(1.)) -
+                         tf.nn.relu(math.log(1e-6) - log_lr_vec))
+    if self.use_lr_shortcut:
+      log_lr_vec = tf.reshape(state["log_learning_rate"], [-1, 1])
+      rnn_input.append(log_lr_vec - math.log(1e-3))
+
+  def _update_rnn_cells(self, state, global_state, rnn_input_tensor):
+    """Advances the per-parameter and per-tensor RNNs (l.542-600)."""
+    total_bias = None
+    if self.num_layers > 1:
+      total_bias = self.param_bias_affine([state["layer"]])
+      if self.num_layers == 3:
+        total_bias += self.global_bias_affine(list(global_state))
+    new_param_state, _ = self.cells[0](rnn_input_tensor, state["parameter"],
+                                       bias=total_bias)
+    if self.num_layers == 1:
+      return None, new_param_state
+    if self._uses_additional_features:
+      layer_input = tf.reduce_mean(
+          tf.concat((new_param_state, rnn_input_tensor), 1), 0, keepdims=True)
+    else:
+      layer_input = tf.reduce_mean(new_param_state, 0, keepdims=True)
+    if self.num_layers == 3:
+      layer_bias = self.layer_bias_affine(list(global_state))
+      layer_state, _ = self.cells[1](layer_input, state["layer"],
+                                     bias=layer_bias)
+    else:
+      layer_state, _ = self.cells[1](layer_input, state["layer"])
+    return layer_state, new_param_state
+
+  def _compute_rnn_state_projections(self, state, new_param_state,
+                                     grads_scaled):
+    """Update direction, decays and learning rate from the RNN state (l.602-660)."""
+    update_delta = utils.project(new_param_state, self.update_weights)
+    grads_scaled_tensor = None
+    if self.use_gradient_shortcut:
+      grads_scaled_tensor = tf.concat(grads_scaled, 1)
+      update_delta += self.grads_to_delta(grads_scaled_tensor)
+    if self.dynamic_output_scale:
+      update_delta /= tf.sqrt(tf.reduce_mean(update_delta ** 2) + 1e-16)
+
+    attention_delta = None
+    if self.use_attention:
+      attention_delta = utils.project(new_param_state, self.attention_weights)
+      if self.use_gradient_shortcut:
+        attention_delta += self.grads_to_attn_delta(grads_scaled_tensor)
+      if self.dynamic_output_scale:
+        attention_delta /= tf.sqrt(
+            tf.reduce_mean(attention_delta ** 2) + 1e-16)
+
+    scl_decay = utils.project(new_param_state, self.scl_decay_weights,
+                              bias=self.scl_decay_bias,
+                              activation=tf.nn.sigmoid)
+    inp_decay = utils.project(new_param_state, self.inp_decay_weights,
+                              bias=self.inp_decay_bias,
+                              activation=tf.nn.sigmoid)
+    lr_param, lr_attend, new_log_lr = self._compute_new_learning_rate(
+        state, new_param_state)
+    update_step = tf.reshape(lr_param * update_delta,
+                             tf.shape(state["true_param"]))
+    return (scl_decay, inp_decay, new_log_lr, update_step, lr_attend,
+            attention_delta)
+
+  def _compute_new_learning_rate(self, state, new_param_state):
+    """Learning rate with momentum and a straight-through clip (l.662-705)."""
+    if not self.dynamic_output_scale:
+      lr_param = 2. * utils.project(new_param_state, self.lr_weights,
+                                    bias=self.lr_bias,
+                                    activation=tf.nn.sigmoid)
+      return lr_param, lr_param, None
+    lr_change = utils.project(new_param_state, self.lr_weights,
+                              bias=self.lr_bias)
+    step_log_lr = state["log_learning_rate"] + lr_change
+    # Clip the value but let the gradient of the unclipped value through.
+    step_log_lr += tf.stop_gradient(
+        tf.clip_by_value(step_log_lr, -33., self.max_log_lr) - step_log_lr)
+    lrm = tf.nn.sigmoid(self.lr_momentum_logit)
+    new_log_lr = lrm * state["log_learning_rate"] + (1. - lrm) * step_log_lr
+    lr_param = tf.exp(step_log_lr + self.param_stepsize_offset)
+    lr_attend = tf.exp(step_log_lr) if self.use_attention else lr_param
+    return lr_param, lr_attend, new_log_lr
+
+  def _compute_updated_global_state(self, layer_states, global_state):
+    """Advances the global RNN (l.707-727)."""
+    if self.num_layers < 3:
+      return []
+    global_input = tf.reduce_mean(tf.concat(layer_states, 0), 0, keepdims=True)
+    new_global, _ = self.cells[2](global_input, global_state[0])
+    return [new_global]

@@ -1,0 +1,2 @@
+"""Optimization problems (optimizees) and their data, ported from the
+original ``problems/`` package."""

@@ -1,0 +1,31 @@
+"""Shared test fixtures: where the offline MNIST and the TF1 fixtures are."""
+
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+FIXTURES = os.path.join(SHARED, "fixtures", "tf1_reference")
+
+
+def mnist_dir():
+  """The MNIST folder named by L2O_SCALE_DATA_DIR (as .ci/run sets it)."""
+  path = os.environ.get("L2O_SCALE_DATA_DIR",
+                        os.path.join(SHARED, "data", "mnist"))
+  return path
+
+
+@pytest.fixture
+def data_dir():
+  path = mnist_dir()
+  if not os.path.exists(os.path.join(path, "t10k-images-idx3-ubyte.gz")):
+    pytest.fail("MNIST not found in {} (set L2O_SCALE_DATA_DIR)".format(path))
+  return path
+
+
+@pytest.fixture
+def fixtures_dir():
+  if not os.path.isdir(FIXTURES):
+    pytest.fail("TF1 reference fixtures not found at {}".format(FIXTURES))
+  return FIXTURES
