@@ -15,7 +15,7 @@ import tensorflow as tf
 from l2o_scale import checkpoints
 from l2o_scale import fixture_spec
 
-META_TRAIN_AVAILABLE = False
+META_TRAIN_AVAILABLE = True
 
 
 def make_step(problem, optimizer):
@@ -82,3 +82,74 @@ def _final_arrays(prefix, params, states, optimizer):
     out["{}final{}".format(prefix, i)] = real.numpy()
   out.update(_state_arrays(prefix, states))
   return out
+
+
+def regularizer_config(spec, problem):
+  """RegularizerConfig from a meta_train fixture's ``flags`` (original defaults)."""
+  from l2o_scale import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
+  flags = spec.get("flags", {})
+  return unroll_lib.make_regularizer_config(
+      problem,
+      reg_optimizer=bool(flags.get("reg_optimizer", False)),
+      reg_optimizee=bool(flags.get("reg_optimizee", False)),
+      alpha=float(flags.get("alpha", 5e-4)),
+      beta=float(flags.get("beta", 1e-4)),
+      reg_option=flags.get("reg_option", "hessian"),
+      hessian_itrs=int(flags.get("hessian_itrs", 10)))
+
+
+def replay_meta_train(folder, spec, arrays, data_dir=None):
+  """Replays a ``meta_train`` fixture: partial unrolls, no meta update between.
+
+  Returns per unroll u the meta-objective, the problem objectives and the
+  gradient of the differentiated objective for every meta-parameter, named
+  as the fixture (``unroll{u}/grad/<TF1 name>:0``).
+  """
+  from l2o_scale import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
+  problem = fixture_spec.build_problem(spec["problem"])
+  # Right after the problem (which seeds np.random and draws its data), as
+  # the original drew its regularizer probes while building the graph.
+  reg = regularizer_config(spec, problem)
+  optimizer = fixture_spec.build_optimizer(spec["optimizer"])
+  checkpoints.restore_optimizer(os.path.join(folder, "ckpt", "model.ckpt-0"),
+                                optimizer)
+  data, labels = fixture_spec.load_data(spec.get("data"), data_dir,
+                                        one_hot=True)
+  if data is not None:
+    rows = np.asarray(arrays["mini_data_indices"])
+    mini_data = tf.constant(data[rows])
+    mini_labels = tf.constant(labels[rows])
+  else:
+    mini_data = mini_labels = tf.zeros([0])
+  init_tensors = fixture_spec.initial_params(arrays, problem)
+  lengths = [int(n) for n in spec["unroll_lengths"]]
+  switches = spec.get("jacob_switch", [False] * len(lengths))
+  mode_mt = bool(spec.get("mode_mt", False))
+  step = meta_step_lib.make_meta_step(problem, optimizer, reg)
+  names = list(optimizer.tf1_variables())
+  batches = np.asarray(arrays["batches"]) if data is not None else None
+  results = {}
+  carried = None
+  offset = 0
+  for u, length in enumerate(lengths):
+    if batches is not None:
+      unroll_batches = tf.constant(batches[offset:offset + length], tf.int32)
+    else:
+      unroll_batches = tf.zeros([length, 0], tf.int32)
+    offset += length
+    mt_labels = [tf.constant(np.asarray(arrays["mt_labels{}".format(i)][u],
+                                        np.float32))
+                 for i in range(len(problem.param_shapes))]
+    weights = tf.constant(np.ones(length, np.float32) / length)
+    out, grads = step(weights, unroll_batches, mini_data, mini_labels,
+                      init_tensors, carried, tf.constant(bool(switches[u])),
+                      mt_labels, u == 0, u == 0, mode_mt)
+    carried = out.final_state
+    prefix = "unroll{}/".format(u)
+    # The fixture's meta_objective is the differentiated objective.
+    differentiated = out.metaobjmt if mode_mt else out.metaobj
+    results[prefix + "meta_objective"] = differentiated.numpy()
+    results[prefix + "problem_objectives"] = out.problem_objectives.numpy()
+    for name, grad in zip(names, grads):
+      results["{}grad/{}:0".format(prefix, name)] = grad.numpy()
+  return results

@@ -1,0 +1,56 @@
+"""The compiled meta-gradient of one partial unroll.
+
+Port of the meta-gradient part of ``metaopt.train_optimizer`` (L2O-Entropy
+``L2O-Scale-Training/metaopt.py`` l.205-250: ``get_meta_grad``): the
+gradient of the differentiated objective (the scaled meta-objective, or the
+imitation objective in MT mode) plus ``l2_reg * sum(theta^2)`` with respect
+to every meta-parameter, computed with a ``GradientTape`` around the whole
+unroll, all inside one ``tf.function``.
+"""
+
+import tensorflow as tf
+
+from l2o_scale import unroll as unroll_lib
+
+
+def make_meta_step(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,
+                   l2_reg=0.):
+  """Returns ``meta_step(...) -> (UnrollOutput, grads)`` compiled with tf.function.
+
+  ``grads`` follow ``optimizer.meta_variables`` (sorted TF1 names); a
+  meta-parameter the objective does not depend on gets a zero gradient.
+  """
+  meta_vars = optimizer.meta_variables
+
+  @tf.function
+  def meta_step(obj_weights, batches, mini_data, mini_labels, init_tensors,
+                carried, jacob_switch, mt_labels, first_unroll, reset_state,
+                mode_mt):
+    with tf.GradientTape() as tape:
+      out = unroll_lib.unroll(problem, optimizer, obj_weights, batches,
+                              mini_data, mini_labels, init_tensors, carried,
+                              first_unroll, reset_state, jacob_switch,
+                              mode_mt, mt_labels, reg)
+      loss = out.metaobjmt if mode_mt else out.metaobj
+      if l2_reg:
+        loss += l2_reg * tf.add_n([tf.reduce_sum(v ** 2) for v in meta_vars])
+    grads = tape.gradient(loss, meta_vars)
+    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+             for g, v in zip(grads, meta_vars)]
+    return out, grads
+
+  return meta_step
+
+
+def make_eval_unroll(problem, optimizer, reg=unroll_lib.NO_REGULARIZER):
+  """Compiled unroll without gradients (validation, original ``validate``)."""
+
+  @tf.function
+  def eval_unroll(obj_weights, batches, mini_data, mini_labels, init_tensors,
+                  carried, jacob_switch, mt_labels, first_unroll, reset_state):
+    return unroll_lib.unroll(problem, optimizer, obj_weights, batches,
+                             mini_data, mini_labels, init_tensors, carried,
+                             first_unroll, reset_state, jacob_switch, False,
+                             mt_labels, reg)
+
+  return eval_unroll

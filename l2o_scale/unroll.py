@@ -1,0 +1,292 @@
+"""One partial unroll of the optimizee under the learned optimizer.
+
+Port of ``TrainableOptimizer.train`` and its while loop (L2O-Scale-Training
+``optimizer/trainable_optimizer.py`` l.202-480, the L2O-Entropy version with
+the regularizer and imitation ("MODIFY") additions). In TF1 the unroll was a
+graph fed through placeholders, with TF1 local variables carrying parameters
+and optimizer state from one partial unroll to the next. Here the carried
+values are an explicit :class:`LoopState` returned by one unroll and passed to
+the next; truncation of back-propagation between unrolls is automatic because
+a new ``GradientTape`` starts at each unroll.
+
+Per step ``t`` (loop body, l.282-350):
+  * ``obj`` = objective on the whole mini dataset at the current parameters
+    (recorded in ``problem_objectives`` and weighted into the meta-objective);
+  * gradients on batch ``t`` (at the attended parameters with attention),
+    plus the problem's gradient noise;
+  * optional L2O-Entropy regularizer of the batch objective (``reg_option``:
+    Hessian trace / top eigenvalues / Lanczos density, or Jacobian trace),
+    added to the optimizee objective (``reg_optimizee``) and/or accumulated
+    as ``alpha * reg`` into the meta-objective while ``jacob_switch`` is on
+    (``reg_optimizer``);
+  * ``use_second_derivatives=False`` stops gradients through the gradients;
+  * the optimizer step; in imitation mode the parameters follow the teacher's
+    step and the squared error between own and teacher steps, divided by the
+    number of parameters, is accumulated into ``metaobjmt``.
+The loop stops early when the accumulated objective is not finite, or when
+the objective exceeds ``obj_train_max_multiplier`` times the initial one.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+LoopState = collections.namedtuple(
+    "LoopState",
+    ["initial_obj", "params", "attend_params", "states", "global_state"])
+
+UnrollOutput = collections.namedtuple(
+    "UnrollOutput",
+    ["metaobj", "metaobjmt", "problem_objectives", "initial_obj", "regular",
+     "final_state"])
+
+
+class RegularizerConfig(collections.namedtuple(
+    "RegularizerConfig",
+    ["reg_optimizer", "reg_optimizee", "alpha", "beta", "reg_option",
+     "hessian_itrs", "seed"])):
+  """The L2O-Entropy regularizer flags (original trainable_optimizer.py l.33-42,
+  problem_generator.py l.31-36). ``seed`` fixes the random probes: the
+  original drew its Rademacher probes with numpy while building the graph,
+  i.e. once per run, so the same probes serve every step."""
+
+  @property
+  def active(self):
+    return self.reg_optimizer or self.reg_optimizee
+
+
+NO_REGULARIZER = RegularizerConfig(False, False, 5e-4, 1e-4, "hessian", 10,
+                                   None)
+
+REG_OPTIONS = ("hessian", "hessian-ev", "hessian-esd", "jacob")
+
+
+def draw_rademacher_probes(param_shapes, num_probes, rng=np.random):
+  """Rademacher probes drawn as the original drew them, with numpy.
+
+  The original's ``hessain_trace`` and ``density`` call
+  ``np.random.randint(0, 2, shape)`` per parameter per probe while the graph
+  is built (then map 0 to -1), i.e. once per run, continuing the global numpy
+  stream right after the problem's own random data. Drawing them the same way
+  at the same point reproduces the original probes.
+  """
+  probes = []
+  for _ in range(num_probes):
+    probe = []
+    for shape in param_shapes:
+      v = rng.randint(0, 2, tuple(shape))
+      v[v == 0] = -1
+      probe.append(v.astype(np.float32))
+    probes.append(probe)
+  return probes
+
+
+def make_regularizer_config(problem, reg_optimizer=False, reg_optimizee=False,
+                            alpha=5e-4, beta=1e-4, reg_option="hessian",
+                            hessian_itrs=10):
+  """Validated RegularizerConfig; draws the probes the option needs."""
+  if reg_option not in REG_OPTIONS:
+    raise ValueError("Unknown reg_option {!r}; choose one of {}".format(
+        reg_option, ", ".join(REG_OPTIONS)))
+  probes = None
+  if reg_option == "hessian":
+    probes = draw_rademacher_probes(problem.param_shapes, hessian_itrs)
+  elif reg_option == "hessian-esd":
+    probes = draw_rademacher_probes(problem.param_shapes, 1)
+  return RegularizerConfig(bool(reg_optimizer), bool(reg_optimizee),
+                           float(alpha), float(beta), reg_option,
+                           int(hessian_itrs), probes)
+
+
+def regularizer_value(problem, params, batch_data, batch_labels, clean_grads,
+                      reg):
+  """The L2O-Entropy regularizer of the batch objective (``reg_option``).
+
+  Dispatches as the original ``Problem.gradients`` (problem_generator.py
+  l.300-330): 'hessian' -> Hutchinson trace, 'hessian-ev' -> sum of the top
+  power-iteration eigenvalue estimates, 'hessian-esd' -> stochastic Lanczos
+  (sum of the Ritz values), 'jacob' -> mean squared gradient. All take
+  ``hessian_itrs`` iterations and are differentiable (meta-gradients flow
+  through them).
+  """
+  return problem.regularizer(list(params), batch_data, batch_labels,
+                             reg.reg_option, reg.hessian_itrs, reg.seed,
+                             grads=clean_grads)
+
+
+def _clean_gradients(problem, params, batch_data, batch_labels):
+  params = list(params)
+  with tf.GradientTape() as tape:
+    tape.watch(params)
+    current_obj = problem.objective(params, batch_data, batch_labels)
+  grads = tape.gradient(current_obj, params)
+  return current_obj, [tf.zeros_like(p) if g is None else
+                       tf.convert_to_tensor(g) for g, p in zip(grads, params)]
+
+
+def _step_gradients(problem, params, batch_data, batch_labels, reg,
+                    jacob_switch):
+  """Gradients fed to the optimizer and the regularizer value (l.290-330).
+
+  The regularizer is only evaluated when it is used: always with
+  ``reg_optimizee``, else only while ``jacob_switch`` is on (the original
+  evaluates it through a ``tf.cond`` on the switch as well).
+  """
+  params = list(params)
+  _, clean_grads = _clean_gradients(problem, params, batch_data, batch_labels)
+  if problem.noise_stdev:
+    grads = [g + problem.noise_stdev * tf.random.normal(tf.shape(g))
+             for g in clean_grads]
+  else:
+    grads = list(clean_grads)
+  if reg.reg_optimizee:
+    # The original takes tf.gradients of (batch objective + beta * reg): the
+    # regularized gradient, without the gradient noise.
+    with tf.GradientTape() as tape:
+      tape.watch(params)
+      obj_b, clean_b = _clean_gradients(problem, params, batch_data,
+                                        batch_labels)
+      value = regularizer_value(problem, params, batch_data, batch_labels,
+                                clean_b, reg)
+      total = obj_b + reg.beta * value
+    grads = tape.gradient(total, params)
+    grads = [tf.zeros_like(p) if g is None else g
+             for g, p in zip(grads, params)]
+    return grads, value
+  if reg.reg_optimizer:
+    value = tf.cond(
+        jacob_switch,
+        lambda: regularizer_value(problem, params, batch_data, batch_labels,
+                                  clean_grads, reg),
+        lambda: tf.constant(0.))
+    return grads, value
+  return grads, tf.constant(0.)
+
+
+def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
+                       carried, first_unroll, reset_state):
+  """Starting values of an unroll (``_initialize_training_loop_parameters``).
+
+  ``first_unroll`` takes parameters from ``init_tensors`` and recomputes the
+  initial objective; otherwise parameters and the initial objective carry
+  over. ``reset_state`` re-initialises the optimizer state from
+  ``init_tensors`` (as the original, which builds it from the fed initial
+  tensors); otherwise the state carries over.
+  """
+  init_tensors = [tf.convert_to_tensor(t, tf.float32) for t in init_tensors]
+  if first_unroll or carried is None:
+    params = list(init_tensors)
+    attend_params = list(init_tensors)
+  else:
+    params = list(carried.params)
+    attend_params = list(carried.attend_params)
+  start_obj = problem.objective(params, mini_data, mini_labels)
+  if first_unroll or carried is None:
+    initial_obj = start_obj
+  else:
+    initial_obj = carried.initial_obj
+  if reset_state or carried is None:
+    states = [optimizer.initialize_state(t) for t in init_tensors]
+    global_state = list(optimizer.initialize_global_state())
+  else:
+    states = list(carried.states)
+    global_state = list(carried.global_state)
+  return start_obj, LoopState(initial_obj, params, attend_params, states,
+                              global_state)
+
+
+def unroll(problem, optimizer, obj_weights, batches, mini_data, mini_labels,
+           init_tensors, carried, first_unroll, reset_state, jacob_switch,
+           mode_mt, mt_labels, reg=NO_REGULARIZER):
+  """Runs one partial unroll; differentiable with respect to the optimizer.
+
+  Args:
+    problem: a problem_generator.Problem.
+    optimizer: a TrainableOptimizer.
+    obj_weights: float [T] weights of the per-step objectives.
+    batches: int [T, batch_size] rows of ``mini_data`` for each step.
+    mini_data, mini_labels: the unroll's mini dataset (or empty tensors).
+    init_tensors: initial parameters (used if ``first_unroll``/``reset_state``).
+    carried: LoopState from the previous unroll, or None.
+    first_unroll, reset_state, mode_mt: Python bools (see the original).
+    jacob_switch: bool tensor: whether the regularizer accumulates this unroll.
+    mt_labels: list (one per parameter) of teacher steps [T, *shape].
+    reg: RegularizerConfig.
+
+  Returns:
+    UnrollOutput. ``metaobj`` is the scaled meta-objective plus the
+    accumulated regularizer, ``metaobjmt`` the imitation objective.
+  """
+  start_obj, state = initial_loop_state(
+      problem, optimizer, init_tensors, mini_data, mini_labels, carried,
+      first_unroll, reset_state)
+  num_iter = tf.shape(obj_weights)[0]
+  all_obj = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
+                           clear_after_read=False,
+                           element_shape=tf.TensorShape([]))
+  all_obj = all_obj.write(0, start_obj)
+  jacob_switch = tf.convert_to_tensor(jacob_switch, tf.bool)
+  mode_mt_t = tf.constant(bool(mode_mt))
+  max_multiplier = optimizer.obj_train_max_multiplier
+
+  def cond(itr, obj_accum, obj_accum_mt, params, attend_params, states,
+           global_state, all_obj, regular):
+    del obj_accum_mt, params, attend_params, states, global_state, regular
+    keep = tf.logical_and(itr < num_iter, tf.math.is_finite(obj_accum))
+    if max_multiplier > 0:
+      current = all_obj.read(itr)
+      max_obj = state.initial_obj + (max_multiplier - 1) * tf.abs(
+          state.initial_obj)
+      keep = tf.logical_and(keep, current < max_obj)
+    return keep
+
+  def body(itr, obj_accum, obj_accum_mt, params, attend_params, states,
+           global_state, all_obj, regular):
+    batch = tf.gather(batches, itr)
+    batch_data = tf.gather(mini_data, batch)
+    batch_labels = tf.gather(mini_labels, batch)
+    teacher_steps = [tf.gather(m, itr) for m in mt_labels]
+    obj = problem.objective(params, mini_data, mini_labels)
+    eval_params = attend_params if optimizer.use_attention else params
+    grads, reg_value = _step_gradients(problem, eval_params, batch_data,
+                                       batch_labels, reg, jacob_switch)
+    if not optimizer.use_second_derivatives:
+      grads = [tf.stop_gradient(g) for g in grads]
+    if reg.reg_optimizer:
+      # Original: reg = cond(switch, reg, regular); regular += alpha * reg.
+      picked = tf.where(jacob_switch, reg_value, regular)
+      regular = regular + reg.alpha * picked
+    all_obj = all_obj.write(itr + 1, obj)
+    weight = tf.gather(obj_weights, itr)
+    obj_accum = obj_accum + weight * obj
+    new_params, new_states, new_global, new_attend, steps = (
+        optimizer.compute_updates(params, grads, states, global_state,
+                                  mode_mt_t if mode_mt else None,
+                                  teacher_steps if mode_mt else None))
+    mse = tf.add_n([tf.reduce_sum(0.5 * tf.square(own - teacher))
+                    for own, teacher in zip(steps, teacher_steps)])
+    mse = weight * (mse / problem.num_params)
+    obj_accum_mt = obj_accum_mt + mse
+    return (itr + 1, obj_accum, obj_accum_mt, new_params, new_attend,
+            new_states, new_global, all_obj, regular)
+
+  loop_vars = (tf.constant(0), tf.constant(0.), tf.constant(0.),
+               state.params, state.attend_params, state.states,
+               state.global_state, all_obj, tf.constant(0.))
+  out = tf.while_loop(cond, body, loop_vars)
+  (_, meta_obj, meta_obj_mt, params, attend_params, states, global_state,
+   all_obj, regular) = out
+  problem_objectives = all_obj.stack()
+  scaled = optimizer.scale_objective(meta_obj, problem_objectives,
+                                     state.initial_obj)
+  final_state = LoopState(state.initial_obj, list(params),
+                          list(attend_params), list(states),
+                          list(global_state))
+  return UnrollOutput(scaled + regular, meta_obj_mt, problem_objectives,
+                      state.initial_obj, regular, final_state)
+
+
+def zero_mt_labels(param_shapes, num_steps):
+  """Teacher steps of zeros, fed when imitation is off (as the original)."""
+  return [np.zeros((num_steps,) + tuple(s), np.float32) for s in param_shapes]
