@@ -15,6 +15,7 @@ setup(
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-datasets",
+        "tensorboard",
         "numpy",
         "absl-py",
         "matplotlib",

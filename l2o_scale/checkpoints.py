@@ -108,7 +108,26 @@ def restore_optimizer(path, optimizer):
   return resolve_checkpoint_path(path)
 
 
+class MetaParameters(tf.Module):
+  """What a TF2 checkpoint stores of an optimizer: its meta-parameters by TF1 name.
+
+  Saving the optimizer module itself would file each variable under the
+  first attribute path that reaches it (e.g. a cell's ``gates``), which
+  changes with the module's structure; this flat dict keeps the keys equal
+  to :func:`tf2_key` of the TF1 names.
+  """
+
+  def __init__(self, optimizer):
+    super().__init__(name="meta_parameters")
+    self.meta = dict(optimizer.tf1_variables())
+
+
+def tf2_checkpoint(optimizer, **extra_trackables):
+  """A ``tf.train.Checkpoint`` laid out as this port's checkpoints are."""
+  return tf.train.Checkpoint(**{TF2_ROOT: MetaParameters(optimizer)},
+                             **extra_trackables)
+
+
 def save_optimizer(path, optimizer, **extra_trackables):
   """Writes a TF2 checkpoint of the optimizer (and any extra trackables)."""
-  ckpt = tf.train.Checkpoint(**{TF2_ROOT: optimizer}, **extra_trackables)
-  return ckpt.write(path)
+  return tf2_checkpoint(optimizer, **extra_trackables).write(path)

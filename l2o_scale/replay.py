@@ -129,7 +129,8 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
   names = list(optimizer.tf1_variables())
   batches = np.asarray(arrays["batches"]) if data is not None else None
   results = {}
-  carried = None
+  from l2o_scale import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
+  carried = unroll_lib.zero_loop_state(problem, optimizer)
   offset = 0
   for u, length in enumerate(lengths):
     if batches is not None:
@@ -143,7 +144,8 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
     weights = tf.constant(np.ones(length, np.float32) / length)
     out, grads = step(weights, unroll_batches, mini_data, mini_labels,
                       init_tensors, carried, tf.constant(bool(switches[u])),
-                      mt_labels, u == 0, u == 0, mode_mt)
+                      mt_labels, tf.constant(u == 0), tf.constant(u == 0),
+                      mode_mt)
     carried = out.final_state
     prefix = "unroll{}/".format(u)
     # The fixture's meta_objective is the differentiated objective.

@@ -45,11 +45,13 @@ UnrollOutput = collections.namedtuple(
 class RegularizerConfig(collections.namedtuple(
     "RegularizerConfig",
     ["reg_optimizer", "reg_optimizee", "alpha", "beta", "reg_option",
-     "hessian_itrs", "seed"])):
+     "hessian_itrs", "seed", "probes"])):
   """The L2O-Entropy regularizer flags (original trainable_optimizer.py l.33-42,
-  problem_generator.py l.31-36). ``seed`` fixes the random probes: the
-  original drew its Rademacher probes with numpy while building the graph,
-  i.e. once per run, so the same probes serve every step."""
+  problem_generator.py l.31-36). ``probes`` are the Rademacher probes of
+  'hessian' / 'hessian-esd': the original drew them with numpy while building
+  the graph, i.e. once per run, so the same probes serve every step.
+  ``seed`` seeds the start vectors of 'hessian-ev' (a fresh
+  ``tf.random_normal`` per run in the original)."""
 
   @property
   def active(self):
@@ -57,7 +59,7 @@ class RegularizerConfig(collections.namedtuple(
 
 
 NO_REGULARIZER = RegularizerConfig(False, False, 5e-4, 1e-4, "hessian", 10,
-                                   None)
+                                   0, None)
 
 REG_OPTIONS = ("hessian", "hessian-ev", "hessian-esd", "jacob")
 
@@ -94,9 +96,12 @@ def make_regularizer_config(problem, reg_optimizer=False, reg_optimizee=False,
     probes = draw_rademacher_probes(problem.param_shapes, hessian_itrs)
   elif reg_option == "hessian-esd":
     probes = draw_rademacher_probes(problem.param_shapes, 1)
+  # A fresh start vector per run, without touching the numpy stream.
+  seed = (int(tf.random.uniform([], maxval=2**31 - 1, dtype=tf.int64))
+          if reg_option == "hessian-ev" else 0)
   return RegularizerConfig(bool(reg_optimizer), bool(reg_optimizee),
                            float(alpha), float(beta), reg_option,
-                           int(hessian_itrs), probes)
+                           int(hessian_itrs), seed, probes)
 
 
 def regularizer_value(problem, params, batch_data, batch_labels, clean_grads,
@@ -111,8 +116,8 @@ def regularizer_value(problem, params, batch_data, batch_labels, clean_grads,
   through them).
   """
   return problem.regularizer(list(params), batch_data, batch_labels,
-                             reg.reg_option, reg.hessian_itrs, reg.seed,
-                             grads=clean_grads)
+                             reg.reg_option, reg.hessian_itrs, seed=reg.seed,
+                             grads=clean_grads, probes=reg.probes)
 
 
 def _clean_gradients(problem, params, batch_data, batch_labels):
@@ -164,6 +169,21 @@ def _step_gradients(problem, params, batch_data, batch_labels, reg,
   return grads, tf.constant(0.)
 
 
+def zero_loop_state(problem, optimizer):
+  """A LoopState of zeros: what the original's local variables start as."""
+  zeros = [tf.zeros(s) for s in problem.param_shapes]
+  states = [tf.nest.map_structure(tf.zeros_like, optimizer.initialize_state(z))
+            for z in zeros]
+  global_state = [tf.zeros_like(g) for g in optimizer.initialize_global_state()]
+  return LoopState(tf.constant(0.), zeros, list(zeros), states, global_state)
+
+
+def _select(flag, if_true, if_false):
+  """Element-wise choice between two nests of tensors on a scalar bool."""
+  return tf.nest.map_structure(lambda a, b: tf.where(flag, a, b), if_true,
+                               if_false)
+
+
 def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
                        carried, first_unroll, reset_state):
   """Starting values of an unroll (``_initialize_training_loop_parameters``).
@@ -172,26 +192,25 @@ def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
   initial objective; otherwise parameters and the initial objective carry
   over. ``reset_state`` re-initialises the optimizer state from
   ``init_tensors`` (as the original, which builds it from the fed initial
-  tensors); otherwise the state carries over.
+  tensors); otherwise the state carries over. Both flags may be tensors (the
+  original's ``tf.cond`` on placeholders), so one compiled unroll serves all
+  cases.
   """
   init_tensors = [tf.convert_to_tensor(t, tf.float32) for t in init_tensors]
-  if first_unroll or carried is None:
-    params = list(init_tensors)
-    attend_params = list(init_tensors)
-  else:
-    params = list(carried.params)
-    attend_params = list(carried.attend_params)
+  if carried is None:
+    carried = zero_loop_state(problem, optimizer)
+  first_unroll = tf.convert_to_tensor(first_unroll, tf.bool)
+  reset_state = tf.convert_to_tensor(reset_state, tf.bool)
+  params = _select(first_unroll, init_tensors, list(carried.params))
+  attend_params = _select(first_unroll, init_tensors,
+                          list(carried.attend_params))
   start_obj = problem.objective(params, mini_data, mini_labels)
-  if first_unroll or carried is None:
-    initial_obj = start_obj
-  else:
-    initial_obj = carried.initial_obj
-  if reset_state or carried is None:
-    states = [optimizer.initialize_state(t) for t in init_tensors]
-    global_state = list(optimizer.initialize_global_state())
-  else:
-    states = list(carried.states)
-    global_state = list(carried.global_state)
+  initial_obj = tf.where(first_unroll, start_obj, carried.initial_obj)
+  fresh_states = [optimizer.initialize_state(t) for t in init_tensors]
+  states = _select(reset_state, fresh_states, list(carried.states))
+  global_state = _select(reset_state,
+                         list(optimizer.initialize_global_state()),
+                         list(carried.global_state))
   return start_obj, LoopState(initial_obj, params, attend_params, states,
                               global_state)
 
@@ -209,7 +228,8 @@ def unroll(problem, optimizer, obj_weights, batches, mini_data, mini_labels,
     mini_data, mini_labels: the unroll's mini dataset (or empty tensors).
     init_tensors: initial parameters (used if ``first_unroll``/``reset_state``).
     carried: LoopState from the previous unroll, or None.
-    first_unroll, reset_state, mode_mt: Python bools (see the original).
+    first_unroll, reset_state: bools or bool tensors (see the original).
+    mode_mt: Python bool: imitation mode.
     jacob_switch: bool tensor: whether the regularizer accumulates this unroll.
     mt_labels: list (one per parameter) of teacher steps [T, *shape].
     reg: RegularizerConfig.

@@ -107,11 +107,11 @@ class Problem(object):
     return _curvature().jacobian_trace(grads)
 
   def hessian_trace(self, params, data=None, labels=None, num_samples=10,
-                    seed=None):
+                    seed=None, probes=None):
     """Hutchinson Hessian-trace estimate (original ``hessain_trace``)."""
     return _curvature().hutchinson_trace(
         self._loss_fn(data, labels), list(params), num_samples=num_samples,
-        seed=seed)
+        seed=seed, probes=probes)
 
   def hessian_eigenvalues(self, params, data=None, labels=None, num_iters=10,
                           top_n=1, seed=None):
@@ -121,14 +121,14 @@ class Problem(object):
         top_n=top_n, seed=seed)
 
   def density(self, params, data=None, labels=None, num_iters=10, num_runs=1,
-              seed=None):
+              seed=None, probes=None):
     """Sum of Lanczos Ritz values, SLQ spectral density."""
     return _curvature().lanczos_density(
         self._loss_fn(data, labels), list(params), num_iters=num_iters,
-        num_runs=num_runs, seed=seed)
+        num_runs=num_runs, seed=seed, probes=probes)
 
   def regularizer(self, params, data=None, labels=None, reg_option="hessian",
-                  hessian_itrs=10, seed=None):
+                  hessian_itrs=10, seed=None, grads=None, probes=None):
     """The L2O-Entropy regularizer named by ``reg_option`` (a scalar).
 
     Port of the FLAGS.reg_option dispatch at the end of the training
@@ -136,19 +136,26 @@ class Problem(object):
     Rademacher probes, 'hessian-ev' -> top eigenvalue after ``hessian_itrs``
     power iterations, 'hessian-esd' -> one SLQ run of ``hessian_itrs``
     Lanczos steps, 'jacob' -> mean squared clean gradient of the batch.
+    ``grads`` are the batch's clean gradients if already computed;
+    ``probes`` the Rademacher start vectors to use (drawn with numpy once per
+    run, as the original did) instead of drawing them from ``seed``.
     """
     if reg_option not in REG_OPTIONS:
       raise ValueError("Unknown reg_option {!r}; valid options: {}".format(
           reg_option, ", ".join(REG_OPTIONS)))
     params = list(params)
     if reg_option == "jacob":
-      return self.jacob_trace(self.clean_gradients(params, data, labels))
+      if grads is None:
+        grads = self.clean_gradients(params, data, labels)
+      return self.jacob_trace(grads)
     if reg_option == "hessian":
-      return self.hessian_trace(params, data, labels, hessian_itrs, seed)
+      return self.hessian_trace(params, data, labels, hessian_itrs, seed,
+                                probes=probes)
     if reg_option == "hessian-ev":
       return self.hessian_eigenvalues(params, data, labels, hessian_itrs, 1,
                                       seed)
-    return self.density(params, data, labels, hessian_itrs, 1, seed)
+    return self.density(params, data, labels, hessian_itrs, 1, seed,
+                        probes=probes)
 
 
 REG_OPTIONS = ("hessian", "hessian-ev", "hessian-esd", "jacob")
@@ -189,6 +196,7 @@ class SoftmaxClassifier(Problem):
 
   def objective(self, params, data, labels):
     logits = self.inference(params, data)
+    labels = tf.convert_to_tensor(labels)  # numpy batches too
     if int(logits.shape[1]) == 2:
       labels = tf.cast(labels, tf.float32)
       losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels,

@@ -1,0 +1,230 @@
+"""A trained learned optimizer as a Keras 3 optimizer.
+
+``model.compile(optimizer=LearnedOptimizer.from_checkpoint(path), ...)`` then
+``model.fit(...)`` trains any Keras model with the learned optimizer.
+
+Why it cannot be a plain ``update_step`` optimizer: the hierarchical RNN mixes
+information across tensors (the mean log learning rate of the whole problem,
+the per-tensor RNN feeding the global RNN), so the original ``apply_gradients``
+(L2O-Scale-Evaluation ``optimizer/trainable_optimizer.py`` l.127-199,
+``hierarchical_rnn.py`` ``_compute_updates`` l.363-432) updates *all*
+variables in one call and advances one shared global state. This class keeps
+that: it overrides Keras' collective ``_backend_update_step`` (Keras 3 TF
+backend) and calls the learned optimizer's pure ``compute_updates`` once on
+all variables with gradients. Keras still applies its own features around it
+(gradient clipping, loss scaling, EMA, the ``iterations`` counter).
+
+Per-variable state (the TF1 slots: RNN states, gradient accumulators, log
+learning rates, ``true_param``) and the global RNN state are Keras optimizer
+variables, so they are saved with the optimizer and work inside the compiled
+(``tf.function``/XLA) train step of ``fit``. The meta-parameters are the
+learned optimizer's own ``tf.Variable``s, restored from a checkpoint written by
+the original TF1 ``metarun.py`` or by this port.
+
+Limitations: ``learning_rate`` and ``weight_decay`` are not used by the update
+(the learned optimizer chooses its own step sizes); only the default
+distribution strategy is supported (the joint update cannot be split per
+replica variable).
+"""
+
+import keras
+import tensorflow as tf
+
+from l2o_scale import checkpoints
+from optimizer import hierarchical_rnn
+
+# [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
+DEFAULT_LEVEL_SIZES = (10, 20, 20)
+
+
+def default_hrnn_kwargs():
+  """HierarchicalRNN options with the original ``metarun.py`` flag defaults.
+
+  The same values ``optimizer_flags.optimizer_kwargs`` produces from default
+  flags (metarun.py l.60-200; init scales hierarchical_rnn.py l.31-55).
+  """
+  kwargs = dict(
+      init_lr_range=(1e-6, 1e-2), learnable_decay=True,
+      dynamic_output_scale=True, use_attention=False, use_log_objective=True,
+      num_gradient_scales=4, zero_init_lr_weights=True,
+      use_log_means_squared=True, use_relative_lr=True,
+      use_extreme_indicator=False, max_log_lr=33, obj_train_max_multiplier=-1,
+      use_problem_lr_mean=True, use_gradient_shortcut=True,
+      use_second_derivatives=True, use_lr_shortcut=False,
+      use_grad_products=True, use_multiple_scale_decays=False,
+      use_numerator_epsilon=False, learnable_inp_decay=True,
+      learnable_rnn_init=True)
+  kwargs.update(hierarchical_rnn.INIT_DEFAULTS)
+  return kwargs
+
+
+class LearnedOptimizer(keras.optimizers.Optimizer):
+  """Keras optimizer driven by a trained learned optimizer.
+
+  Args:
+    learned_optimizer: a learned optimizer with the pure step interface
+      (``initialize_state``, ``initialize_global_state``, ``compute_updates``),
+      e.g. a restored ``HierarchicalRNN``.
+    checkpoint_path: where its meta-parameters came from (for ``get_config``).
+    optimizer_kwargs: its constructor options (for ``get_config``).
+    name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras
+      optimizer.
+  """
+
+  def __init__(self, learned_optimizer, checkpoint_path=None,
+               optimizer_kwargs=None, level_sizes=DEFAULT_LEVEL_SIZES,
+               name="learned_optimizer", **kwargs):
+    kwargs.pop("learning_rate", None)  # not used by the learned update
+    super().__init__(learning_rate=1.0, name=name, **kwargs)
+    for method in ("initialize_state", "initialize_global_state",
+                   "compute_updates"):
+      if not callable(getattr(learned_optimizer, method, None)):
+        raise TypeError("learned_optimizer must implement {} (a learned "
+                        "optimizer from optimizer/), got {!r}".format(
+                            method, type(learned_optimizer).__name__))
+    self.learned_optimizer = learned_optimizer
+    self.checkpoint_path = checkpoint_path
+    self.optimizer_kwargs = dict(optimizer_kwargs or {})
+    self.level_sizes = tuple(level_sizes)
+    self._state_slots = []  # per variable index: {state key: keras Variable}
+    self._global_slots = []
+
+  @classmethod
+  def from_checkpoint(cls, path, level_sizes=DEFAULT_LEVEL_SIZES,
+                      optimizer_kwargs=None, **keras_kwargs):
+    """Builds a HierarchicalRNN and restores it from ``path``.
+
+    ``path`` is a checkpoint prefix (``.../model.ckpt-0``) or a folder with a
+    ``checkpoint`` file, TF1 (original code) or TF2 (this port).
+    ``optimizer_kwargs`` override :func:`default_hrnn_kwargs`; they must match
+    the configuration the checkpoint was trained with, or a
+    ``CheckpointMismatchError`` names the variable that does not fit. A
+    missing checkpoint raises ``FileNotFoundError`` listing those that exist.
+    """
+    kwargs = default_hrnn_kwargs()
+    if optimizer_kwargs:
+      unknown = set(optimizer_kwargs) - set(kwargs) - {"random_seed"}
+      if unknown:
+        raise TypeError("Unknown HierarchicalRNN options: {}".format(
+            ", ".join(sorted(unknown))))
+      kwargs.update(optimizer_kwargs)
+    resolved = checkpoints.resolve_checkpoint_path(path)
+    learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
+    checkpoints.restore_optimizer(resolved, learned)
+    return cls(learned, checkpoint_path=resolved,
+               optimizer_kwargs=optimizer_kwargs, level_sizes=level_sizes,
+               **keras_kwargs)
+
+  # -------------------------------------------------------------- variables
+  def build(self, var_list):
+    """Creates the slots of every variable and the global state."""
+    if self.built:
+      return
+    super().build(var_list)
+    self._state_slots = []
+    with tf.init_scope():
+      for i, var in enumerate(var_list):
+        value = tf.cast(tf.convert_to_tensor(var), tf.float32)
+        init = self.learned_optimizer.initialize_state(value)
+        slots = {}
+        for key in sorted(init):
+          initial = tf.convert_to_tensor(init[key])
+          slots[key] = self.add_variable(
+              shape=tuple(initial.shape), dtype="float32",
+              initializer=_constant_initializer(initial),
+              name="{}_{}".format(_var_name(var, i), key))
+        self._state_slots.append(slots)
+      self._global_slots = []
+      for j, g in enumerate(self.learned_optimizer.initialize_global_state()):
+        g = tf.convert_to_tensor(g)
+        self._global_slots.append(self.add_variable(
+            shape=tuple(g.shape), dtype="float32",
+            initializer=_constant_initializer(g),
+            name="global_state{}".format(j)))
+
+  # ------------------------------------------------------------------ step
+  def _backend_update_step(self, grads, trainable_variables, learning_rate):
+    """One joint learned-optimizer step on all variables (see module doc)."""
+    if tf.distribute.has_strategy() and \
+        tf.distribute.get_strategy().num_replicas_in_sync > 1:
+      raise NotImplementedError(
+          "LearnedOptimizer updates all variables jointly and does not "
+          "support multi-replica distribution strategies.")
+    params, dense_grads, states, variables = [], [], [], []
+    for grad, var in zip(grads, trainable_variables):
+      if grad is None:
+        continue
+      slots = self._state_slots[self._get_variable_index(var)]
+      variables.append(var)
+      params.append(tf.cast(tf.convert_to_tensor(var), tf.float32))
+      dense_grads.append(tf.cast(tf.convert_to_tensor(grad), tf.float32))
+      states.append({k: tf.convert_to_tensor(v) for k, v in slots.items()})
+    if not variables:
+      return
+    global_state = [tf.convert_to_tensor(v) for v in self._global_slots]
+    _, new_states, new_global, new_attend, _ = \
+        self.learned_optimizer.compute_updates(params, dense_grads, states,
+                                               global_state)
+    use_attention = bool(getattr(self.learned_optimizer, "use_attention",
+                                 False))
+    for slot, value in zip(self._global_slots, new_global):
+      self.assign(slot, value)
+    for var, state, new_state, attend in zip(variables, states, new_states,
+                                             new_attend):
+      slots = self._state_slots[self._get_variable_index(var)]
+      for key in state:
+        self.assign(slots[key], new_state[key])
+      # The variable holds the attended location with attention, otherwise
+      # the new parameter (original apply_gradients).
+      value = attend if use_attention else new_state.get("true_param", attend)
+      self.assign(var, tf.cast(tf.reshape(value, var.shape), var.dtype))
+
+  def update_step(self, gradient, variable, learning_rate):
+    raise NotImplementedError(
+        "LearnedOptimizer updates all variables together; use "
+        "apply_gradients/apply (or model.fit).")
+
+  def reset_state(self):
+    """Re-initialises every slot from the variables' current values."""
+    for var, slots in zip(self._trainable_variables, self._state_slots):
+      init = self.learned_optimizer.initialize_state(
+          tf.cast(tf.convert_to_tensor(var), tf.float32))
+      for key, slot in slots.items():
+        slot.assign(init[key])
+    for slot, g in zip(self._global_slots,
+                       self.learned_optimizer.initialize_global_state()):
+      slot.assign(g)
+
+  # ---------------------------------------------------------------- config
+  def get_config(self):
+    config = super().get_config()
+    config.pop("learning_rate", None)
+    config.update(checkpoint_path=self.checkpoint_path,
+                  optimizer_kwargs=self.optimizer_kwargs,
+                  level_sizes=list(self.level_sizes))
+    return config
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    config = dict(config)
+    config.pop("learning_rate", None)
+    path = config.pop("checkpoint_path", None)
+    if path is None:
+      raise ValueError("LearnedOptimizer config has no checkpoint_path; "
+                       "build it with LearnedOptimizer.from_checkpoint.")
+    return cls.from_checkpoint(path, **config)
+
+
+def _constant_initializer(value):
+  value = tf.convert_to_tensor(value)
+
+  def initializer(shape, dtype=None):
+    del shape
+    return tf.cast(value, dtype or value.dtype)
+  return initializer
+
+
+def _var_name(var, index):
+  name = getattr(var, "path", None) or getattr(var, "name", None) or \
+      "var{}".format(index)
+  return str(name).replace("/", "_").replace(":", "_")

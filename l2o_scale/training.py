@@ -1,0 +1,611 @@
+"""Meta-training of a learned optimizer: ``train_optimizer``.
+
+Port of ``train_optimizer`` and ``validate`` of the L2O-Entropy training code
+(``L2O-ScalewHessian/L2O-Scale-Training/metaopt.py`` l.95-600), with the TF1
+graph/session/Supervisor machinery replaced by eager Python around compiled
+unrolls (:mod:`l2o_scale.meta_step`):
+
+* problems are drawn from ``problems_and_data``; each meta-iteration starts
+  from fresh standard-normal optimizee parameters (as the L2O-Entropy code
+  draws them with ``numpy.random.normal``);
+* a meta-iteration is a series of partial unrolls (fixed lengths, sampled
+  with ``sample_numiter``, or from the curriculum), each on a fresh
+  ``mini_batch_size`` subset of the data (or the same one with
+  ``data_freeze``); the full objective is computed on that subset, gradients
+  on batches of it;
+* after each unroll the meta-gradient (made finite, clipped to
+  ``gradient_clip``) is applied with the original's RMSProp, and the
+  optimizee and optimizer state carry over to the next unroll exactly as the
+  original's local variables do (including their quirks, see
+  :class:`CarriedState`);
+* evaluation every ``evaluation_period`` meta-iterations keeps the best
+  model as ``model.ckpt-0``; ``save_period`` checkpoints are
+  ``model.ckpt-<k>``; the curriculum (``if_cl``) and imitation (``if_mt``)
+  follow the original.
+
+New in the port: progress lines, TensorBoard summaries written for real (the
+original defined them but never wrote them), resumption from the last
+checkpoint, and a clear message when ``mini_batch_size`` exceeds the data.
+"""
+
+import dataclasses
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from l2o_scale import checkpoints
+from l2o_scale import curriculum as curriculum_lib
+from l2o_scale import meta_step as meta_step_lib
+from l2o_scale import mt_utils as mt_utils_lib
+from l2o_scale import tf1_optimizers
+from l2o_scale import unroll as unroll_lib
+from optimizer import utils
+from problems import datasets
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+  """The module-level flags the original ``metaopt.py`` read (l.34-75)."""
+  mini_batch_size: int = 10000
+  l2_reg: float = 0.
+  nan_l2_reg: float = 1e-2  # Defined by the original but unused there too.
+  rms_decay: float = 0.9
+  rms_epsilon: float = 1e-20
+  data_freeze: bool = False
+  reset_rnn_params: bool = True
+  regularize_time: str = "posterior"
+  reg_scale: float = 0.5
+  if_mt: bool = False
+  mt_ratio: float = 0.1
+  mt_k: int = 1
+  reg_optimizer: bool = False
+  reg_optimizee: bool = False
+  alpha: float = 5e-4
+  beta: float = 1e-4
+  reg_option: str = "hessian"
+  hessian_itrs: int = 10
+
+
+def sigmoid_weights(n, slope=0.1, offset=5):
+  """A sigmoid ramp normalised to sum to one (original l.78-100)."""
+  x = np.arange(n)
+  y = 1. / (1. + np.exp(-slope * (x - offset)))
+  return y / np.sum(y)
+
+
+def sample_numiter(scale, min_steps=50):
+  """round(Exponential(scale)) + min_steps, clipped to 3*min_steps (l.103-117)."""
+  sample = np.round(np.random.exponential(scale=scale)) + min_steps
+  sample = np.clip(sample, 0, 3 * min_steps)
+  return int(sample)
+
+
+def regularizer_switch(unroll_itr, num_unrolls, regularize_time, reg_scale):
+  """Whether the optimizer regularizer accumulates in this unroll (l.330-345).
+
+  Reproduces the original: 'posterior' -> on after the first
+  ``int(num_unrolls * reg_scale + 1)`` unrolls, 'prior' -> on before it,
+  'none' -> never on (so ``--regularize_time=none`` silently disables the
+  regularizer even with ``--reg_optimizer=True``), anything else -> always on.
+  """
+  threshold = int(num_unrolls * reg_scale + 1)
+  if regularize_time == "posterior":
+    return unroll_itr > threshold
+  if regularize_time == "prior":
+    return unroll_itr < threshold
+  if regularize_time == "none":
+    return False
+  return True
+
+
+def split_batches(all_batches, lengths, stride=1):
+  """Cuts a list of batches into consecutive groups of ``length * stride``,
+  keeping every ``stride``-th batch (the original's MT slicing, l.290-305)."""
+  groups, start = [], 0
+  for n in lengths:
+    groups.append(all_batches[start:start + n * stride:stride])
+    start += n * stride
+  return groups
+
+
+class CarriedState(object):
+  """The original's TF1 local variables that carry state between unrolls.
+
+  They start at zero and are overwritten with an unroll's final values only
+  when another unroll of the same series follows (``unroll_itr + 1 <
+  num_unrolls``, training and validation alike). With the default
+  ``reset_rnn_params=True`` the optimizer state is re-initialised only at the
+  very first unroll of training, so later meta-iterations start from these
+  variables, i.e. from the state at the start of the previous series' last
+  unroll (or zeros if it had a single unroll). That is what the original
+  does; it is reproduced.
+  """
+
+  def __init__(self, problem, optimizer):
+    self.value = unroll_lib.zero_loop_state(problem, optimizer)
+
+  def update(self, final_state):
+    self.value = final_state
+
+
+class TrainingProgress(tf.Module):
+  """Counters saved in checkpoints so an interrupted run resumes."""
+
+  def __init__(self):
+    super().__init__(name="progress")
+    self.meta_iteration = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.problem_itr = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.best_evaluation = tf.Variable(float("inf"), dtype=tf.float64,
+                                       trainable=False)
+    self.stage = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.num_eval = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.improved = tf.Variable(False, trainable=False)
+
+
+class CheckpointWriter(object):
+  """``model.ckpt-K`` checkpoints of optimizer, meta-optimizer and progress."""
+
+  def __init__(self, logdir, optimizer, meta_optimizer, progress):
+    self.logdir = logdir
+    self.optimizer = optimizer
+    self.ckpt = checkpoints.tf2_checkpoint(optimizer,
+                                           meta_optimizer=meta_optimizer,
+                                           progress=progress)
+    self.manager = tf.train.CheckpointManager(
+        self.ckpt, logdir, max_to_keep=None,
+        checkpoint_name=checkpoints.CHECKPOINT_BASENAME)
+
+  def save(self, number):
+    return self.manager.save(checkpoint_number=number)
+
+  def latest(self):
+    return self.manager.latest_checkpoint
+
+  def restore(self, path):
+    """Restores a checkpoint written by this class, or a TF1 one.
+
+    The configuration check runs first (CheckpointMismatchError names the
+    first variable that does not fit); nothing is assigned before it passes.
+    """
+    checkpoints.read_meta_parameters(path, self.optimizer)
+    if checkpoints.checkpoint_format(path) == "tf1":
+      checkpoints.restore_optimizer(path, self.optimizer)
+      return "tf1"
+    self.ckpt.read(path).assert_existing_objects_matched()
+    return "tf2"
+
+
+def _log(out, message):
+  out.write(message + "\n")
+  out.flush()
+
+
+def _problem_data(dataset, batch_size, mini_batch_size, out):
+  """Data arrays, labels as class indices, and the usable mini batch size."""
+  if dataset is None or dataset.size == 0:
+    return None, None, 0, 0
+  data = np.asarray(dataset.data, np.float32)
+  labels = np.asarray(dataset.labels)
+  n = data.shape[0]
+  if mini_batch_size > n:
+    _log(out, "mini_batch_size={} is larger than the dataset ({} rows): using "
+         "the whole dataset as the mini dataset.".format(mini_batch_size, n))
+    mini_batch_size = n
+  return data, labels, batch_size, mini_batch_size
+
+
+def _one_hot(labels):
+  """One-hot rows as the original training feed (np.eye(max + 1)[labels])."""
+  if labels.ndim != 1:
+    return labels.astype(np.float32)
+  label_range = int(np.max(labels)) + 1 if len(labels) else 1
+  return np.eye(label_range, dtype=np.float32)[labels]
+
+
+class _Trainer(object):
+  """One problem's meta-training loop (the body of the original's problem loop)."""
+
+  def __init__(self, problem, problem_name, dataset, batch_size, optimizer,
+               meta_optimizer, config, learning_rate, gradient_clip,
+               obj_train_max_multiplier, writer, summary_writer, out):
+    self.problem = problem
+    self.problem_name = problem_name
+    self.config = config
+    self.optimizer = optimizer
+    self.meta_optimizer = meta_optimizer
+    self.gradient_clip = gradient_clip
+    self.obj_train_max_multiplier = obj_train_max_multiplier
+    self.writer = writer
+    self.summary_writer = summary_writer
+    self.out = out
+    self.data, self.labels, self.batch_size, self.mini_batch_size = (
+        _problem_data(dataset, batch_size, config.mini_batch_size, out))
+    # Probes of the regularizer are drawn right after the problem, as the
+    # original drew them while building the graph.
+    self.reg = unroll_lib.make_regularizer_config(
+        problem, config.reg_optimizer, config.reg_optimizee, config.alpha,
+        config.beta, config.reg_option, config.hessian_itrs)
+    self.mt = mt_utils_lib.MTUtils(problem) if config.if_mt else None
+    self.meta_step = meta_step_lib.make_meta_step(problem, optimizer, self.reg,
+                                                  config.l2_reg)
+    self.eval_unroll = meta_step_lib.make_eval_unroll(problem, optimizer,
+                                                      self.reg)
+    self.carried = CarriedState(problem, optimizer)
+    self.num_nonfinite = 0
+
+  # ------------------------------------------------------------- data
+  def init_tensors(self):
+    return [np.random.normal(size=shape).astype(np.float32)
+            for shape in self.problem.param_shapes]
+
+  def batches(self, total, lengths, stride=1):
+    if self.data is None:
+      return [[[] for _ in range(n)] for n in lengths]
+    all_batches = datasets.batch_indices(self.mini_batch_size, total * stride,
+                                         self.batch_size)
+    return split_batches(all_batches, lengths, stride)
+
+  def mini_batches(self, num_unrolls):
+    if self.data is None:
+      return [np.zeros([0], np.int64)] * num_unrolls
+    if self.config.data_freeze:
+      return [np.arange(self.mini_batch_size)] * num_unrolls
+    full_batch = np.arange(self.data.shape[0])
+    chosen = []
+    for _ in range(num_unrolls):
+      np.random.shuffle(full_batch)
+      chosen.append(full_batch[:self.mini_batch_size].copy())
+    return chosen
+
+  def mini_dataset(self, rows):
+    if self.data is None:
+      return tf.zeros([0]), tf.zeros([0])
+    return (tf.constant(self.data[rows]),
+            tf.constant(_one_hot(self.labels[rows])))
+
+  def _batch_tensor(self, batches, length):
+    if self.data is None:
+      return tf.zeros([length, 0], tf.int32)
+    return tf.constant(np.asarray(batches, np.int32).reshape(length, -1))
+
+  # ---------------------------------------------------------- unrolls
+  def run_series(self, k, lengths, mt_training, total_step, log_prefix):
+    """Trains over one series of partial unrolls (one meta-iteration)."""
+    num_unrolls = len(lengths)
+    total = sum(lengths)
+    weights = [np.ones(n, np.float32) / n for n in lengths]
+    stride = self.config.mt_k if mt_training else 1
+    batch_groups = self.batches(total, lengths, stride)
+    mini_batches = self.mini_batches(num_unrolls)
+    init_tensors = [tf.constant(t) for t in self.init_tensors()]
+    if mt_training:
+      mt_batches = self.batches_mt_from(batch_groups, lengths)
+      teacher = self.mt.get_mt_labels(init_tensors, self.data, self.labels,
+                                      mini_batches, mt_batches,
+                                      k=self.config.mt_k)
+    last = None
+    for unroll_itr, length in enumerate(lengths):
+      switch = regularizer_switch(unroll_itr, num_unrolls,
+                                  self.config.regularize_time,
+                                  self.config.reg_scale)
+      first_unroll = unroll_itr == 0
+      reset_state = (first_unroll and k == 0 if self.config.reset_rnn_params
+                     else first_unroll)
+      mini_data, mini_labels = self.mini_dataset(mini_batches[unroll_itr])
+      self.last_mini = (mini_data, mini_labels)
+      if mt_training:
+        mt_labels = mt_utils_lib.stack_mt_labels(teacher[unroll_itr],
+                                                 len(self.problem.param_shapes))
+      else:
+        mt_labels = unroll_lib.zero_mt_labels(self.problem.param_shapes, length)
+      start = time.time()
+      out, grads = self.meta_step(
+          tf.constant(weights[unroll_itr]),
+          self._batch_tensor(batch_groups[unroll_itr], length),
+          mini_data, mini_labels, init_tensors, self.carried.value,
+          tf.constant(switch), [tf.constant(m) for m in mt_labels],
+          tf.constant(first_unroll), tf.constant(reset_state),
+          bool(mt_training))
+      objective = out.metaobjmt if mt_training else out.metaobj
+      sub_obj = out.problem_objectives.numpy()
+      if not mt_training:
+        if np.any(sub_obj < 0):
+          raise ValueError("Training problem objectives must be nonnegative.")
+        if self.obj_train_max_multiplier > 0 and (
+            sub_obj[-1] > (out.initial_obj.numpy() + abs(
+                out.initial_obj.numpy()) * (self.obj_train_max_multiplier - 1))):
+          _log(self.out, "{} broke early at unroll {} of {}: objective grew "
+               "more than obj_train_max_multiplier.".format(
+                   log_prefix, unroll_itr + 1, num_unrolls))
+          break
+      self.apply(grads, objective, unroll_itr, k)
+      if unroll_itr + 1 < num_unrolls:
+        self.carried.update(out.final_state)
+      last = (out, switch)
+      total_step += 1
+      self.log_unroll(log_prefix, unroll_itr, num_unrolls, length, objective,
+                      sub_obj, time.time() - start, mt_training, total_step)
+    return last, total_step
+
+  @staticmethod
+  def batches_mt_from(batch_groups, lengths):
+    del lengths
+    return batch_groups
+
+  def apply(self, grads, objective, unroll_itr, k):
+    """make_finite + clip_by_value on the meta-gradients, then RMSProp (l.215-240)."""
+    finite = [utils.make_finite(g, tf.zeros_like(g)) for g in grads]
+    nonfinite = sum(int(np.sum(~np.isfinite(g.numpy()))) for g in grads)
+    if nonfinite or not np.isfinite(objective.numpy()):
+      self.num_nonfinite += 1
+      _log(self.out, "warning: non-finite meta-objective or meta-gradient at "
+           "meta-iteration {} unroll {} ({} non-finite gradient entries); "
+           "replaced by zeros as the original does.".format(
+               k, unroll_itr, nonfinite))
+    clipped = [tf.clip_by_value(g, -self.gradient_clip, self.gradient_clip)
+               for g in finite]
+    self.meta_optimizer.apply_gradients(clipped)
+    self.last_grads = (grads, clipped)
+
+  def log_unroll(self, prefix, unroll_itr, num_unrolls, length, objective,
+                 sub_obj, seconds, mt_training, step):
+    value = float(objective.numpy())
+    _log(self.out, "{} unroll {}/{} ({} steps{}) meta-objective {:.6g} "
+         "problem objective {:.4g} -> {:.4g} {:.2f}s".format(
+             prefix, unroll_itr + 1, num_unrolls, length,
+             ", imitation" if mt_training else "", value, float(sub_obj[0]),
+             float(sub_obj[-1]), seconds))
+    if self.summary_writer is not None:
+      with self.summary_writer.as_default(step=step):
+        tf.summary.scalar("MetaObjective", value)
+        tf.summary.scalar(self.problem_name + "_MetaObjective", value)
+
+  def write_histograms(self, out, step):
+    """The original's histogram summaries (states, raw/clipped grads, vars)."""
+    if self.summary_writer is None or out is None:
+      return
+    with self.summary_writer.as_default(step=step):
+      final_states = out.final_state.states
+      if final_states:
+        for key, val in sorted(final_states[0].items()):
+          tf.summary.histogram("State/{}".format(key),
+                               utils.make_finite(val, tf.zeros_like(val)))
+      raw, clipped = getattr(self, "last_grads", ([], []))
+      for (name, var), g, c in zip(self.optimizer.tf1_variables().items(), raw,
+                                   clipped):
+        tf.summary.histogram(name + "_rawgrad",
+                             utils.make_finite(g, tf.zeros_like(g)))
+        tf.summary.histogram(name + "_var", var)
+        tf.summary.histogram(name + "_grad", c)
+
+  # --------------------------------------------------------- validation
+  def validate(self, k, lengths, switch):
+    """Final objective of one evaluation series (original ``validate``)."""
+    num_unrolls = len(lengths)
+    total = sum(lengths)
+    init_tensors = [tf.constant(t) for t in self.init_tensors()]
+    mini_data, mini_labels = self.last_mini
+    fetched = None
+    for unroll_itr, length in enumerate(lengths):
+      first_unroll = unroll_itr == 0
+      reset_state = (first_unroll and k == 0 if self.config.reset_rnn_params
+                     else first_unroll)
+      # The original draws a fresh set of batches for every unroll.
+      groups = self.batches(total, lengths)
+      fetched = self.eval_unroll(
+          tf.constant(np.ones(length, np.float32) / length),
+          self._batch_tensor(groups[unroll_itr], length), mini_data,
+          mini_labels, init_tensors, self.carried.value, tf.constant(switch),
+          [tf.constant(m) for m in
+           unroll_lib.zero_mt_labels(self.problem.param_shapes, length)],
+          tf.constant(first_unroll), tf.constant(reset_state))
+      if unroll_itr + 1 < num_unrolls:
+        self.carried.update(fetched.final_state)
+    return float(fetched.problem_objectives.numpy()[-1])
+
+  def evaluate(self, k, lengths, switch, epochs):
+    return sum(self.validate(k, lengths, switch) for _ in range(epochs)) / epochs
+
+
+def _unroll_plan(k, if_cl, curriculum, fix_unroll, fix_unroll_length,
+                 fix_num_steps, num_unroll_func, num_partial_unroll_itrs_func):
+  """Lengths of the partial unrolls of meta-iteration ``k`` (l.270-285)."""
+  del k
+  if if_cl:
+    return [fix_unroll_length] * curriculum.train_unrolls
+  if not fix_unroll:
+    num_unrolls = num_unroll_func()
+    return [num_partial_unroll_itrs_func() for _ in range(num_unrolls)]
+  return [fix_unroll_length] * (fix_num_steps // fix_unroll_length)
+
+
+def train_optimizer(logdir,
+                    optimizer_spec,
+                    problems_and_data,
+                    num_problems,
+                    num_meta_iterations,
+                    num_unroll_func,
+                    num_partial_unroll_itrs_func,
+                    learning_rate=1e-4,
+                    gradient_clip=5.,
+                    is_chief=False,
+                    select_random_problems=True,
+                    callbacks=None,
+                    obj_train_max_multiplier=-1,
+                    out=sys.stdout,
+                    fix_unroll=False,
+                    fix_unroll_length=20,
+                    fix_num_steps=100,
+                    fix_num_steps_eval=100,
+                    evaluation_period=1,
+                    evaluation_epochs=20,
+                    save_period=1,
+                    if_cl=False,
+                    config=None,
+                    resume=True,
+                    summaries=True):
+  """Trains the meta-parameters of an optimizer (the original's arguments).
+
+  New arguments: ``config`` (TrainingConfig: the flags the original read
+  from ``FLAGS`` inside metaopt.py), ``resume`` (continue from the latest
+  checkpoint in ``logdir``) and ``summaries`` (write TensorBoard summaries).
+  ``is_chief``/``callbacks`` are accepted for compatibility; there is one
+  worker. Returns a dict with the best evaluation, the last checkpoint and
+  counts of what happened.
+  """
+  del is_chief, callbacks
+  config = config or TrainingConfig()
+  tf.io.gfile.makedirs(logdir)
+  optimizer = optimizer_spec.build()
+  meta_optimizer = tf1_optimizers.RMSProp(
+      optimizer.meta_variables, learning_rate, decay=config.rms_decay,
+      epsilon=config.rms_epsilon)
+  progress = TrainingProgress()
+  writer = CheckpointWriter(logdir, optimizer, meta_optimizer, progress)
+  curriculum = (curriculum_lib.Curriculum(fix_unroll_length) if if_cl
+                else None)
+  start_k = 0
+  latest = writer.latest() if resume else None
+  if latest:
+    fmt = writer.restore(latest)
+    if fmt == "tf2":
+      start_k = int(progress.meta_iteration.numpy())
+      if curriculum is not None:
+        curriculum.load_state_dict(dict(
+            stage=progress.stage.numpy(), num_eval=progress.num_eval.numpy(),
+            improved=progress.improved.numpy(),
+            best=progress.best_evaluation.numpy()))
+    _log(out, "Resuming from {} ({} checkpoint) at meta-iteration {} of {}."
+         .format(latest, fmt.upper(), start_k, num_meta_iterations))
+  if start_k >= num_meta_iterations:
+    _log(out, "Training already complete ({} of {} meta-iterations); nothing "
+         "to do. Checkpoints are in {}.".format(start_k, num_meta_iterations,
+                                                logdir))
+    return dict(best_evaluation=float(progress.best_evaluation.numpy()),
+                last_checkpoint=latest, meta_iterations=start_k,
+                nonfinite_unrolls=0)
+  summary_writer = (tf.summary.create_file_writer(logdir) if summaries
+                    else None)
+
+  problems_and_data = list(problems_and_data)
+  if select_random_problems:
+    sampler = [random.choice(problems_and_data) for _ in range(num_problems)]
+  else:
+    num_repeats = num_problems // len(problems_and_data) + 1
+    random.shuffle(problems_and_data)
+    sampler = (problems_and_data * num_repeats)[:num_problems]
+
+  best_evaluation = float(progress.best_evaluation.numpy())
+  best_model_idx = None
+  total_step = int(meta_optimizer.iterations.numpy())
+  nonfinite = 0
+  k = start_k
+  for problem_itr, (problem_spec, dataset, batch_size) in enumerate(sampler):
+    problem = problem_spec.build()
+    name = getattr(problem_spec.callable, "__name__", "problem")
+    trainer = _Trainer(problem, name, dataset, batch_size, optimizer,
+                       meta_optimizer, config, learning_rate, gradient_clip,
+                       obj_train_max_multiplier, writer, summary_writer, out)
+    stop = False
+    for k in range(start_k, num_meta_iterations):
+      mt_training = config.if_mt and random.random() < config.mt_ratio
+      lengths = _unroll_plan(k, if_cl, curriculum, fix_unroll,
+                             fix_unroll_length, fix_num_steps,
+                             num_unroll_func, num_partial_unroll_itrs_func)
+      prefix = "[meta-iteration {}/{}]".format(k + 1, num_meta_iterations)
+      _log(out, "{} {} on {}: {} unrolls of {} steps".format(
+          prefix, "imitation" if mt_training else "training", name,
+          len(lengths), lengths[0] if len(set(lengths)) == 1 else lengths))
+      last, total_step = trainer.run_series(k, lengths, mt_training,
+                                            total_step, prefix)
+      trainer.write_histograms(last[0] if last else None, total_step)
+      switch = last[1] if last else False
+      progress.meta_iteration.assign(k + 1)
+      progress.problem_itr.assign(problem_itr)
+      if (k + 1) % evaluation_period == 0:
+        if if_cl:
+          eval_lengths = [fix_unroll_length] * curriculum.eval_unrolls
+        else:
+          eval_lengths = ([fix_unroll_length] *
+                          (fix_num_steps_eval // fix_unroll_length))
+        cost = trainer.evaluate(k, eval_lengths, switch, evaluation_epochs)
+        if if_cl:
+          stop = _curriculum_step(curriculum, cost, k, evaluation_period,
+                                  writer, progress, trainer, switch,
+                                  fix_unroll_length, evaluation_epochs, out)
+          best_evaluation = curriculum.best
+        else:
+          _log(out, "evaluation {}, cost={:.6g}".format(
+              (k + 1) // evaluation_period, cost))
+          if summary_writer is not None:
+            with summary_writer.as_default(step=total_step):
+              tf.summary.scalar("EvaluationCost", cost)
+          if cost < best_evaluation:
+            best_evaluation = cost
+            progress.best_evaluation.assign(cost)
+            writer.save(0)
+            best_model_idx = k + 1
+      if not if_cl and (k + 1) % save_period == 0:
+        writer.save(k + 1)
+      if stop:
+        break
+    nonfinite += trainer.num_nonfinite
+    if not if_cl:
+      progress.meta_iteration.assign(k + 1)
+      writer.save(k + 1)
+    start_k = 0
+    if stop:
+      break
+  if summary_writer is not None:
+    summary_writer.flush()
+  if not if_cl:
+    _log(out, "best model index={}".format(best_model_idx))
+  if nonfinite:
+    _log(out, "{} unroll(s) had non-finite values (gradients zeroed).".format(
+        nonfinite))
+  return dict(best_evaluation=best_evaluation, last_checkpoint=writer.latest(),
+              meta_iterations=k + 1, nonfinite_unrolls=nonfinite)
+
+
+def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,
+                     trainer, switch, fix_unroll_length, evaluation_epochs, out):
+  """Applies the curriculum decision after an evaluation; True means stop."""
+  _log(out, "evaluation {}, num_steps={}, cost={:.6g}".format(
+      (k + 1) // evaluation_period, curriculum.num_steps[curriculum.stage],
+      cost))
+  decision = curriculum.observe(cost)
+  stop = False
+  if decision.action == "improved":
+    _sync_progress(progress, curriculum)
+    writer.save(0)
+    writer.save(decision.stage)
+  elif decision.action == "promote":
+    stage_ckpt = os.path.join(writer.logdir, "{}-{}".format(
+        checkpoints.CHECKPOINT_BASENAME, decision.stage))
+    checkpoints.restore_optimizer(stage_ckpt, writer.optimizer)
+    eval_lengths = [fix_unroll_length] * curriculum.eval_unrolls
+    new_cost = trainer.evaluate(k, eval_lengths, switch, evaluation_epochs)
+    curriculum.reset_best(new_cost)
+    _log(out, "curriculum: promoted to num_steps={}; evaluation {}, "
+         "num_steps={}, cost={:.6g}".format(
+             curriculum.num_steps[curriculum.stage],
+             (k + 1) // evaluation_period,
+             curriculum.num_steps[curriculum.stage], new_cost))
+  elif decision.action == "stop":
+    _log(out, "no improve during curriculum {} --> stop".format(
+        decision.stage))
+    stop = True
+  _sync_progress(progress, curriculum)
+  return stop
+
+
+def _sync_progress(progress, curriculum):
+  state = curriculum.state_dict()
+  progress.stage.assign(state["stage"])
+  progress.num_eval.assign(state["num_eval"])
+  progress.improved.assign(state["improved"])
+  progress.best_evaluation.assign(state["best"])

@@ -1,0 +1,331 @@
+"""Meta-trains a learned optimizer (port of L2O-Entropy ``metarun.py``).
+
+Same absl flags, meanings and defaults as the original (``metarun.py``
+l.36-140, plus the flags the original defined in ``metaopt.py``,
+``optimizer/trainable_optimizer.py``, ``optimizer/hierarchical_rnn.py`` and
+``problems/problem_generator.py``). New flags: ``--data_dir``, ``--seed``,
+``--resume``, ``--summaries``.
+
+Example (the paper's regularized variant)::
+
+  python metarun.py --train_dir=hess_cl_mt --reg_optimizer=True \\
+      --reg_option=hessian-esd --data_dir=../shared/data/mnist
+
+Checkpoints go to ``<train_dir>/<optimizer>_<cell_cls>_<cell_size>_<num_cells>/
+model.ckpt-K`` (``model.ckpt-0`` is the best evaluated model).
+"""
+
+import os
+import random
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from l2o_scale import checkpoints
+from l2o_scale import metaopt
+from l2o_scale import optimizer_flags
+from problems import datasets
+from problems import problem_sets as ps
+
+FLAGS = flags.FLAGS
+
+# metarun.py
+flags.DEFINE_string("train_dir", "opt/",
+                    "Directory to store parameters and results.")
+flags.DEFINE_integer("task", 0, "Task id of the replica running the training.")
+flags.DEFINE_integer("worker_tasks", 1, "Number of tasks in the worker job.")
+flags.DEFINE_integer("num_problems", 1, "Number of sub-problems to run.")
+flags.DEFINE_integer("num_meta_iterations", 5,
+                     "Number of meta-iterations to optimize.")
+flags.DEFINE_integer("num_unroll_scale", 40,
+                     "Scale of the exponential distribution of the number of "
+                     "partial unrolls.")
+flags.DEFINE_integer("min_num_unrolls", 10,
+                     "The minimum number of unrolls per problem.")
+flags.DEFINE_integer("num_partial_unroll_itr_scale", 20,
+                     "Scale of the exponential distribution of the number of "
+                     "iterations per unroll.")
+flags.DEFINE_integer("min_num_itr_partial_unroll", 10,
+                     "The minimum number of iterations for one unroll.")
+flags.DEFINE_float("meta_learning_rate", 1e-6,
+                   "The learning rate for the meta-optimizer.")
+flags.DEFINE_float("gradient_clip_level", 1e4, "The level to clip gradients to.")
+flags.DEFINE_boolean("if_cl", False, "Curriculum learning over unroll lengths.")
+flags.DEFINE_boolean("fix_unroll", False, "Use fixed unroll lengths.")
+flags.DEFINE_integer("fix_unroll_length", 20, "Length of a fixed unroll.")
+flags.DEFINE_integer("fix_num_steps", 100, "Steps per meta-iteration (fixed).")
+flags.DEFINE_integer("fix_num_steps_eval", 100, "Steps per evaluation run.")
+flags.DEFINE_integer("evaluation_period", 1, "Meta-iterations between evaluations.")
+flags.DEFINE_integer("evaluation_epochs", 20, "Runs averaged per evaluation.")
+flags.DEFINE_integer("save_period", 1, "Meta-iterations between checkpoints.")
+
+# metaopt.py
+flags.DEFINE_integer("mini_batch_size", 10000, "mini batch size.")
+flags.DEFINE_integer("ps_tasks", 0, "Number of tasks in the ps job (unused).")
+flags.DEFINE_float("nan_l2_reg", 1e-2,
+                   "Strength of l2-reg when NaNs are encountered (unused, as "
+                   "in the original).")
+flags.DEFINE_float("l2_reg", 0., "Lambda value for parameter regularization.")
+flags.DEFINE_float("rms_decay", 0.9, "Decay value for the RMSProp metaoptimizer.")
+flags.DEFINE_float("rms_epsilon", 1e-20,
+                   "Epsilon value for the RMSProp metaoptimizer.")
+flags.DEFINE_boolean("set_profiling", False,
+                     "Profile with the TF profiler into train_dir (TensorBoard).")
+flags.DEFINE_boolean("data_freeze", False,
+                     "Freeze the data while training the optimizer.")
+flags.DEFINE_boolean("reset_rnn_params", True,
+                     "Reset the optimizer state only at the first unroll of "
+                     "training (original semantics).")
+flags.DEFINE_string("regularize_time", "posterior",
+                    "When to add the regularization to the optimizer training: "
+                    "posterior, prior, none (= never), anything else = always.")
+flags.DEFINE_float("reg_scale", 0.5, "The regularize scale for meta regularization.")
+flags.DEFINE_boolean("if_mt", False, "Imitation learning of Adam (MT).")
+flags.DEFINE_float("mt_ratio", 0.1, "Probability of an imitation meta-iteration.")
+flags.DEFINE_integer("mt_k", 1, "Teacher steps per imitation step.")
+
+# optimizer/trainable_optimizer.py
+flags.DEFINE_float("alpha", 5e-4, "The scale for optimizer regularization.")
+flags.DEFINE_float("beta", 1e-4, "The scale for optimizee regularization.")
+flags.DEFINE_boolean("reg_optimizer", False, "Whether to regularize the optimizer.")
+flags.DEFINE_boolean("reg_optimizee", False, "Whether to regularize the optimizee.")
+
+# problems/problem_generator.py
+flags.DEFINE_integer("hessian_itrs", 10,
+                     "Number of iterations for hessian information calculation.")
+flags.DEFINE_string("reg_option", "hessian",
+                    "Which regularization to use: hessian, hessian-ev, "
+                    "hessian-esd, jacob.")
+flags.DEFINE_float("l2_reg_scale", 1e-3,
+                   "Scaling factor for parameter value regularization in "
+                   "softmax classifier problems (unused, as in the original).")
+
+# New in the port.
+flags.DEFINE_string("data_dir", None,
+                    "Folder with the standard MNIST/CIFAR-10 files (default: "
+                    "$L2O_SCALE_DATA_DIR, else tensorflow-datasets).")
+flags.DEFINE_integer("seed", None, "Seed numpy, Python and TF random streams.")
+flags.DEFINE_boolean("resume", True,
+                     "Continue from the latest checkpoint in the log dir.")
+flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
+
+optimizer_flags.define_optimizer_flags()
+
+# include_* flag -> problem set (original metarun.py main(), in its order).
+INCLUDE_FLAGS = [
+    ("include_sparse_softmax_problems", "sparse_softmax_2_class_sparse_problems",
+     "Include sparse softmax problems."),
+    ("include_mnist_conv_problems", "mnist_conv_problems",
+     "Include Convnet problems."),
+    ("include_cifar10_conv_problems", "cifar10_conv_problems",
+     "Include Convnet problems."),
+    ("include_mnist_mlp_problems", "mnist_mlp_problems",
+     "Include MNIST MLP problems."),
+    ("include_one_hot_sparse_softmax_problems",
+     "one_hot_sparse_softmax_2_class_sparse_problems",
+     "Include one-hot sparse softmax problems."),
+    ("include_quadratic_problems", "quadratic_problems",
+     "Include non-noisy quadratic problems."),
+    ("include_noisy_quadratic_problems", "quadratic_problems_noisy",
+     "Include noisy quadratic problems."),
+    ("include_large_quadratic_problems", "quadratic_problems_large",
+     "Include very large quadratic problems."),
+    ("include_bowl_problems", "bowl_problems", "Include 2D bowl problems."),
+    ("include_noisy_bowl_problems", "bowl_problems_noisy",
+     "Include noisy bowl problems."),
+    ("include_softmax_2_class_problems", "softmax_2_class_problems",
+     "Include 2-class logistic regression problems."),
+    ("include_noisy_softmax_2_class_problems", "softmax_2_class_problems_noisy",
+     "Include noisy 2-class logistic regression problems."),
+    ("include_optimization_test_problems", "optimization_test_problems",
+     "Include classic optimization test problems, e.g. Rosenbrock."),
+    ("include_noisy_optimization_test_problems",
+     "optimization_test_problems_noisy",
+     "Include gradient-noise versions of classic optimization test problems."),
+    ("include_fully_connected_random_2_class_problems",
+     "fully_connected_random_2_class_problems",
+     "Include MLP problems for 2 classes."),
+    ("include_matmul_problems", "matmul_problems",
+     "Include matrix multiplication problems."),
+    ("include_log_objective_problems", "log_objective_problems",
+     "Include log-objective problems."),
+    ("include_rescale_problems", "rescale_problems",
+     "Include rescaled-parameter problems."),
+    ("include_norm_problems", "norm_problems", "Include N-norm problems."),
+    ("include_noisy_norm_problems", "norm_problems_noisy",
+     "Include noisy norm problems."),
+    ("include_sum_problems", "sum_problems", "Include sum problems."),
+    ("include_noisy_sum_problems", "sum_problems_noisy",
+     "Include noisy sum problems."),
+    ("include_sparse_gradient_problems", "sparse_gradient_problems",
+     "Include sparse-gradient problems."),
+    ("include_min_max_well_problems", "min_max_well_problems",
+     "Include min-max well problems."),
+    ("include_sum_of_quadratics_problems", "sum_of_quadratics_problems",
+     "Include sum of quadratics problems."),
+    ("include_projection_quadratic_problems", "projection_quadratic_problems",
+     "Include projection quadratic problems."),
+    ("include_outward_snake_problems", "outward_snake_problems",
+     "Include outward snake problems."),
+    ("include_dependency_chain_problems", "dependency_chain_problems",
+     "Include dependency chain problems."),
+]
+for _flag, _set, _help in INCLUDE_FLAGS:
+  flags.DEFINE_boolean(_flag, False, _help)
+
+DEFAULT_SET = "mnist_mlp_problems"
+
+
+def selected_problems(flag_values, out=sys.stdout):
+  """The training problems chosen by the include_* flags (original order)."""
+  problems_and_data = []
+  for flag_name, set_name, _ in INCLUDE_FLAGS:
+    if getattr(flag_values, flag_name):
+      problems_and_data.extend(ps.get(set_name, data_dir=flag_values.data_dir))
+      if (flag_name == "include_sparse_gradient_problems" and
+          flag_values.include_fully_connected_random_2_class_problems):
+        problems_and_data.extend(ps.sparse_gradient_problems_mlp())
+  if not problems_and_data:
+    out.write("No --include_* flag given: training on the L2O-Entropy setting, "
+              "{} (MNIST MLP 784-20-10, sigmoid, batch 128).\n".format(
+                  DEFAULT_SET))
+    problems_and_data = ps.get(DEFAULT_SET, data_dir=flag_values.data_dir)
+  return problems_and_data
+
+
+def check_flags(flag_values):
+  """Rejects flag combinations the original would crash on or silently misuse."""
+  errors = []
+  if flag_values.fix_unroll_length < 1:
+    errors.append("--fix_unroll_length must be >= 1")
+  if flag_values.fix_unroll and (
+      flag_values.fix_num_steps < flag_values.fix_unroll_length):
+    errors.append("--fix_num_steps ({}) must be at least --fix_unroll_length "
+                  "({}) or no unroll runs".format(flag_values.fix_num_steps,
+                                                  flag_values.fix_unroll_length))
+  if flag_values.fix_num_steps_eval < flag_values.fix_unroll_length:
+    errors.append("--fix_num_steps_eval ({}) must be at least "
+                  "--fix_unroll_length ({})".format(
+                      flag_values.fix_num_steps_eval,
+                      flag_values.fix_unroll_length))
+  for name in ("evaluation_epochs", "evaluation_period", "save_period",
+               "num_meta_iterations", "num_problems", "mt_k", "hessian_itrs",
+               "mini_batch_size"):
+    if getattr(flag_values, name) < 1:
+      errors.append("--{} must be >= 1".format(name))
+  if not 0. <= flag_values.mt_ratio <= 1.:
+    errors.append("--mt_ratio must be in [0, 1]")
+  if flag_values.reg_option not in metaopt.REG_OPTIONS:
+    errors.append("--reg_option={!r} is not one of {}".format(
+        flag_values.reg_option, ", ".join(metaopt.REG_OPTIONS)))
+  if ((flag_values.use_relative_lr or flag_values.use_extreme_indicator) and
+      not flag_values.dynamic_output_scale):
+    errors.append("--use_relative_lr / --use_extreme_indicator need "
+                  "--dynamic_output_scale=True")
+  return errors
+
+
+def warnings_for(flag_values):
+  """Legal but surprising combinations, reported (behaviour is the original's)."""
+  notes = []
+  if flag_values.reg_optimizer and flag_values.regularize_time == "none":
+    notes.append("--regularize_time=none switches the optimizer regularizer "
+                 "off in every unroll: with --reg_optimizer=True the "
+                 "accumulated regularizer stays 0 (original behaviour; use "
+                 "--regularize_time=always to apply it).")
+  if flag_values.if_cl and not flag_values.fix_unroll:
+    notes.append("--if_cl uses --fix_unroll_length unrolls regardless of "
+                 "--fix_unroll (original behaviour).")
+  return notes
+
+
+def training_config(flag_values):
+  return metaopt.TrainingConfig(
+      mini_batch_size=flag_values.mini_batch_size, l2_reg=flag_values.l2_reg,
+      nan_l2_reg=flag_values.nan_l2_reg, rms_decay=flag_values.rms_decay,
+      rms_epsilon=flag_values.rms_epsilon, data_freeze=flag_values.data_freeze,
+      reset_rnn_params=flag_values.reset_rnn_params,
+      regularize_time=flag_values.regularize_time,
+      reg_scale=flag_values.reg_scale, if_mt=flag_values.if_mt,
+      mt_ratio=flag_values.mt_ratio, mt_k=flag_values.mt_k,
+      reg_optimizer=flag_values.reg_optimizer,
+      reg_optimizee=flag_values.reg_optimizee, alpha=flag_values.alpha,
+      beta=flag_values.beta, reg_option=flag_values.reg_option,
+      hessian_itrs=flag_values.hessian_itrs)
+
+
+def main(argv):
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  errors = check_flags(FLAGS)
+  if errors:
+    sys.stderr.write("metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
+                     "\n")
+    return 2
+  for note in warnings_for(FLAGS):
+    print("Note: " + note)
+  if FLAGS.seed is not None:
+    np.random.seed(FLAGS.seed)
+    random.seed(FLAGS.seed)
+    tf.random.set_seed(FLAGS.seed)
+  try:
+    spec = optimizer_flags.optimizer_spec(FLAGS)
+    spec.build()  # Fails fast on inconsistent optimizer options.
+    problems_and_data = selected_problems(FLAGS)
+  except (ValueError, TypeError, datasets.DataNotFoundError) as e:
+    sys.stderr.write("metarun.py: {}\n".format(e))
+    return 2
+  logdir = os.path.join(FLAGS.train_dir,
+                        optimizer_flags.checkpoint_subdir(FLAGS))
+
+  def num_unrolls():
+    return metaopt.sample_numiter(FLAGS.num_unroll_scale, FLAGS.min_num_unrolls)
+
+  def num_partial_unroll_itrs():
+    return metaopt.sample_numiter(FLAGS.num_partial_unroll_itr_scale,
+                                  FLAGS.min_num_itr_partial_unroll)
+
+  print("Meta-training {} into {}".format(FLAGS.optimizer, logdir), flush=True)
+  if FLAGS.set_profiling:
+    tf.profiler.experimental.start(logdir)
+  try:
+    result = metaopt.train_optimizer(
+        logdir, spec, problems_and_data, FLAGS.num_problems,
+        FLAGS.num_meta_iterations, num_unrolls, num_partial_unroll_itrs,
+        learning_rate=FLAGS.meta_learning_rate,
+        gradient_clip=FLAGS.gradient_clip_level,
+        is_chief=FLAGS.task == 0,
+        select_random_problems=FLAGS.worker_tasks == 1 or FLAGS.task != 0,
+        obj_train_max_multiplier=FLAGS.objective_training_max_multiplier,
+        callbacks=[], fix_unroll=FLAGS.fix_unroll,
+        fix_unroll_length=FLAGS.fix_unroll_length,
+        fix_num_steps=FLAGS.fix_num_steps,
+        fix_num_steps_eval=FLAGS.fix_num_steps_eval,
+        evaluation_period=FLAGS.evaluation_period,
+        evaluation_epochs=FLAGS.evaluation_epochs,
+        save_period=FLAGS.save_period, if_cl=FLAGS.if_cl,
+        config=training_config(FLAGS), resume=FLAGS.resume,
+        summaries=FLAGS.summaries)
+  except checkpoints.CheckpointMismatchError as e:
+    sys.stderr.write("metarun.py: cannot resume: {}\nUse another --train_dir "
+                     "or --resume=False.\n".format(e))
+    return 2
+  finally:
+    if FLAGS.set_profiling:
+      tf.profiler.experimental.stop()
+  print("Done. Latest checkpoint: {}".format(result["last_checkpoint"]))
+  return 0
+
+
+def run():
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

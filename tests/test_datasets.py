@@ -1,0 +1,140 @@
+"""Dataset loaders (offline MNIST / CIFAR-10) and the random generators."""
+
+import os
+import pickle
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from problems import datasets
+
+
+class _FakeTfds(types.ModuleType):
+  """tensorflow_datasets stand-in: records loads and never downloads."""
+
+  def __init__(self):
+    super().__init__("tensorflow_datasets")
+    self.loads = []
+
+  def load(self, name, **kwargs):
+    self.loads.append((name, kwargs))
+    raise RuntimeError("no network in tests")
+
+  def as_numpy(self, x):
+    return x
+
+
+@pytest.fixture(autouse=True)
+def fake_tfds(monkeypatch):
+  fake = _FakeTfds()
+  monkeypatch.setitem(sys.modules, "tensorflow_datasets", fake)
+  return fake
+
+
+def test_mnist_offline_row_counts_from_idx_header(data_dir):
+  test = datasets.mnist(train=False, data_dir=data_dir)
+  train = datasets.mnist(train=True, data_dir=data_dir, verbose=False)
+  assert test.data.shape == (10000, 28, 28, 1) and test.size == 10000
+  assert train.data.shape == (5000, 28, 28, 1) and train.size == 5000
+  assert test.labels.dtype == np.int32 and set(np.unique(test.labels)) == set(
+      range(10))
+  assert 0. <= test.data.min() and test.data.max() <= 1.
+  one_hot = datasets.mnist(train=False, data_dir=data_dir, one_hot=True)
+  np.testing.assert_array_equal(one_hot.labels.argmax(1), test.labels)
+
+
+def test_mnist_missing_names_folder(tmp_path, fake_tfds):
+  with pytest.raises(datasets.DataNotFoundError) as err:
+    datasets.mnist(train=False, data_dir=str(tmp_path))
+  assert str(tmp_path) in str(err.value)
+  assert fake_tfds.loads and fake_tfds.loads[0][1]["download"] is False
+
+
+def _write_cifar_pickles(folder, rows):
+  os.makedirs(folder)
+  rng = np.random.RandomState(0)
+  for name in ["data_batch_{}".format(i) for i in range(1, 6)] + [
+      "test_batch"]:
+    batch = {b"data": rng.randint(0, 256, (rows, 3072)).astype(np.uint8),
+             b"labels": list(rng.randint(0, 10, rows))}
+    with open(os.path.join(folder, name), "wb") as f:
+      pickle.dump(batch, f)
+
+
+def test_cifar10_from_python_pickles(tmp_path):
+  folder = tmp_path / "cifar-10-batches-py"
+  _write_cifar_pickles(str(folder), rows=4)
+  train = datasets.cifar10(train=True, data_dir=str(tmp_path))
+  test = datasets.cifar10(train=False, data_dir=str(tmp_path))
+  assert train.data.shape == (20, 32, 32, 3) and train.size == 20
+  assert test.data.shape == (4, 32, 32, 3)
+  with open(str(folder / "test_batch"), "rb") as f:
+    raw = pickle.load(f, encoding="bytes")
+  # Channel-major rows become NHWC: pixel (0, 0) of image 0 is R, G, B.
+  expected = raw[b"data"][0].reshape(3, 32, 32)[:, 0, 0] / 255.
+  np.testing.assert_allclose(test.data[0, 0, 0], expected, rtol=1e-6)
+  np.testing.assert_array_equal(test.labels, raw[b"labels"])
+
+
+def test_cifar10_from_binary_files(tmp_path):
+  folder = tmp_path / "cifar-10-batches-bin"
+  folder.mkdir()
+  records = np.zeros((3, 3073), np.uint8)
+  records[:, 0] = [7, 1, 4]
+  records[1, 1:] = 255
+  records.tofile(str(folder / "test_batch.bin"))
+  test = datasets.cifar10(train=False, data_dir=str(tmp_path))
+  np.testing.assert_array_equal(test.labels, [7, 1, 4])
+  assert test.data[1].min() == 1. and test.data[0].max() == 0.
+
+
+def test_cifar10_missing_names_folder(tmp_path):
+  with pytest.raises(datasets.DataNotFoundError) as err:
+    datasets.cifar10(train=True, data_dir=str(tmp_path))
+  assert str(tmp_path) in str(err.value)
+  assert "cifar-10-batches-py" in str(err.value)
+
+
+def test_random_binary_same_np_random_calls_as_original():
+  ds = datasets.random_binary(6, 10, random_seed=5)
+  np.random.seed(5)
+  np.testing.assert_array_equal(ds.data, np.random.randint(2, size=(10, 6)))
+  assert ds.labels.shape == (10, 1) and not ds.labels.any()
+
+
+def test_random_symmetric_and_mlp():
+  sym = datasets.random_symmetric(4, 10, random_seed=1)
+  np.testing.assert_array_equal(sym.data[:5], -sym.data[5:])
+  mlp = datasets.random_mlp(8, 200, random_seed=1)
+  assert mlp.data.shape == (200, 8) and set(np.unique(mlp.labels)) <= {0, 1}
+  again = datasets.random_mlp(8, 200, random_seed=1)
+  np.testing.assert_array_equal(mlp.labels, again.labels)
+
+
+def test_noisy_parity_class():
+  ds = datasets.noisy_parity_class(2000, random_seed=123)
+  assert ds.data.shape == (2000, 5) and ds.data.dtype == np.float32
+  parity = ds.data.sum(1).astype(int) % 2
+  flipped = np.mean(parity != ds.labels)
+  assert 0.2 < flipped < 0.3
+
+
+def test_random_classification():
+  a = datasets.random(10, 1000, random_seed=123, sep=2.0)
+  b = datasets.random(10, 1000, random_seed=123, sep=2.0)
+  assert a.data.shape == (1000, 10) and a.labels.dtype == np.int32
+  np.testing.assert_array_equal(a.data, b.data)
+  assert 0.4 < a.labels.mean() < 0.6
+  ten = datasets.random(20, 500, n_classes=10, random_seed=1)
+  assert set(np.unique(ten.labels)) == set(range(10))
+
+
+def test_batch_indices_cover_each_epoch():
+  np.random.seed(0)
+  batches = datasets.batch_indices(10, 5, 3)
+  assert [len(b) for b in batches] == [3] * 5
+  assert len(set(sum(batches[:3], []))) == 9  # first epoch: no repeats
+
+

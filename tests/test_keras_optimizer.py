@@ -1,0 +1,132 @@
+"""Tests of l2o_scale.keras_optimizer.LearnedOptimizer."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from l2o_scale import checkpoints
+from l2o_scale.keras_optimizer import LearnedOptimizer
+from problems import datasets
+from problems import problem_generator as pg
+
+
+@pytest.fixture
+def fixture(fixtures_dir):
+  folder = os.path.join(fixtures_dir, "mnist_mlp_sigmoid")
+  with open(os.path.join(folder, "spec.json")) as f:
+    spec = json.load(f)
+  return folder, spec, np.load(os.path.join(folder, "arrays.npz"))
+
+
+def _rel_l2(port, expected):
+  return np.linalg.norm(port - expected) / (np.linalg.norm(expected) + 1e-12)
+
+
+def _mlp(hidden=20, activation="sigmoid"):
+  return keras.Sequential([
+      keras.Input((28, 28, 1)), keras.layers.Flatten(),
+      keras.layers.Dense(hidden, activation=activation),
+      keras.layers.Dense(10)])
+
+
+def test_apply_gradients_equals_tf1_fixture(fixture, data_dir):
+  folder, spec, arrays = fixture
+  opt = LearnedOptimizer.from_checkpoint(
+      os.path.join(folder, "ckpt", "model.ckpt-0"),
+      optimizer_kwargs=spec["optimizer"]["kwargs"])
+  kwargs = dict(spec["problem"]["kwargs"], activation=tf.nn.sigmoid)
+  problem = pg.FullyConnected(*spec["problem"]["args"], **kwargs)
+  variables = [keras.Variable(arrays["init{}".format(i)]) for i in range(4)]
+  data = datasets.mnist(train=False, data_dir=data_dir)
+
+  @tf.function
+  def step(x, y):
+    with tf.GradientTape() as tape:
+      loss = problem.objective([v.value for v in variables], x, y)
+    grads = tape.gradient(loss, [v.value for v in variables])
+    opt.apply_gradients(zip(grads, variables))
+    return loss
+
+  objs = np.array([float(step(tf.constant(data.data[b]),
+                              tf.constant(data.labels[b])))
+                   for b in arrays["batches"]])
+  expected = arrays["objectives"]
+  tol = spec["tolerances"]
+  assert np.max(np.abs(objs - expected)) / np.max(np.abs(expected)) < \
+      tol["objectives"]["max_rel"]
+  for i, var in enumerate(variables):
+    assert _rel_l2(var.numpy(), arrays["final{}".format(i)]) < \
+        tol["final"]["rel_l2"]
+  assert int(opt.iterations.numpy()) == len(expected)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_fit_reproduces_tf1_fixture(fixture, data_dir, jit_compile):
+  folder, spec, arrays = fixture
+  opt = LearnedOptimizer.from_checkpoint(
+      os.path.join(folder, "ckpt"),  # a folder with a checkpoint file works
+      optimizer_kwargs=spec["optimizer"]["kwargs"])
+  model = _mlp()
+  model.set_weights([arrays["init{}".format(i)] for i in range(4)])
+  model.compile(optimizer=opt, jit_compile=jit_compile,
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  data = datasets.mnist(train=False, data_dir=data_dir)
+  rows = arrays["batches"].reshape(-1)
+  model.fit(data.data[rows], data.labels[rows], batch_size=spec["batch_size"],
+            shuffle=False, epochs=1, verbose=0)
+  for i, w in enumerate(model.get_weights()):
+    assert _rel_l2(w, arrays["final{}".format(i)]) < \
+        spec["tolerances"]["final"]["rel_l2"]
+
+
+def test_fit_trains_a_keras_model_on_mnist(fixtures_dir, data_dir):
+  opt = LearnedOptimizer.from_checkpoint(
+      os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt", "model.ckpt-0"))
+  data = datasets.mnist(train=True, data_dir=data_dir)
+  keras.utils.set_random_seed(0)
+  model = keras.Sequential([
+      keras.Input((28, 28, 1)),
+      keras.layers.Conv2D(4, 3, activation="relu"),
+      keras.layers.MaxPooling2D(2), keras.layers.Flatten(),
+      keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)])
+  model.compile(optimizer=opt, metrics=["accuracy"],
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  history = model.fit(data.data[:2048], data.labels[:2048], batch_size=64,
+                      epochs=4, verbose=0)
+  loss = history.history["loss"]
+  assert np.all(np.isfinite(loss))
+  # The fixture checkpoint is a perturbed, untrained optimizer: slow but
+  # steady progress.
+  assert all(b < a for a, b in zip(loss, loss[1:]))
+  assert loss[-1] < loss[0] - 0.1
+  # One slot set per trainable variable plus the shared global state.
+  assert len(opt._state_slots) == len(model.trainable_variables)
+  assert len(opt._global_slots) == 1
+
+
+def test_errors(fixtures_dir, tmp_path):
+  ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  with pytest.raises(FileNotFoundError, match=r"model\.ckpt-0"):
+    LearnedOptimizer.from_checkpoint(os.path.join(ckpt, "model.ckpt-3"))
+  with pytest.raises(checkpoints.CheckpointMismatchError,
+                     match="LOL/Layer2_RNN|Level2"):
+    LearnedOptimizer.from_checkpoint(ckpt, level_sizes=(10, 20, 30))
+  with pytest.raises(TypeError, match="Unknown HierarchicalRNN options"):
+    LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs={"lr": 1})
+
+
+def test_config_round_trip(fixtures_dir):
+  ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  opt = LearnedOptimizer.from_checkpoint(
+      ckpt, optimizer_kwargs={"init_lr_range": (1e-3, 1e-3)}, clipnorm=1.0)
+  clone = LearnedOptimizer.from_config(opt.get_config())
+  assert clone.clipnorm == 1.0
+  for name, var in opt.learned_optimizer.tf1_variables().items():
+    np.testing.assert_array_equal(
+        var.numpy(), clone.learned_optimizer.tf1_variables()[name].numpy())

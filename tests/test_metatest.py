@@ -1,0 +1,146 @@
+"""Tests of metatest.py (flags, result files, errors)."""
+
+import json
+import os
+import pickle
+import shutil
+
+from absl import flags
+import numpy as np
+import pytest
+
+import metatest
+from l2o_scale import checkpoints
+from problems import datasets
+
+FLAGS = flags.FLAGS
+SUBDIR = "HierarchicalRNN_GRUCell_20_2"
+
+
+def _parse(*args):
+  FLAGS.unparse_flags()
+  FLAGS(["metatest.py"] + list(args))
+  return FLAGS
+
+
+@pytest.fixture
+def train_dir(fixtures_dir, tmp_path):
+  """A train dir holding the original TF1 checkpoint, as metarun.py left it."""
+  folder = tmp_path / "train" / SUBDIR
+  folder.mkdir(parents=True)
+  ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  for name in os.listdir(ckpt):
+    if name.startswith("model.ckpt-0"):
+      shutil.copy(os.path.join(ckpt, name), folder)
+  return str(tmp_path / "train")
+
+
+@pytest.fixture(autouse=True)
+def _reset_flags():
+  yield
+  FLAGS.unparse_flags()
+
+
+def test_original_flag_defaults():
+  _parse()
+  assert FLAGS.train_dir == "opt/" and FLAGS.save_dir == "opt/"
+  assert FLAGS.test_optimizer == "L2o"
+  assert FLAGS.num_testing_itrs == 100
+  assert FLAGS.model_name == "mt" and FLAGS.restore_model_name == ""
+  assert FLAGS.seeds == ["6", "12", "18", "24", "30"]
+  assert FLAGS.optimizer == "HierarchicalRNN"
+  assert FLAGS.use_gradient_shortcut and FLAGS.num_gradient_scales == 4
+  assert not FLAGS.include_mnist_mlp_relu_problems
+
+
+def test_l2o_from_tf1_checkpoint_writes_five_pickles(train_dir, data_dir,
+                                                      tmp_path):
+  save_dir = str(tmp_path / "results")
+  _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-0",
+         "--include_mnist_mlp_relu_problems", "--num_testing_itrs=200",
+         "--data_dir=" + data_dir, "--save_dir=" + save_dir,
+         "--model_name=mnist-relu", "--progress_every=100")
+  written = metatest.run(FLAGS)
+  expected = ["seed{}_eval_loss_record.pickle-mnist-relu".format(s)
+              for s in (6, 12, 18, 24, 30)]
+  assert sorted(os.listdir(save_dir)) == sorted(expected)
+  assert len(written) == 5
+  finals = []
+  for name in expected:
+    with open(os.path.join(save_dir, name), "rb") as f:
+      values = pickle.load(f)
+    assert isinstance(values, list) and len(values) == 200
+    values = np.array(values, dtype=np.float64)
+    assert np.all(np.isfinite(values))
+    assert np.mean(values[-20:]) < np.mean(values[:20])
+    finals.append(values[-20:].mean())
+  # Different seeds are different runs.
+  assert len(set(np.round(finals, 6))) == 5
+
+
+@pytest.mark.parametrize("name", ["Adam", "SGD", "Adagrad"])
+def test_baselines_run_without_checkpoint(name, data_dir, tmp_path):
+  save_dir = str(tmp_path / name)
+  _parse("--test_optimizer=" + name, "--train_dir=" + str(tmp_path / "none"),
+         "--include_mnist_mlp_relu_problems", "--num_testing_itrs=30",
+         "--seeds=6", "--data_dir=" + data_dir, "--save_dir=" + save_dir)
+  metatest.run(FLAGS)
+  with open(os.path.join(save_dir, "seed6_eval_loss_record.pickle-mt"),
+            "rb") as f:
+    values = pickle.load(f)
+  assert len(values) == 30 and np.all(np.isfinite(values))
+
+
+def test_heldout_record(train_dir, data_dir, tmp_path):
+  save_dir = str(tmp_path / "gen")
+  _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-0",
+         "--include_mnist_mlp_problems", "--num_testing_itrs=40",
+         "--seeds=6", "--heldout_every=20", "--data_dir=" + data_dir,
+         "--save_dir=" + save_dir, "--model_name=gen")
+  metatest.run(FLAGS)
+  assert os.path.exists(os.path.join(save_dir,
+                                     "seed6_eval_loss_record.pickle-gen"))
+  with open(os.path.join(save_dir, "seed6_heldout_record-gen.json")) as f:
+    report = json.load(f)
+  assert report["iteration"] == [0, 20, 40]
+  assert report["heldout_split_size"] == 10000
+  assert report["train_split_size"] == len(
+      datasets.mnist(train=True, data_dir=data_dir).data)
+  for key in ("train_loss", "train_accuracy", "heldout_loss",
+              "heldout_accuracy"):
+    assert len(report[key]) == 3 and np.all(np.isfinite(report[key]))
+
+
+def test_missing_checkpoint_lists_existing(train_dir, tmp_path):
+  _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-5",
+         "--include_mnist_mlp_relu_problems", "--save_dir=" + str(tmp_path))
+  with pytest.raises(FileNotFoundError, match=r"model\.ckpt-5.*model\.ckpt-0"):
+    metatest.run(FLAGS)
+  _parse("--train_dir=" + str(tmp_path / "empty"),
+         "--include_mnist_mlp_relu_problems")
+  with pytest.raises(FileNotFoundError, match=SUBDIR):
+    metatest.run(FLAGS)
+
+
+def test_other_configuration_names_variable(train_dir, tmp_path):
+  _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-0",
+         "--include_mnist_mlp_relu_problems", "--nouse_gradient_shortcut",
+         "--use_lr_shortcut", "--save_dir=" + str(tmp_path))
+  with pytest.raises(checkpoints.CheckpointMismatchError,
+                     match=r"LOL/PerTensor/Layer0_RNN.*shape"):
+    metatest.run(FLAGS)
+
+
+def test_missing_data_says_how_to_provide_it(train_dir, tmp_path):
+  empty = tmp_path / "nodata"
+  empty.mkdir()
+  _parse("--test_optimizer=Adam", "--include_mnist_mlp_relu_problems",
+         "--data_dir=" + str(empty), "--save_dir=" + str(tmp_path))
+  with pytest.raises(SystemExit, match="--data_dir"):
+    metatest.main(["metatest.py"])
+
+
+def test_no_problem_selected():
+  _parse("--test_optimizer=Adam")
+  with pytest.raises(ValueError, match="include_mnist_mlp_relu_problems"):
+    metatest.run(FLAGS)

@@ -1,0 +1,381 @@
+"""Closed forms, shapes and finite-difference checks for every problem."""
+
+import sys
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from problems import datasets
+from problems import model_adapter
+from problems import problem_generator as pg
+from problems import problem_spec
+
+Spec = problem_spec.Spec
+
+
+def _grads(problem, params, data=None, labels=None):
+  return problem.objective_and_gradients(params, data, labels)
+
+
+def _fd_check(problem, params, data=None, labels=None, eps=1e-3, tol=2e-2,
+              n_coords=4):
+  """Central differences (float64 copies of the objective) vs the tape."""
+  _, grads = _grads(problem, params, data, labels)
+  rng = np.random.RandomState(0)
+  for i, p in enumerate(params):
+    flat = p.numpy().ravel()
+    for j in rng.choice(flat.size, min(n_coords, flat.size), replace=False):
+      vals = []
+      for sign in (1., -1.):
+        shifted = flat.copy()
+        shifted[j] += sign * eps
+        new = list(params)
+        new[i] = tf.constant(shifted.reshape(p.shape), tf.float32)
+        vals.append(float(problem.objective(new, data, labels)))
+      fd = (vals[0] - vals[1]) / (2 * eps)
+      an = float(grads[i].numpy().ravel()[j])
+      assert abs(fd - an) <= tol * max(1., abs(fd)), (type(problem), i, j,
+                                                      fd, an)
+
+
+def _const(values):
+  return [tf.constant(np.asarray(v, np.float32)) for v in values]
+
+
+def test_quadratic_gradient_closed_form():
+  prob = pg.Quadratic(7, random_seed=3)
+  x = tf.constant(np.random.RandomState(1).randn(7, 1).astype(np.float32))
+  _, (g,) = _grads(prob, [x])
+  expected = prob.w.T.dot(prob.w.dot(x.numpy()) - prob.y)
+  np.testing.assert_allclose(g.numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_same_seed_same_problem_data():
+  a, b, c = pg.Norm(5, random_seed=7), pg.Norm(5, random_seed=7), pg.Norm(
+      5, random_seed=8)
+  np.testing.assert_array_equal(a.w, b.w)
+  assert not np.allclose(a.w, c.w)
+  np.random.seed(7)
+  np.testing.assert_array_equal(a.w, np.random.randn(5, 5).astype("float32"))
+  las, ras = pg.Lasso(4, random_seed=11), pg.Rastrigin(4, random_seed=11)
+  np.testing.assert_array_equal(las.w, ras.a)  # first draw after the seed
+  np.testing.assert_array_equal(las.y, ras.b)
+
+
+def test_rosenbrock_minimum():
+  prob = pg.Rosenbrock(random_seed=0)
+  obj, (g,) = _grads(prob, _const([[1., 1.]]))
+  assert float(obj) == 0.
+  np.testing.assert_allclose(g.numpy(), [0., 0.], atol=1e-6)
+  assert float(prob.objective(_const([[0., 0.]]))) == pytest.approx(1.)
+
+
+@pytest.mark.parametrize("cond,angle", [(5.0, 0.0), (5.0, np.pi / 4.),
+                                        (0.1, 1.0)])
+def test_bowl_hessian_eigenvalues(cond, angle):
+  prob = pg.Bowl(cond, angle=angle, random_seed=0)
+  x = tf.constant([[0.3], [-0.7]])
+  with tf.GradientTape() as outer:
+    outer.watch(x)
+    with tf.GradientTape() as inner:
+      inner.watch(x)
+      obj = prob.objective([x])
+    g = inner.gradient(obj, x)
+  hess = outer.jacobian(g, x).numpy().reshape(2, 2)
+  np.testing.assert_allclose(sorted(np.linalg.eigvalsh(hess)),
+                             sorted([cond, 1.0]), rtol=1e-5)
+
+
+def test_branin_three_minima():
+  prob = pg.Branin(random_seed=0)
+  for point in ([-np.pi, 12.275], [np.pi, 2.275], [9.42478, 2.475]):
+    assert float(prob.objective(_const([point]))) == pytest.approx(
+        0.397887, abs=1e-5)
+
+
+@pytest.mark.parametrize("cls,point,value", [
+    (pg.Ackley, [0., 0.], 0.), (pg.Beale, [3., 0.5], 0.),
+    (pg.Booth, [1., 3.], 0.), (pg.Matyas, [0., 0.], 0.),
+    (pg.Saddle, [2., 1.], 3.),
+    (pg.StyblinskiTang, [-2.903534, -2.903534], 80. - 78.33233),
+])
+def test_2d_known_values(cls, point, value):
+  assert float(cls(random_seed=0).objective(_const([point]))) == (
+      pytest.approx(value, abs=1e-4))
+
+
+def test_rastrigin_fixed_objective():
+  prob = pg.Rastrigin(3, alpha=10, random_seed=5)
+  x = np.random.RandomState(0).randn(3, 1).astype(np.float32)
+  expected = (0.5 * np.sum((prob.a.dot(x) - prob.b)**2) -
+              10 * prob.c.T.dot(np.cos(2 * np.pi * x)).item() + 10 * 3 * 3)
+  assert float(prob.objective(_const([x]))) == pytest.approx(expected,
+                                                              rel=1e-4)
+
+
+def test_lasso_objective():
+  prob = pg.Lasso(4, lambda_=0.5, random_seed=2)
+  x = np.arange(4, dtype=np.float32).reshape(4, 1) - 1.5
+  expected = 0.5 * np.sum((prob.w.dot(x) - prob.y)**2) + 0.5 * np.abs(x).sum()
+  assert float(prob.objective(_const([x]))) == pytest.approx(expected,
+                                                              rel=1e-5)
+
+
+def test_matmul_algorithm_naive_solution_is_exact():
+  prob = pg.MatMulAlgorithm(2, 8)
+  # The naive algorithm: product k = (i, j, l) multiplies a_ij by b_jl.
+  theta_a = np.zeros((4, 8), np.float32)
+  theta_b = np.zeros((4, 8), np.float32)
+  k = 0
+  for i in range(2):
+    for j in range(2):
+      for l in range(2):
+        theta_a[i * 2 + j, k] = 1.
+        theta_b[j * 2 + l, k] = 1.
+        k += 1
+  assert float(prob.objective(_const([theta_a, theta_b]))) < 1e-6
+
+
+def _image_batch(n, shape, seed=0):
+  return tf.constant(np.random.RandomState(seed).rand(n, *shape), tf.float32)
+
+
+def _labels(n, classes=10, seed=0):
+  return tf.constant(np.random.RandomState(seed).randint(classes, size=n))
+
+
+def _all_problems():
+  """{name: (problem, data, labels)} for every class, small sizes."""
+  return {name: entry for name, entry in zip(_NAMES, _problem_list())}
+
+
+_NAMES = [
+    "Quadratic", "SoftmaxRegression3", "SoftmaxRegression2",
+    "SparseSoftmaxRegression", "OneHotSparseSoftmaxRegression",
+    "FullyConnected", "ConvNet", "ConvNetOrig", "ConvNetEval",
+    "ConvNetEvalTrain", "Bowl", "Rosenbrock", "Saddle", "LogSumExp",
+    "Ackley", "Beale", "Booth", "StyblinskiTang", "Matyas", "Branin",
+    "Michalewicz", "Rescale", "SumTask", "IsotropicQuadratic", "Norm",
+    "LogObjective", "SparseProblem", "DependencyChain", "MinMaxWell",
+    "OutwardSnake", "ProjectionQuadratic", "SumOfQuadratics",
+    "MatMulAlgorithm", "Lasso", "Rastrigin", "ModelAdapter",
+    "ConvNetSigmoid", "ConvNetEvalTrainSigmoid"]
+
+
+def _problem_list():
+  parity = datasets.noisy_parity_class(8, random_seed=1)
+  binary = datasets.random_binary(6, 8, random_seed=1)
+  sym = datasets.random_symmetric(6, 8, random_seed=1)
+  mlp = datasets.random_mlp(5, 16, random_seed=1)
+  quad = Spec(pg.Quadratic, (4,), {"random_seed": 1})
+  return [
+      (pg.Quadratic(4, random_seed=1), None, None),
+      (pg.SoftmaxRegression(5, 3, random_seed=1), mlp.data, mlp.labels % 3),
+      (pg.SoftmaxRegression(5, 2, random_seed=1), mlp.data, mlp.labels),
+      (pg.SparseSoftmaxRegression(5, 2, random_seed=1), parity.data,
+       parity.labels),
+      (pg.OneHotSparseSoftmaxRegression(5, 2, random_seed=1), parity.data,
+       parity.labels),
+      (pg.FullyConnected(5, 3, hidden_sizes=(4,), random_seed=1), mlp.data,
+       mlp.labels),
+      (pg.ConvNet((1, 8, 8), 10, [(3, 3, 2), (3, 3, 2)], random_seed=1),
+       _image_batch(4, (8, 8, 1)), _labels(4)),
+      (pg.ConvNetOrig((1, 8, 8), 10, [(3, 3, 2)], random_seed=1),
+       _image_batch(4, (8, 8, 1)), _labels(4)),
+      (pg.ConvNetEval((1, 28, 28), 10, [(3, 3, 4, 1), (5, 5, 32, 1)],
+                      random_seed=1), _image_batch(3, (28, 28, 1)),
+       _labels(3)),
+      (pg.ConvNetEval((1, 28, 28), 10, [(3, 3, 4, 1), (5, 5, 32, 1)],
+                      random_seed=1, mode="train"),
+       _image_batch(3, (28, 28, 1)), _labels(3)),
+      (pg.Bowl(3.0, angle=0.3, random_seed=1), None, None),
+  ] + [(cls(random_seed=1), None, None) for cls in (
+      pg.Rosenbrock, pg.Saddle, pg.LogSumExp, pg.Ackley, pg.Beale, pg.Booth,
+      pg.StyblinskiTang, pg.Matyas, pg.Branin, pg.Michalewicz)] + [
+          (pg.Rescale(quad, scale=3.), None, None),
+          (pg.SumTask([quad, Spec(pg.Rosenbrock, (), {})]), None, None),
+          (pg.IsotropicQuadratic([(3,), (2, 2)], 1, 0.0), None, None),
+          (pg.Norm(4, random_seed=1, norm_power=3.), None, None),
+          (pg.LogObjective(quad), None, None),
+          (pg.SparseProblem(quad, zero_probability=0.5), None, None),
+          (pg.DependencyChain(5, random_seed=1), binary.data, binary.labels),
+          (pg.MinMaxWell(5, random_seed=1), None, None),
+          (pg.OutwardSnake(6, random_seed=1), binary.data, binary.labels),
+          (pg.ProjectionQuadratic(6, random_seed=1), sym.data, sym.labels),
+          (pg.SumOfQuadratics(6, random_seed=1), sym.data, sym.labels),
+          (pg.MatMulAlgorithm(2, 7), None, None),
+          (pg.Lasso(4, random_seed=1), None, None),
+          (pg.Rastrigin(3, random_seed=1), None, None),
+          (model_adapter.ModelAdapter(pg.make_rosenbrock_loss_and_init),
+           None, None),
+          (pg.ConvNet((1, 8, 8), 10, [(3, 3, 2), (3, 3, 2)],
+                      activation=tf.nn.sigmoid, random_seed=1),
+           _image_batch(4, (8, 8, 1)), _labels(4)),
+          (pg.ConvNetEval((1, 12, 12), 10, [(3, 3, 3, 1)], affine_size=75,
+                          activation=tf.nn.sigmoid, random_seed=1,
+                          mode="train"), _image_batch(4, (12, 12, 1)),
+           _labels(4)),
+      ]
+
+
+def test_every_problem_builds_finite_objective_and_gradient_shapes():
+  problems = _all_problems()
+  assert len(problems) == len(_NAMES)
+  for prob, data, labels in problems.values():
+    params = prob.init_tensors(seed=3)
+    assert [tuple(p.shape) for p in params] == [tuple(s) for s in
+                                                prob.param_shapes], prob
+    obj, grads = _grads(prob, params, data, labels)
+    assert obj.shape.rank == 0, type(prob)
+    assert np.isfinite(float(obj)), type(prob)
+    assert [g.shape for g in grads] == [p.shape for p in params], type(prob)
+
+
+@pytest.mark.parametrize("name", [
+    "Quadratic", "SoftmaxRegression3", "SoftmaxRegression2",
+    "SparseSoftmaxRegression", "OneHotSparseSoftmaxRegression",
+    "FullyConnected", "ConvNetSigmoid", "ConvNetOrig",
+    "ConvNetEvalTrainSigmoid", "Bowl", "Rosenbrock", "Ackley", "Beale",
+    "Michalewicz", "Branin", "Rescale", "SumTask", "Norm", "LogObjective",
+    "DependencyChain", "OutwardSnake", "SumOfQuadratics", "MatMulAlgorithm",
+    "Lasso", "Rastrigin", "ModelAdapter"])
+def test_gradients_match_finite_differences(name):
+  prob, data, labels = _all_problems()[name]
+  rng = np.random.RandomState(2)
+  params = [tf.constant(rng.randn(*shape) * 0.3 + 0.2, tf.float32)
+            for shape in prob.param_shapes]
+  _fd_check(prob, params, data, labels)
+
+
+def test_sparse_problem_zeroes_most_gradients():
+  prob = pg.SparseProblem(Spec(pg.Quadratic, (50,), {"random_seed": 1}),
+                          zero_probability=0.9)
+  x = tf.ones((50, 1))
+  _, (g,) = _grads(prob, [x])
+  _, (dense,) = pg.Quadratic(50, random_seed=1).objective_and_gradients([x])
+  nonzero = g.numpy() != 0
+  assert 0 < nonzero.sum() < 20
+  np.testing.assert_allclose(g.numpy()[nonzero], dense.numpy()[nonzero])
+
+
+def test_wrappers_forward():
+  quad = Spec(pg.Quadratic, (4,), {"random_seed": 9})
+  inner = pg.Quadratic(4, random_seed=9)
+  x = tf.constant(np.arange(4, dtype=np.float32).reshape(4, 1))
+  resc = pg.Rescale(quad, scale=4.)
+  assert float(resc.objective([x * 4.])) == pytest.approx(
+      float(inner.objective([x])), rel=1e-6)
+  log = pg.LogObjective(quad)
+  assert float(log.objective([x])) == pytest.approx(
+      np.log(float(inner.objective([x])) + 1e-6) - np.log(1e-6), rel=1e-5)
+  summed = pg.SumTask([quad, quad])
+  assert float(summed.objective([x, x])) == pytest.approx(
+      2 * float(inner.objective([x])), rel=1e-6)
+  fc = Spec(pg.FullyConnected, (5, 2), {"hidden_sizes": (3,),
+                                        "random_seed": 2})
+  data = tf.ones((4, 5))
+  labels = tf.constant([0, 1, 1, 0])
+  wrapped = pg.SparseProblem(fc)
+  params = wrapped.problem.init_tensors(seed=1)
+  assert float(wrapped.objective(params, data, labels)) == pytest.approx(
+      float(wrapped.problem.objective(params, data, labels)))
+
+
+def test_convnet_eval_batch_norm_modes():
+  prob_test = pg.ConvNetEval((1, 28, 28), 10, [(3, 3, 16, 1), (5, 5, 32, 1)],
+                             random_seed=0)
+  prob_train = pg.ConvNetEval((1, 28, 28), 10, [(3, 3, 16, 1), (5, 5, 32, 1)],
+                              random_seed=0, mode="train")
+  assert prob_test.param_shapes[-2] == (512, 10)
+  params = prob_test.init_tensors(seed=0)
+  images = _image_batch(5, (28, 28, 1))
+  logits_test = prob_test.inference(params, images)
+  logits_train = prob_train.inference(params, images)
+  assert logits_test.shape == (5, 10)
+  assert not np.allclose(logits_test.numpy(), logits_train.numpy())
+  x = tf.constant(np.random.RandomState(0).randn(4, 3, 3, 2), tf.float32)
+  normed = pg._batch_norm(x, training=True).numpy()
+  np.testing.assert_allclose(normed.mean(axis=(0, 1, 2)), 0., atol=1e-5)
+  np.testing.assert_allclose(pg._batch_norm(x, training=False).numpy(),
+                             x.numpy() / np.sqrt(1.001), rtol=1e-6)
+
+
+def test_convnet_eval_cifar_affine_size():
+  prob = pg.ConvNetEval((3, 32, 32), 10, [(3, 3, 16, 2), (5, 5, 32, 2)],
+                        affine_size=32, random_seed=0)
+  logits = prob.inference(prob.init_tensors(seed=0), _image_batch(2, (32, 32,
+                                                                      3)))
+  assert logits.shape == (2, 10)
+
+
+def test_problem_works_inside_tf_function():
+  prob = pg.Rastrigin(3, random_seed=0)
+
+  @tf.function
+  def step(x):
+    obj, grads = prob.objective_and_gradients([x])
+    return obj, grads[0]
+
+  obj, g = step(tf.ones((3, 1)))
+  assert np.isfinite(float(obj)) and g.shape == (3, 1)
+
+
+def test_surfaces():
+  xm, ym, zm = pg.Rosenbrock(random_seed=0).surface(n=5)
+  assert zm.shape == (5, 5)
+  assert zm[0, 0] == pytest.approx((1 + 5)**2 + 100 * (-5 - 25)**2, rel=1e-5)
+  _, _, zb = pg.Bowl(2.0, random_seed=0).surface(n=3)
+  assert zb[1, 1] == 0.
+
+
+class _FakeCurvature(types.ModuleType):
+  """Stands in for problems.curvature: records the calls it receives."""
+
+  def __init__(self):
+    super().__init__("problems.curvature")
+    self.calls = []
+
+  def hutchinson_trace(self, loss_fn, params, num_samples, seed):
+    self.calls.append(("trace", num_samples, seed, float(loss_fn(params))))
+    return tf.constant(1.)
+
+  def power_iteration_eigenvalues(self, loss_fn, params, num_iters, top_n,
+                                  seed):
+    self.calls.append(("ev", num_iters, top_n, seed))
+    return tf.constant(2.)
+
+  def lanczos_density(self, loss_fn, params, num_iters, num_runs, seed):
+    self.calls.append(("esd", num_iters, num_runs, seed))
+    return tf.constant(3.)
+
+  def jacobian_trace(self, grads):
+    flat = tf.concat([tf.reshape(g, [-1]) for g in grads], 0)
+    return tf.reduce_mean(flat**2)
+
+
+def test_regularizer_dispatch(monkeypatch):
+  fake = _FakeCurvature()
+  monkeypatch.setitem(sys.modules, "problems.curvature", fake)
+  prob = pg.Quadratic(3, random_seed=0)
+  x = [tf.ones((3, 1))]
+  assert float(prob.regularizer(x, reg_option="hessian", hessian_itrs=4,
+                                seed=7)) == 1.
+  assert fake.calls[-1][:3] == ("trace", 4, 7)
+  assert fake.calls[-1][3] == pytest.approx(float(prob.objective(x)))
+  assert float(prob.regularizer(x, reg_option="hessian-ev",
+                                hessian_itrs=5)) == 2.
+  assert fake.calls[-1] == ("ev", 5, 1, None)
+  assert float(prob.regularizer(x, reg_option="hessian-esd",
+                                hessian_itrs=6, seed=1)) == 3.
+  assert fake.calls[-1] == ("esd", 6, 1, 1)
+  grad = prob.w.T.dot(prob.w.dot(np.ones((3, 1))) - prob.y)
+  assert float(prob.regularizer(x, reg_option="jacob")) == pytest.approx(
+      np.mean(grad**2), rel=1e-4)
+
+
+def test_regularizer_unknown_option_lists_valid_ones():
+  with pytest.raises(ValueError, match="hessian-ev.*hessian-esd.*jacob"):
+    pg.Quadratic(3, random_seed=0).regularizer([tf.ones((3, 1))],
+                                               reg_option="bogus")

@@ -1,0 +1,173 @@
+"""Tests of l2o_scale.testing (metaopt.test_optimizer / run_wall_clock_test)."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from l2o_scale import baselines
+from l2o_scale import checkpoints
+from l2o_scale import metaopt
+from l2o_scale import testing
+from optimizer import hierarchical_rnn
+from problems import datasets
+from problems import problem_generator as pg
+
+
+def _fixture(fixtures_dir):
+  folder = os.path.join(fixtures_dir, "mnist_mlp_sigmoid")
+  with open(os.path.join(folder, "spec.json")) as f:
+    spec = json.load(f)
+  return folder, spec, np.load(os.path.join(folder, "arrays.npz"))
+
+
+def _fixture_problem_and_optimizer(spec):
+  kwargs = dict(spec["problem"]["kwargs"])
+  kwargs["activation"] = tf.nn.sigmoid
+  problem = pg.FullyConnected(*spec["problem"]["args"], **kwargs)
+  opt = hierarchical_rnn.HierarchicalRNN(spec["optimizer"]["level_sizes"],
+                                         **spec["optimizer"]["kwargs"])
+  return problem, opt
+
+
+def _max_rel(port, expected):
+  return np.max(np.abs(port - expected)) / (np.max(np.abs(expected)) + 1e-12)
+
+
+def _rel_l2(port, expected):
+  return np.linalg.norm(port - expected) / (np.linalg.norm(expected) + 1e-12)
+
+
+def test_replays_tf1_fixture_with_records(fixtures_dir, data_dir):
+  folder, spec, arrays = _fixture(fixtures_dir)
+  problem, opt = _fixture_problem_and_optimizer(spec)
+  dataset = datasets.mnist(train=False, data_dir=data_dir)
+  n = spec["num_steps"]
+  seen = []
+  objs, params, records = metaopt.test_optimizer(
+      opt, problem, n, dataset=dataset, batch_size=spec["batch_size"],
+      seed=[arrays["init{}".format(i)] for i in range(4)],
+      logdir=os.path.join(folder, "ckpt"), restore_model_name="model.ckpt-0",
+      record_every=50, batches=arrays["batches"], progress=seen.append,
+      progress_every=40)
+  tol = spec["tolerances"]
+  assert len(objs) == n
+  assert _max_rel(np.array(objs), arrays["objectives"]) < \
+      tol["objectives"]["max_rel"]
+  for i, p in enumerate(params):
+    assert _rel_l2(p, arrays["final{}".format(i)]) < tol["final"]["rel_l2"]
+  # Records before steps 0 and 50, as the original.
+  assert records["iter"] == [0, 50]
+  assert len(records["objective"]) == 2
+  assert all(np.isfinite(records["objective"]))
+  assert records["objective"][1] < records["objective"][0]
+  assert [len(g) for g in records["grad_norm"]] == [4, 4]
+  np.testing.assert_allclose(records["param_norm"][0],
+                             [np.linalg.norm(arrays["init{}".format(i)])
+                              for i in range(4)], rtol=1e-5)
+  assert records["param0_log_learning_rate"][0].shape == (784 * 20, 1)
+  # Progress was reported during the run (chunks at 40, 50, 80, 100).
+  assert [p["iteration"] for p in seen] == [40, 80, 100]
+
+
+def test_baselines_follow_tf1_update_rules():
+  problem = pg.Quadratic(5, random_seed=3)
+  init = [np.random.RandomState(0).randn(5, 1).astype(np.float32)]
+  w, y = problem.w.astype(np.float64), problem.y.astype(np.float64)
+
+  def grad(x):
+    return w.T @ (w @ x - y)
+
+  for name in ["SGD", "Adam", "Adagrad"]:
+    opt = baselines.build(name)
+    _, params, _ = testing.test_optimizer(opt, problem, 3, seed=init,
+                                          progress=False)
+    x = init[0].astype(np.float64)
+    m = v = np.zeros_like(x)
+    acc = np.full_like(x, 0.1)
+    lr = baselines.EVAL_LEARNING_RATES[name]
+    for t in range(1, 4):
+      g = grad(x)
+      if name == "SGD":
+        x = x - lr * g
+      elif name == "Adam":
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        lr_t = lr * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+        x = x - lr_t * m / (np.sqrt(v) + 1e-8)
+      else:
+        acc = acc + g * g
+        x = x - lr * g / np.sqrt(acc)
+    np.testing.assert_allclose(params[0], x, rtol=2e-5, atol=1e-7)
+    assert not np.allclose(params[0], init[0])
+
+
+def test_integer_seed_is_reproducible_and_loss_falls(data_dir):
+  dataset = datasets.mnist(train=False, data_dir=data_dir)
+  problem = pg.FullyConnected(784, 10, hidden_sizes=(20,),
+                              activation=tf.nn.relu)
+  opt = baselines.build("Adam")
+  runs = [testing.test_optimizer(opt, problem, 60, dataset=dataset,
+                                 batch_size=128, seed=s, progress=False)[0]
+          for s in (6, 6, 12)]
+  np.testing.assert_array_equal(runs[0], runs[1])
+  assert not np.array_equal(runs[0], runs[2])
+  assert all(isinstance(v, np.float32) for v in runs[0])
+  assert np.mean(runs[0][-10:]) < np.mean(runs[0][:10]) - 0.01
+
+
+def test_batch_indices_cover_epochs():
+  batches = testing.batch_indices(10, 7, 3, np.random.RandomState(0))
+  assert batches.shape == (7, 3)
+  # An epoch holds 3 batches (one sample left over), then reshuffles.
+  for start in (0, 3):
+    epoch = batches[start:start + 3].ravel()
+    assert len(set(epoch)) == 9
+  with pytest.raises(ValueError, match="larger than the dataset"):
+    testing.batch_indices(5, 1, 6)
+
+
+def test_heldout_records_loss_and_accuracy(data_dir):
+  train = datasets.mnist(train=True, data_dir=data_dir)
+  test = datasets.mnist(train=False, data_dir=data_dir)
+  problem = pg.FullyConnected(784, 10, hidden_sizes=(20,),
+                              activation=tf.nn.relu)
+  objs, _, records = testing.test_optimizer(
+      baselines.Adam(learning_rate=1e-3), problem, 50, dataset=train,
+      batch_size=128, seed=6, heldout_dataset=test, heldout_every=20,
+      progress=False)
+  assert len(objs) == 50
+  assert records["heldout_iter"] == [0, 20, 40, 50]
+  acc = records["heldout_accuracy"]
+  assert all(0. <= a <= 1. for a in acc)
+  assert acc[-1] > acc[0] + 0.2
+  assert records["heldout_loss"][-1] < records["heldout_loss"][0]
+  assert records["train_loss"][-1] < records["train_loss"][0]
+
+
+def test_restore_errors(fixtures_dir, tmp_path):
+  folder, spec, _ = _fixture(fixtures_dir)
+  problem, opt = _fixture_problem_and_optimizer(spec)
+  ckpt_dir = os.path.join(folder, "ckpt")
+  with pytest.raises(FileNotFoundError, match="model.ckpt-0"):
+    testing.test_optimizer(opt, problem, 1, seed=1, logdir=ckpt_dir,
+                           restore_model_name="model.ckpt-7", progress=False)
+  kwargs = dict(spec["optimizer"]["kwargs"], use_attention=True)
+  other = hierarchical_rnn.HierarchicalRNN([10, 20, 20], **kwargs)
+  with pytest.raises(checkpoints.CheckpointMismatchError,
+                     match="has no variable .LOL/.*Attn"):
+    testing.test_optimizer(other, problem, 1, seed=1, logdir=ckpt_dir,
+                           restore_model_name="model.ckpt-0", progress=False)
+  with pytest.raises(TypeError, match="pure step interface"):
+    testing.test_optimizer(tf.keras.optimizers.Adam(), problem, 1, seed=1,
+                           progress=False)
+
+
+def test_run_wall_clock_test(data_dir):
+  dataset = datasets.mnist(train=False, data_dir=data_dir)
+  problem = pg.FullyConnected(784, 10, hidden_sizes=(20,))
+  t = metaopt.run_wall_clock_test(baselines.build("SGD"), problem, 20,
+                                  dataset=dataset, seed=1, batch_size=128)
+  assert 0. < t < 1.
