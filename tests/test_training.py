@@ -1,0 +1,194 @@
+"""Meta-training logic: the original's schedules and quirks, the curriculum
+and imitation pieces on scripted scenarios, and a short real run that writes
+checkpoints and resumes."""
+
+import io
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from l2o_scale import curriculum as curriculum_lib
+from l2o_scale import metaopt
+from l2o_scale import mt_utils
+from l2o_scale import tf1_optimizers
+from l2o_scale import training
+from l2o_scale import unroll as unroll_lib
+from optimizer import hierarchical_rnn
+from problems import datasets
+from problems import problem_generator as pg
+from problems import problem_spec
+
+
+def test_regularizer_switch_quirks():
+  sw = training.regularizer_switch
+  # 'none' disables the regularizer in every unroll (the paper's command).
+  assert not any(sw(u, 5, "none", 0.5) for u in range(5))
+  # 'posterior': on strictly after int(5 * 0.5 + 1) = 3.
+  assert [sw(u, 5, "posterior", 0.5) for u in range(5)] == [
+      False, False, False, False, True]
+  assert [sw(u, 5, "prior", 0.5) for u in range(5)] == [
+      True, True, True, False, False]
+  assert all(sw(u, 5, "always", 0.5) for u in range(5))
+
+
+def test_sample_numiter_bounds_and_sigmoid_weights():
+  np.random.seed(0)
+  samples = [training.sample_numiter(40, 10) for _ in range(500)]
+  assert min(samples) >= 10 and max(samples) <= 30
+  w = training.sigmoid_weights(20)
+  assert w.sum() == pytest.approx(1.) and np.all(np.diff(w) > 0)
+
+
+def test_split_batches_mt_stride():
+  batches = list(range(12))
+  assert training.split_batches(batches, [2, 4]) == [[0, 1], [2, 3, 4, 5]]
+  # k = 2: every other batch for the learner, consecutive groups of 2*n.
+  assert training.split_batches(batches, [2, 4], 2) == [[0, 2], [4, 6, 8, 10]]
+
+
+def test_curriculum_scripted():
+  cl = curriculum_lib.Curriculum(unroll_length=20)
+  assert cl.train_unrolls == 5 and cl.eval_unrolls == 10
+  assert cl.observe(5.).action == "improved"
+  assert cl.observe(6.).action == "continue"
+  # Third evaluation at this stage, an earlier one improved: promote.
+  decision = cl.observe(7.)
+  assert decision == curriculum_lib.Decision("promote", 0)
+  assert cl.stage == 1 and cl.train_unrolls == 10 and cl.eval_unrolls == 25
+  cl.reset_best(4.)
+  assert cl.observe(4.5).action == "continue"
+  assert cl.observe(4.6).action == "continue"
+  assert cl.observe(4.7).action == "stop"
+
+
+def test_teacher_adam_matches_numpy():
+  problem = pg.Quadratic(4, random_seed=1)
+  init = [np.random.RandomState(0).randn(4, 1).astype(np.float32)]
+  labels = mt_utils.MTUtils(problem).get_mt_labels(
+      init, np.zeros([0]), np.zeros([0], np.int32), [np.zeros([0], int)] * 2,
+      [[[]] * 3, [[]] * 3])
+  x, m, v = init[0].astype(np.float64), 0., 0.
+  expected = []
+  for t in range(1, 7):
+    g = problem.w.T @ (problem.w @ x - problem.y)
+    m = 0.9 * m + 0.1 * g
+    v = 0.999 * v + 0.001 * g * g
+    lr = 0.01 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+    step = lr * m / (np.sqrt(v) + 1e-8)
+    x = x - step
+    expected.append(step)
+  got = [s[0] for unroll in labels for s in unroll]
+  assert len(got) == 6
+  for a, b in zip(got, expected):
+    np.testing.assert_allclose(a, b, rtol=2e-3, atol=1e-7)
+
+
+def test_tf1_rmsprop_starts_mean_square_at_one():
+  v = tf.Variable([1.])
+  opt = tf1_optimizers.RMSProp([v], learning_rate=0.1, decay=0.9,
+                               epsilon=1e-20)
+  opt.apply_gradients([tf.constant([2.])])
+  # ms = 0.9 * 1 + 0.1 * 4 = 1.3; step = 0.1 * 2 / sqrt(1.3)
+  assert v.numpy()[0] == pytest.approx(1. - 0.2 / np.sqrt(1.3), rel=1e-6)
+
+
+def _quadratic_spec():
+  return [(problem_spec.Spec(pg.Quadratic, (5,), {"random_seed": 3}), None,
+           None)]
+
+
+def _optimizer_spec():
+  return problem_spec.Spec(hierarchical_rnn.HierarchicalRNN, ([6, 8, 5],),
+                           {"init_lr_range": (1e-3, 1e-3),
+                            "use_second_derivatives": False})
+
+
+def _train(logdir, iterations, **kwargs):
+  out = io.StringIO()
+  result = metaopt.train_optimizer(
+      logdir, _optimizer_spec(), _quadratic_spec(), 1, iterations,
+      lambda: 2, lambda: 5, learning_rate=1e-3, gradient_clip=1e4,
+      fix_unroll=True, fix_unroll_length=5, fix_num_steps=10,
+      fix_num_steps_eval=10, evaluation_epochs=1, out=out, **kwargs)
+  return result, out.getvalue()
+
+
+def test_train_writes_checkpoints_and_resumes(tmp_path):
+  logdir = str(tmp_path / "HierarchicalRNN_GRUCell_20_2")
+  result, log = _train(logdir, 2)
+  names = sorted(f for f in os.listdir(logdir) if f.endswith(".index"))
+  assert names == ["model.ckpt-0.index", "model.ckpt-1.index",
+                   "model.ckpt-2.index"]
+  assert "[meta-iteration 2/2] unroll 2/2" in log and "meta-objective" in log
+  assert any(f.startswith("events.out.tfevents") for f in os.listdir(logdir))
+  # Meta-parameters moved.
+  assert result["meta_iterations"] == 2
+  result, log = _train(logdir, 3)
+  assert "Resuming from" in log and "at meta-iteration 2 of 3" in log
+  assert "[meta-iteration 1/3]" not in log and "[meta-iteration 3/3]" in log
+  assert os.path.exists(os.path.join(logdir, "model.ckpt-3.index"))
+  _, log = _train(logdir, 3)
+  assert "already complete" in log
+
+
+def test_mini_batch_larger_than_data_uses_all(tmp_path, data_dir):
+  from problems import problem_sets  # pylint: disable=g-import-not-at-top
+  problems = problem_sets.mnist_mlp_problems(data_dir=data_dir)
+  out = io.StringIO()
+  metaopt.train_optimizer(
+      str(tmp_path), _optimizer_spec(), problems, 1, 1, lambda: 1, lambda: 2,
+      learning_rate=1e-4, fix_unroll=True, fix_unroll_length=2,
+      fix_num_steps=2, fix_num_steps_eval=2, evaluation_epochs=1, out=out,
+      config=metaopt.TrainingConfig(mini_batch_size=10000), summaries=False)
+  assert "larger than the dataset (5000 rows)" in out.getvalue()
+
+
+class _NegativeQuadratic(pg.Quadratic):
+
+  def objective(self, params, data=None, labels=None):
+    return super().objective(params) - 1e6
+
+
+def test_negative_objectives_are_rejected(tmp_path):
+  spec = [(problem_spec.Spec(_NegativeQuadratic, (3,), {}), None, None)]
+  with pytest.raises(ValueError, match="nonnegative"):
+    metaopt.train_optimizer(
+        str(tmp_path), _optimizer_spec(), spec, 1, 1, lambda: 1, lambda: 2,
+        fix_unroll=True, fix_unroll_length=2, fix_num_steps=2,
+        evaluation_epochs=1, out=io.StringIO(), summaries=False)
+
+
+class _NanQuadratic(pg.Quadratic):
+  """Becomes NaN after the first step: the original zeroes such gradients."""
+
+  def objective(self, params, data=None, labels=None):
+    value = super().objective(params)
+    return value + tf.math.log(tf.reduce_min(params[0]) * 0. - 1.)
+
+
+def test_nonfinite_meta_gradients_are_zeroed_and_reported(tmp_path):
+  spec = [(problem_spec.Spec(_NanQuadratic, (3,), {"random_seed": 1}), None,
+           None)]
+  opt_before = _optimizer_spec().build()
+  result, log = None, None
+  out = io.StringIO()
+  result = metaopt.train_optimizer(
+      str(tmp_path), _optimizer_spec(), spec, 1, 1, lambda: 1, lambda: 2,
+      fix_unroll=True, fix_unroll_length=2, fix_num_steps=2,
+      fix_num_steps_eval=2, evaluation_epochs=1, out=out, summaries=False)
+  log = out.getvalue()
+  del opt_before
+  assert "non-finite" in log and result["nonfinite_unrolls"] >= 1
+
+
+def test_unroll_stops_when_objective_is_not_finite():
+  problem = _NanQuadratic(3, random_seed=1)
+  opt = hierarchical_rnn.HierarchicalRNN([4, 4, 4], init_lr_range=(1e-3, 1e-3))
+  out = unroll_lib.unroll(
+      problem, opt, tf.ones([5]) / 5., tf.zeros([5, 0], tf.int32), tf.zeros([0]),
+      tf.zeros([0]), [tf.ones([3, 1])], None, True, True, tf.constant(False),
+      False, unroll_lib.zero_mt_labels(problem.param_shapes, 5))
+  # The loop condition checks the accumulated objective before each step.
+  assert out.problem_objectives.shape[0] == 2
