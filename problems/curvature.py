@@ -269,7 +269,23 @@ def _check_positive(name, value):
 # ---------------------------------------------------------------------------
 
 
-def hutchinson_trace(loss_fn, params, num_samples, seed, *, mode=None):
+def _explicit_probes(probes, count, params, what):
+  """Probes given by the caller (e.g. drawn with numpy as the original did)."""
+  if len(probes) != count:
+    raise ValueError("{} needs {} probes, got {}".format(what, count,
+                                                         len(probes)))
+  out = []
+  for probe in probes:
+    if len(probe) != len(params):
+      raise ValueError("a probe needs one array per parameter tensor "
+                       "({}), got {}".format(len(params), len(probe)))
+    out.append([tf.cast(tf.reshape(v, tf.shape(p)), p.dtype)
+                for v, p in zip(probe, params)])
+  return out
+
+
+def hutchinson_trace(loss_fn, params, num_samples, seed, *, mode=None,
+                     probes=None):
   """Hutchinson estimate of tr(H): mean over Rademacher probes v of v^T H v.
 
   Port of ``Problem.hessain_trace`` (sic; l.181-209), the ``'hessian'``
@@ -293,6 +309,9 @@ def hutchinson_trace(loss_fn, params, num_samples, seed, *, mode=None):
     seed: int or integer scalar tensor selecting the probes.
     mode: Hessian-vector product implementation, see
       ``hessian_vector_product``.
+    probes: optional ``num_samples`` probes (each a list of arrays shaped
+      like ``params``) used instead of drawing them from ``seed``; meta-
+      training passes the probes drawn with numpy as the original did.
 
   Returns:
     Scalar tensor (float32 for float32 params).
@@ -300,9 +319,12 @@ def hutchinson_trace(loss_fn, params, num_samples, seed, *, mode=None):
   num_samples = _check_positive("num_samples", num_samples)
   params = _as_param_list(params)
   hvp = _make_hvp(loss_fn, params, mode)
+  if probes is not None:
+    probes = _explicit_probes(probes, num_samples, params, "hutchinson_trace")
   values = []
   for k in range(num_samples):
-    v = _rademacher(params, seed, _HUTCHINSON_STREAM + k * len(params))
+    v = (probes[k] if probes is not None else
+         _rademacher(params, seed, _HUTCHINSON_STREAM + k * len(params)))
     values.append(_group_product(hvp(v), v))
   return tf.reduce_mean(tf.stack(values))
 
@@ -362,7 +384,7 @@ def power_iteration_eigenvalues(loss_fn, params, num_iters, top_n, seed, *,
   return tf.reduce_sum(tf.stack(eigenvalues))
 
 
-def _lanczos_tridiagonal(hvp, params, num_iters, seed, stream):
+def _lanczos_tridiagonal(hvp, params, num_iters, start):
   """One Lanczos run of the original ``density`` (l.257-320); returns T.
 
   Exactly which vectors the original uses (working through its in-place
@@ -392,7 +414,7 @@ def _lanczos_tridiagonal(hvp, params, num_iters, seed, stream):
 
   T = diag(a) + diag(b, +1) + diag(b, -1), size num_iters.
   """
-  v = _normalization(_rademacher(params, seed, stream))
+  v = _normalization(start)
   v_list = [v]
   alphas, betas = [], []
   w = None
@@ -416,7 +438,7 @@ def _lanczos_tridiagonal(hvp, params, num_iters, seed, stream):
 
 
 def lanczos_density(loss_fn, params, num_iters, num_runs, seed, *,
-                    mode=None):
+                    mode=None, probes=None):
   """Stochastic Lanczos quadrature: sum over runs of the sum of Ritz values.
 
   Port of ``Problem.density`` (l.248-327), the ``'hessian-esd'`` regularizer
@@ -452,6 +474,8 @@ def lanczos_density(loss_fn, params, num_iters, num_runs, seed, *,
     num_runs: number of SLQ runs (Python int >= 1; the original's n_v).
     seed: int or integer scalar tensor selecting the start vectors.
     mode: Hessian-vector product implementation.
+    probes: optional ``num_runs`` Rademacher start vectors (lists of arrays
+      shaped like ``params``) used instead of drawing them from ``seed``.
 
   Returns:
     Scalar tensor.
@@ -460,10 +484,13 @@ def lanczos_density(loss_fn, params, num_iters, num_runs, seed, *,
   num_runs = _check_positive("num_runs", num_runs)
   params = _as_param_list(params)
   hvp = _make_hvp(loss_fn, params, mode)
+  if probes is not None:
+    probes = _explicit_probes(probes, num_runs, params, "lanczos_density")
   ritz = []
   for r in range(num_runs):
-    t = _lanczos_tridiagonal(hvp, params, num_iters, seed,
-                             _LANCZOS_STREAM + r * len(params))
+    start = (probes[r] if probes is not None else
+             _rademacher(params, seed, _LANCZOS_STREAM + r * len(params)))
+    t = _lanczos_tridiagonal(hvp, params, num_iters, start)
     ritz.append(tf.linalg.eigvalsh(t))
   return tf.reduce_sum(tf.stack(ritz))
 

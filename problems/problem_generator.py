@@ -20,11 +20,11 @@ distributions (TF1 and TF2 random streams differ, so initial values from a
 seed differ; pass explicit initial arrays to reproduce a run).
 """
 
-import importlib
 
 import numpy as np
 import tensorflow as tf
 
+from problems import curvature
 from problems import problem_spec as prob_spec
 
 EPSILON = 1e-6
@@ -85,8 +85,7 @@ class Problem(object):
 
   # --- L2O-Entropy curvature regularizers (training problem_generator.py) ---
   # The TF1 code computed these inside ``gradients`` from FLAGS.reg_option;
-  # here they are separate methods that delegate to ``problems.curvature``
-  # (imported lazily, so this module works without it).
+  # here they are separate methods that delegate to ``problems.curvature``.
 
   def _loss_fn(self, data=None, labels=None):
     """The batch objective as a function of the parameters only."""
@@ -104,26 +103,26 @@ class Problem(object):
 
   def jacob_trace(self, grads):
     """Mean squared gradient entry (training ``Problem.jacob_trace``)."""
-    return _curvature().jacobian_trace(grads)
+    return curvature.jacobian_trace(grads)
 
   def hessian_trace(self, params, data=None, labels=None, num_samples=10,
                     seed=None, probes=None):
     """Hutchinson Hessian-trace estimate (original ``hessain_trace``)."""
-    return _curvature().hutchinson_trace(
+    return curvature.hutchinson_trace(
         self._loss_fn(data, labels), list(params), num_samples=num_samples,
         seed=seed, probes=probes)
 
   def hessian_eigenvalues(self, params, data=None, labels=None, num_iters=10,
                           top_n=1, seed=None):
     """Sum of the top-n Hessian eigenvalues by power iteration."""
-    return _curvature().power_iteration_eigenvalues(
+    return curvature.power_iteration_eigenvalues(
         self._loss_fn(data, labels), list(params), num_iters=num_iters,
         top_n=top_n, seed=seed)
 
   def density(self, params, data=None, labels=None, num_iters=10, num_runs=1,
               seed=None, probes=None):
     """Sum of Lanczos Ritz values, SLQ spectral density."""
-    return _curvature().lanczos_density(
+    return curvature.lanczos_density(
         self._loss_fn(data, labels), list(params), num_iters=num_iters,
         num_runs=num_runs, seed=seed, probes=probes)
 
@@ -159,11 +158,6 @@ class Problem(object):
 
 
 REG_OPTIONS = ("hessian", "hessian-ev", "hessian-esd", "jacob")
-
-
-def _curvature():
-  """Imports ``problems.curvature`` on first use (written separately)."""
-  return importlib.import_module("problems.curvature")
 
 
 class Quadratic(Problem):

@@ -4,7 +4,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from l2o_scale import checkpoints
 from optimizer import hierarchical_rnn

@@ -162,7 +162,8 @@ def test_lanczos_full_dimension_gives_trace(mode):
 
 def test_lanczos_ritz_values_and_tridiagonal():
   hvp = cv._make_hvp(make_loss(), PARAMS)
-  t = cv._lanczos_tridiagonal(hvp, PARAMS, DIM, 0, cv._LANCZOS_STREAM).numpy()
+  start = cv._rademacher(PARAMS, 0, cv._LANCZOS_STREAM)
+  t = cv._lanczos_tridiagonal(hvp, PARAMS, DIM, start).numpy()
   np.testing.assert_allclose(t, t.T)
   assert np.count_nonzero(np.triu(t, 2)) == 0
   np.testing.assert_allclose(np.linalg.eigvalsh(t), np.sort(EIGS),
@@ -315,3 +316,26 @@ def test_rejects_bad_arguments():
     cv.hutchinson_trace(make_loss(), PARAMS, 0, 0)
   with pytest.raises(ValueError):
     cv.lanczos_density(make_loss(), PARAMS, 5, 1, 0, mode="bogus")
+
+
+def test_explicit_probes_reproduce_a_numpy_computation():
+  """Probes drawn with numpy (as the original did) give v^T H v exactly."""
+  rng = np.random.RandomState(5)
+  probes = []
+  for _ in range(3):
+    probe = []
+    for p in PARAMS:
+      v = rng.randint(0, 2, tuple(p.shape))
+      v[v == 0] = -1
+      probe.append(v.astype(np.float32))
+    probes.append(probe)
+  est = cv.hutchinson_trace(make_loss(), PARAMS, 3, seed=0, probes=probes)
+  flat = [np.concatenate([v.ravel() for v in probe]) for probe in probes]
+  expected = np.mean([f @ H @ f for f in flat])
+  np.testing.assert_allclose(float(est), expected, rtol=1e-4)
+  with pytest.raises(ValueError, match="needs 4 probes"):
+    cv.hutchinson_trace(make_loss(), PARAMS, 4, seed=0, probes=probes)
+  one = cv.lanczos_density(make_loss(), PARAMS, 1, 1, seed=0,
+                           probes=probes[:1])
+  f = flat[0] / (np.linalg.norm(flat[0]) + 1e-6)
+  np.testing.assert_allclose(float(one), f @ H @ f, rtol=1e-4)

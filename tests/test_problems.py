@@ -1,7 +1,5 @@
 """Closed forms, shapes and finite-difference checks for every problem."""
 
-import sys
-import types
 
 import numpy as np
 import pytest
@@ -330,47 +328,26 @@ def test_surfaces():
   assert zb[1, 1] == 0.
 
 
-class _FakeCurvature(types.ModuleType):
-  """Stands in for problems.curvature: records the calls it receives."""
-
-  def __init__(self):
-    super().__init__("problems.curvature")
-    self.calls = []
-
-  def hutchinson_trace(self, loss_fn, params, num_samples, seed):
-    self.calls.append(("trace", num_samples, seed, float(loss_fn(params))))
-    return tf.constant(1.)
-
-  def power_iteration_eigenvalues(self, loss_fn, params, num_iters, top_n,
-                                  seed):
-    self.calls.append(("ev", num_iters, top_n, seed))
-    return tf.constant(2.)
-
-  def lanczos_density(self, loss_fn, params, num_iters, num_runs, seed):
-    self.calls.append(("esd", num_iters, num_runs, seed))
-    return tf.constant(3.)
-
-  def jacobian_trace(self, grads):
-    flat = tf.concat([tf.reshape(g, [-1]) for g in grads], 0)
-    return tf.reduce_mean(flat**2)
-
-
-def test_regularizer_dispatch(monkeypatch):
-  fake = _FakeCurvature()
-  monkeypatch.setitem(sys.modules, "problems.curvature", fake)
-  prob = pg.Quadratic(3, random_seed=0)
-  x = [tf.ones((3, 1))]
-  assert float(prob.regularizer(x, reg_option="hessian", hessian_itrs=4,
-                                seed=7)) == 1.
-  assert fake.calls[-1][:3] == ("trace", 4, 7)
-  assert fake.calls[-1][3] == pytest.approx(float(prob.objective(x)))
-  assert float(prob.regularizer(x, reg_option="hessian-ev",
-                                hessian_itrs=5)) == 2.
-  assert fake.calls[-1] == ("ev", 5, 1, None)
-  assert float(prob.regularizer(x, reg_option="hessian-esd",
-                                hessian_itrs=6, seed=1)) == 3.
-  assert fake.calls[-1] == ("esd", 6, 1, 1)
-  grad = prob.w.T.dot(prob.w.dot(np.ones((3, 1))) - prob.y)
+def test_regularizer_options_against_closed_forms():
+  """Each reg_option on 0.5||Wx - y||^2, whose Hessian is W^T W."""
+  prob = pg.Quadratic(4, random_seed=0)
+  x = [tf.ones((4, 1))]
+  hess = prob.w.T.dot(prob.w).astype(np.float64)
+  eigs = np.linalg.eigvalsh(hess)
+  # Lanczos with as many steps as dimensions: the trace.
+  esd = prob.regularizer(x, reg_option="hessian-esd", hessian_itrs=4, seed=1)
+  assert float(esd) == pytest.approx(np.trace(hess), rel=1e-3)
+  # Power iteration, enough iterations: the largest eigenvalue.
+  ev = prob.regularizer(x, reg_option="hessian-ev", hessian_itrs=200, seed=1)
+  assert float(ev) == pytest.approx(eigs[-1], rel=1e-3)
+  # Hutchinson with given probes: their mean v^T H v exactly.
+  probes = [[np.array([[1.], [-1.], [1.], [1.]], np.float32)],
+            [np.array([[-1.], [-1.], [1.], [-1.]], np.float32)]]
+  tr = prob.regularizer(x, reg_option="hessian", hessian_itrs=2,
+                        probes=probes)
+  expected = np.mean([p[0].ravel() @ hess @ p[0].ravel() for p in probes])
+  assert float(tr) == pytest.approx(expected, rel=1e-4)
+  grad = prob.w.T.dot(prob.w.dot(np.ones((4, 1))) - prob.y)
   assert float(prob.regularizer(x, reg_option="jacob")) == pytest.approx(
       np.mean(grad**2), rel=1e-4)
 

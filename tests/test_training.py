@@ -16,7 +16,6 @@ from l2o_scale import tf1_optimizers
 from l2o_scale import training
 from l2o_scale import unroll as unroll_lib
 from optimizer import hierarchical_rnn
-from problems import datasets
 from problems import problem_generator as pg
 from problems import problem_spec
 

@@ -1,0 +1,344 @@
+"""Meta-testing: evaluates a learned (or hand-designed) optimizer.
+
+Port of the evaluation script ``L2O-Scale/L2O-Scale-Evaluation/metatest.py``
+(VITA-Group/Open-L2O; flags l.38-274, ``main`` l.290-400). Same flags, names
+and defaults, same outputs: for every selected problem and every seed, the
+optimizer runs ``--num_testing_itrs`` steps from a fresh start and the list of
+per-step objectives is pickled to
+``<save_dir>/seed<S>_eval_loss_record.pickle-<model_name>`` (readable by the
+original plotting scripts).
+
+Example::
+
+  python metatest.py --train_dir=runs/mlp --restore_model_name=model.ckpt-0 \\
+      --include_mnist_mlp_relu_problems --model_name=mnist-relu \\
+      --num_testing_itrs=10000 --save_dir=results --data_dir=data/mnist
+
+``--test_optimizer`` picks ``L2o`` (the learned optimizer restored from
+``<train_dir>/<optimizer>_<cell_cls>_<cell_size>_<num_cells>/<restore_model_name>``,
+a TF1 checkpoint of the original code or a TF2 one of this port's
+``metarun.py``) or a baseline with the original's learning rate: ``SGD``
+(1e-3), ``Adam`` (1e-4), ``Adagrad`` (1e-5).
+
+New flags (not in the original): ``--data_dir``, ``--seeds`` (the original
+hard-coded 6, 12, 18, 24, 30), ``--heldout_every`` (generalization of the
+optimizee: train on the train split, every N steps measure loss and accuracy
+on the held-out test split, saved as
+``<save_dir>/seed<S>_heldout_record-<model_name>.json``),
+``--progress_every`` and ``--jit_compile``.
+
+Differences: the flags of meta-training that the original declared but never
+used here (``task``, ``num_problems``, ``meta_learning_rate``...) are kept so
+old command lines still parse. With more than one selected problem the
+original wrote every problem to the same file names (later ones overwrote
+earlier ones); here the file names then get ``-problem<k>`` appended.
+"""
+
+import json
+import os
+import pickle
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+from l2o_scale import baselines
+from l2o_scale import checkpoints
+from l2o_scale import optimizer_flags
+from l2o_scale import testing
+from problems import datasets
+from problems import problem_sets as ps
+
+FLAGS = flags.FLAGS
+
+# (flag name, problem_sets function) in the order the original's main()
+# extended its list (metatest.py l.300-395). The six evaluation sets use the
+# test splits (the original's test_* functions); the rest are the training
+# sets, whose flags the original declared (with the calls commented out).
+EVALUATION_PROBLEM_FLAGS = [
+    ("include_mnist_mlp_problems", "test_mnist_mlp_problems"),
+    ("include_mnist_mlp_relu_problems", "test_mnist_mlp_relu_problems"),
+    ("include_mnist_mlp_deeper_problems", "test_mnist_mlp_deeper_problems"),
+    ("include_mnist_conv_problems", "test_mnist_conv_problems"),
+    ("include_mnist_conv_orig_problems", "test_mnist_conv_orig_problems"),
+    ("include_cifar10_conv_problems", "test_cifar10_conv_problems"),
+]
+TRAINING_PROBLEM_FLAGS = [
+    ("include_sparse_softmax_problems", "sparse_softmax_2_class_sparse_problems"),
+    ("include_one_hot_sparse_softmax_problems",
+     "one_hot_sparse_softmax_2_class_sparse_problems"),
+    ("include_quadratic_problems", "quadratic_problems"),
+    ("include_noisy_quadratic_problems", "quadratic_problems_noisy"),
+    ("include_large_quadratic_problems", "quadratic_problems_large"),
+    ("include_bowl_problems", "bowl_problems"),
+    ("include_noisy_bowl_problems", "bowl_problems_noisy"),
+    ("include_softmax_2_class_problems", "softmax_2_class_problems"),
+    ("include_noisy_softmax_2_class_problems", "softmax_2_class_problems_noisy"),
+    ("include_optimization_test_problems", "optimization_test_problems"),
+    ("include_noisy_optimization_test_problems",
+     "optimization_test_problems_noisy"),
+    ("include_fully_connected_random_2_class_problems",
+     "fully_connected_random_2_class_problems"),
+    ("include_matmul_problems", "matmul_problems"),
+    ("include_log_objective_problems", "log_objective_problems"),
+    ("include_rescale_problems", "rescale_problems"),
+    ("include_norm_problems", "norm_problems"),
+    ("include_noisy_norm_problems", "norm_problems_noisy"),
+    ("include_sum_problems", "sum_problems"),
+    ("include_noisy_sum_problems", "sum_problems_noisy"),
+    ("include_sparse_gradient_problems", "sparse_gradient_problems"),
+    ("include_min_max_well_problems", "min_max_well_problems"),
+    ("include_sum_of_quadratics_problems", "sum_of_quadratics_problems"),
+    ("include_projection_quadratic_problems", "projection_quadratic_problems"),
+    ("include_outward_snake_problems", "outward_snake_problems"),
+    ("include_dependency_chain_problems", "dependency_chain_problems"),
+]
+# Declared by the original but without any problem set behind them.
+UNAVAILABLE_PROBLEM_FLAGS = [
+    "include_mnist_conv_wider_problems", "include_mnist_conv_4layers_problems",
+    "include_cifar10_conv_4layers_problems", "include_vgg16_problems",
+]
+
+DEFAULT_SEEDS = ["6", "12", "18", "24", "30"]
+TEST_OPTIMIZERS = ["L2o", "SGD", "Adam", "Adagrad"]
+
+
+def _define(kind, name, default, helptext):
+  """Defines a flag unless another script (metarun.py) already did."""
+  if name not in FLAGS:
+    getattr(flags, "DEFINE_" + kind)(name, default, helptext)
+
+
+def define_flags():
+  """All metatest flags (original names and defaults, plus the new ones)."""
+  _define("string", "train_dir", "opt/",
+          "Directory to store parameters and results.")
+  _define("string", "save_dir", "opt/", "Directory to testing results.")
+  _define("string", "test_optimizer", "L2o",
+          "Optimizer to test: " + ", ".join(TEST_OPTIMIZERS) + ".")
+  # Declared by the original, unused by meta-testing (kept for old commands).
+  for name, default, helptext in [
+      ("task", 0, "Task id of the replica running the training (unused)."),
+      ("worker_tasks", 1, "Number of tasks in the worker job (unused)."),
+      ("num_problems", 1, "Number of sub-problems to run (unused)."),
+      ("num_meta_iterations", 5, "Meta-iterations (unused)."),
+      ("num_unroll_scale", 10, "Scale of the unroll-count law (unused)."),
+      ("min_num_unrolls", 4, "Minimum number of unrolls (unused)."),
+      ("num_partial_unroll_itr_scale", 50,
+       "Scale of the unroll-length law (unused)."),
+      ("min_num_itr_partial_unroll", 10, "Minimum unroll length (unused)."),
+  ]:
+    _define("integer", name, default, helptext)
+  _define("float", "meta_learning_rate", 1e-6,
+          "The learning rate for the meta-optimizer (unused).")
+  _define("float", "gradient_clip_level", 1e4,
+          "The level to clip gradients to (unused).")
+  _define("integer", "num_testing_itrs", 100, "Number testing iterations.")
+  for name, fn in EVALUATION_PROBLEM_FLAGS + TRAINING_PROBLEM_FLAGS:
+    _define("boolean", name, False,
+            "Include the problems of problem_sets.{}.".format(fn))
+  for name in UNAVAILABLE_PROBLEM_FLAGS:
+    _define("boolean", name, False,
+            "Declared by the original; no problem set exists for it.")
+  optimizer_flags.define_optimizer_flags()
+  _define("string", "model_name", "mt",
+          "Suffix of the result files (seed<S>_eval_loss_record.pickle-"
+          "<model_name>).")
+  _define("string", "restore_model_name", "",
+          "Checkpoint to restore in <train_dir>/<optimizer subdir>, e.g. "
+          "model.ckpt-0. Empty: the latest checkpoint.")
+  # New flags.
+  _define("string", "data_dir", None,
+          "Folder with the datasets (MNIST IDX files / CIFAR-10 batches). "
+          "Default: $L2O_SCALE_DATA_DIR, else tensorflow-datasets.")
+  _define("list", "seeds", DEFAULT_SEEDS,
+          "Seeds of the test runs (one run and one result file per seed).")
+  _define("integer", "heldout_every", 0,
+          "If > 0: train the optimizee on the train split and every N steps "
+          "record loss and accuracy on the held-out test split (and on the "
+          "whole train split); saved as seed<S>_heldout_record-<model_name>"
+          ".json. 0: off (the original evaluation).")
+  _define("integer", "progress_every", 500,
+          "Print progress every N steps.")
+  _define("boolean", "jit_compile", False,
+          "Compile the optimization loop with XLA.")
+
+
+def selected_problem_sets(flag_values):
+  """Names of the problem_sets functions selected by the include flags."""
+  for name in UNAVAILABLE_PROBLEM_FLAGS:
+    if getattr(flag_values, name):
+      raise ValueError(
+          "--{} was declared by the original metatest.py but has no problem "
+          "set (its code was commented out there). Choose one of: {}".format(
+              name, ", ".join("--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
+  chosen = []
+  for name, fn in EVALUATION_PROBLEM_FLAGS + TRAINING_PROBLEM_FLAGS:
+    if getattr(flag_values, name):
+      chosen.append((name, fn))
+      if (fn == "sparse_gradient_problems" and
+          flag_values.include_fully_connected_random_2_class_problems):
+        chosen.append((name, "sparse_gradient_problems_mlp"))
+  return chosen
+
+
+def _split_datasets(flag_name, data_dir):
+  """(train split, held-out split) of the data a problem set uses."""
+  if "mnist" in flag_name:
+    return (datasets.mnist(train=True, data_dir=data_dir),
+            datasets.mnist(train=False, data_dir=data_dir))
+  if "cifar10" in flag_name:
+    return (datasets.cifar10(train=True, data_dir=data_dir),
+            datasets.cifar10(train=False, data_dir=data_dir))
+  raise ValueError("--heldout_every needs a problem trained on a dataset with "
+                   "a held-out split (MNIST or CIFAR-10 problem sets); {} has "
+                   "none.".format(flag_name))
+
+
+def build_problems(flag_values):
+  """List of (flag, spec, dataset, batch_size, heldout dataset or None)."""
+  out = []
+  for flag_name, fn in selected_problem_sets(flag_values):
+    entries = ps.get(fn, data_dir=flag_values.data_dir)
+    heldout = None
+    if flag_values.heldout_every > 0:
+      train_split, heldout = _split_datasets(flag_name, flag_values.data_dir)
+    for spec, dataset, batch_size in entries:
+      if heldout is not None:
+        dataset = train_split
+      out.append((flag_name, spec, dataset, batch_size, heldout))
+  return out
+
+
+def checkpoint_dir(flag_values):
+  """``<train_dir>/<optimizer>_<cell_cls>_<cell_size>_<num_cells>``."""
+  return os.path.join(flag_values.train_dir,
+                      optimizer_flags.checkpoint_subdir(flag_values))
+
+
+def build_optimizer(flag_values):
+  """The optimizer to test, restored if learned. Returns (optimizer, path)."""
+  name = flag_values.test_optimizer
+  if name in baselines.BASELINES:
+    print("using optimizer {} (learning rate {})".format(
+        name, baselines.EVAL_LEARNING_RATES[name]))
+    return baselines.build(name), None
+  if name != "L2o":
+    raise ValueError("Unknown --test_optimizer={!r}; choose one of {}".format(
+        name, ", ".join(TEST_OPTIMIZERS)))
+  logdir = checkpoint_dir(flag_values)
+  if not os.path.isdir(logdir):
+    raise FileNotFoundError(
+        "No checkpoint folder {}: --train_dir must hold the {} folder that "
+        "metarun.py writes (optimizer flags --optimizer/--cell_cls/"
+        "--cell_size/--num_cells choose its name).".format(
+            logdir, optimizer_flags.checkpoint_subdir(flag_values)))
+  opt = optimizer_flags.optimizer_spec(flag_values).build()
+  path = testing.restore_if_needed(opt, logdir, flag_values.restore_model_name)
+  print("using optimizer L2o ({}) restored from {}".format(
+      flag_values.optimizer, path))
+  return opt, path
+
+
+def _result_name(pattern, seed, model_name, problem_index, num_problems):
+  name = pattern.format(seed=seed, model_name=model_name)
+  if num_problems > 1:
+    name += "-problem{}".format(problem_index)
+  return name
+
+
+def run(flag_values):
+  """Runs every selected problem with every seed; returns written paths."""
+  seeds = [int(s) for s in flag_values.seeds]
+  if not seeds:
+    raise ValueError("--seeds is empty.")
+  problems = build_problems(flag_values)
+  if not problems:
+    raise ValueError(
+        "No test problem selected. Pass one of: {}".format(", ".join(
+            "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
+  opt, _ = build_optimizer(flag_values)
+  save_dir = flag_values.save_dir
+  os.makedirs(save_dir, exist_ok=True)
+  written = []
+  for k, (flag_name, spec, dataset, batch_size, heldout) in enumerate(
+      problems):
+    problem = spec.build()
+    for seed in seeds:
+      print("testing {} ({}) with {} using seed {}".format(
+          flag_name, spec, flag_values.test_optimizer, seed), flush=True)
+      start = time.time()
+
+      def progress(info, seed=seed):
+        print("  seed {} step {}/{}: objective {:.5g}, {:.1f} steps/s".format(
+            seed, info["iteration"], info["num_iter"], info["objective"],
+            info["steps_per_second"]), flush=True)
+
+      objective_values, _, records = testing.test_optimizer(
+          opt, problem, num_iter=flag_values.num_testing_itrs,
+          dataset=dataset, batch_size=batch_size, seed=seed, logdir=None,
+          record_every=None, heldout_dataset=heldout,
+          heldout_every=flag_values.heldout_every or None,
+          progress=progress, progress_every=flag_values.progress_every,
+          jit_compile=flag_values.jit_compile)
+      elapsed = time.time() - start
+      path = os.path.join(save_dir, _result_name(
+          "seed{seed}_eval_loss_record.pickle-{model_name}", seed,
+          flag_values.model_name, k, len(problems)))
+      with open(path, "wb") as f:
+        pickle.dump(objective_values, f)
+      written.append(path)
+      print("  wrote {} (final objective {:.5g}, {:.1f} s)".format(
+          path, float(objective_values[-1]), elapsed), flush=True)
+      if heldout is not None:
+        path = os.path.join(save_dir, _result_name(
+            "seed{seed}_heldout_record-{model_name}.json", seed,
+            flag_values.model_name, k, len(problems)))
+        with open(path, "w") as f:
+          json.dump(heldout_report(records, flag_name, spec, seed,
+                                   flag_values, dataset, heldout), f,
+                    indent=1)
+        written.append(path)
+        print("  wrote {} (held-out loss {:.5g}, accuracy {:.4f})".format(
+            path, records["heldout_loss"][-1],
+            records["heldout_accuracy"][-1]), flush=True)
+  return written
+
+
+def heldout_report(records, flag_name, spec, seed, flag_values, train, heldout):
+  """The JSON-serialisable generalization record of one run."""
+  return {
+      "problem_set": flag_name,
+      "problem": repr(spec),
+      "test_optimizer": flag_values.test_optimizer,
+      "restore_model_name": flag_values.restore_model_name,
+      "seed": seed,
+      "train_split_size": int(len(train.data)),
+      "heldout_split_size": int(len(heldout.data)),
+      "note": ("iteration = number of optimizer updates done; train_* over "
+               "the whole train split the optimizee is trained on, heldout_* "
+               "over the held-out test split."),
+      "iteration": [int(i) for i in records["heldout_iter"]],
+      "train_loss": [float(v) for v in records["train_loss"]],
+      "train_accuracy": [float(v) for v in records["train_accuracy"]],
+      "heldout_loss": [float(v) for v in records["heldout_loss"]],
+      "heldout_accuracy": [float(v) for v in records["heldout_accuracy"]],
+  }
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError("Unexpected arguments: {}".format(" ".join(argv[1:])))
+  try:
+    run(FLAGS)
+  except (FileNotFoundError, checkpoints.CheckpointMismatchError,
+          datasets.DataNotFoundError, ValueError) as e:
+    sys.exit("metatest.py: error: {}".format(e))
+  return 0
+
+
+define_flags()
+
+if __name__ == "__main__":
+  app.run(main)
