@@ -2,9 +2,7 @@
 
 Port of ``test_optimizer`` and ``run_wall_clock_test`` of the evaluation
 ``metaopt.py`` (L2O-Entropy/L2O-ScalewHessian/L2O-Scale-Evaluation/metaopt.py,
-l.606-745 and l.748-815), plus the minibatch schedule of the original
-``Dataset.batch_indices`` (L2O-Scale-Evaluation/problems/datasets.py,
-l.49-83).
+l.606-745 and l.748-815), with minibatches from :func:`problems.datasets.batch_indices`.
 
 How it differs from the TF1 code, and why:
 
@@ -43,40 +41,13 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from problems import datasets
 
 DEFAULT_PROGRESS_EVERY = 1000  # the original printed every 1000 iterations
 _EVAL_CHUNK = 10000  # examples per forward pass in held-out evaluation
 
 
 # --------------------------------------------------------------------- data
-def batch_indices(dataset_size, num_batches, batch_size, rng=None):
-  """Shuffled minibatch indices, as the original ``Dataset.batch_indices``.
-
-  Port of problems/datasets.py l.49-83 (L2O-Scale-Evaluation): walks through a
-  shuffled permutation ``batch_size`` at a time and reshuffles (dropping the
-  remainder) when an epoch is used up. Returns an int32 array
-  ``[num_batches, batch_size]``. ``rng`` is a ``np.random.RandomState``
-  (default: the global NumPy state, as the original).
-  """
-  rng = np.random if rng is None else rng
-  if batch_size > dataset_size:
-    raise ValueError("batch_size {} is larger than the dataset ({} samples)"
-                     .format(batch_size, dataset_size))
-  out = np.empty((num_batches, batch_size), dtype=np.int32)
-  index_in_epoch = 0
-  indices = np.arange(dataset_size)
-  rng.shuffle(indices)
-  for i in range(num_batches):
-    start = index_in_epoch
-    index_in_epoch += batch_size
-    if index_in_epoch > dataset_size:
-      rng.shuffle(indices)
-      start = 0
-      index_in_epoch = batch_size
-    out[i] = indices[start:index_in_epoch]
-  return out
-
-
 def _dataset_arrays(dataset):
   """(data, labels) of a dataset, or (None, None) for problems without data."""
   if dataset is None:
@@ -444,7 +415,7 @@ def test_optimizer(optimizer,
   else:
     rng = np.random.RandomState(seed) if isinstance(
         seed, (int, np.integer)) else None
-    schedule = batch_indices(len(data), num_iter, batch_size, rng)
+    schedule = datasets.batch_indices(len(data), num_iter, batch_size, rng)
 
   heldout_data = heldout_labels = None
   if heldout_dataset is not None and heldout_every:
@@ -534,7 +505,7 @@ def run_wall_clock_test(optimizer,
   else:
     rng = np.random.RandomState(seed) if isinstance(
         seed, (int, np.integer)) else None
-    schedule = batch_indices(len(data), total, batch_size, rng)
+    schedule = datasets.batch_indices(len(data), total, batch_size, rng)
   run = _get_run(optimizer, problem, params, data, labels, jit_compile)
   run.run_chunk(tf.constant(schedule[:timing_chunk])).numpy()  # warm-up
   times = []

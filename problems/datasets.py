@@ -144,28 +144,34 @@ def mnist(train=True, data_dir=None, one_hot=False, verbose=True):
   return Dataset(data, labels, n)
 
 
-def batch_indices(data_size, num_batches, batch_size):
+def batch_indices(data_size, num_batches, batch_size, rng=None):
   """``num_batches`` shuffled minibatches covering the data epoch by epoch.
 
   Port of the original module-level ``batch_indices(data_size, num_batches,
-  batch_size)`` (training datasets.py; also ``Dataset.batch_indices``): one
-  ``np.random.shuffle`` of the indices, consecutive slices, and a reshuffle
-  whenever a batch would run past the end. Same np.random calls, so the same
-  global seed gives the same batches.
+  batch_size)`` (training datasets.py; the same walk as the evaluation
+  ``Dataset.batch_indices``): one shuffle of the indices, consecutive slices,
+  and a reshuffle whenever a batch would run past the end of the data. With
+  the default ``rng`` (the global ``np.random``) it makes the same calls as
+  the original, so the same global seed gives the same batches. Returns an
+  int32 array [num_batches, batch_size].
   """
-  batches = []
+  rng = np.random if rng is None else rng
+  if batch_size > data_size:
+    raise ValueError("batch_size {} is larger than the dataset ({} samples)"
+                     .format(batch_size, data_size))
+  out = np.empty((num_batches, batch_size), dtype=np.int32)
   index_in_epoch = 0
-  dataset_indices = np.arange(data_size)
-  np.random.shuffle(dataset_indices)
-  for _ in range(num_batches):
+  indices = np.arange(data_size)
+  rng.shuffle(indices)
+  for i in range(num_batches):
     start = index_in_epoch
     index_in_epoch += batch_size
     if index_in_epoch > data_size:
-      np.random.shuffle(dataset_indices)
+      rng.shuffle(indices)
       start = 0
       index_in_epoch = batch_size
-    batches.append(dataset_indices[start:index_in_epoch].tolist())
-  return batches
+    out[i] = indices[start:index_in_epoch]
+  return out
 
 
 def _dataset(x, y):

@@ -131,10 +131,14 @@ def test_random_classification():
   assert set(np.unique(ten.labels)) == set(range(10))
 
 
-def test_batch_indices_cover_each_epoch():
-  np.random.seed(0)
-  batches = datasets.batch_indices(10, 5, 3)
-  assert [len(b) for b in batches] == [3] * 5
-  assert len(set(sum(batches[:3], []))) == 9  # first epoch: no repeats
+def test_batch_indices_cover_epochs():
+  batches = datasets.batch_indices(10, 7, 3, np.random.RandomState(0))
+  assert batches.shape == (7, 3)
+  # An epoch holds 3 batches (one sample left over), then reshuffles.
+  for start in (0, 3):
+    epoch = batches[start:start + 3].ravel()
+    assert len(set(epoch)) == 9
+  with pytest.raises(ValueError, match="larger than the dataset"):
+    datasets.batch_indices(5, 1, 6)
 
 

@@ -118,17 +118,6 @@ def test_integer_seed_is_reproducible_and_loss_falls(data_dir):
   assert np.mean(runs[0][-10:]) < np.mean(runs[0][:10]) - 0.01
 
 
-def test_batch_indices_cover_epochs():
-  batches = testing.batch_indices(10, 7, 3, np.random.RandomState(0))
-  assert batches.shape == (7, 3)
-  # An epoch holds 3 batches (one sample left over), then reshuffles.
-  for start in (0, 3):
-    epoch = batches[start:start + 3].ravel()
-    assert len(set(epoch)) == 9
-  with pytest.raises(ValueError, match="larger than the dataset"):
-    testing.batch_indices(5, 1, 6)
-
-
 def test_heldout_records_loss_and_accuracy(data_dir):
   train = datasets.mnist(train=True, data_dir=data_dir)
   test = datasets.mnist(train=False, data_dir=data_dir)
