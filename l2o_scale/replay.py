@@ -19,16 +19,22 @@ META_TRAIN_AVAILABLE = True
 
 
 def make_step(problem, optimizer):
-  """Compiled step: objective + gradients on the batch, then the update."""
+  """Compiled step: objective + gradients on the batch, then the update.
+
+  ``params`` are the values of the original's variables: with attention the
+  attended location, where the gradients are taken; the objective is
+  measured at the real parameters (the ``true_param`` slot), as the
+  original's ``test_optimizer`` evaluated ``obj`` on ``real_params``.
+  """
 
   @tf.function
   def step(params, states, global_state, data, labels):
     obj, grads = problem.objective_and_gradients(params, data, labels)
-    new_params, new_states, new_global, new_attend, _ = (
+    if optimizer.use_attention:
+      obj = problem.objective([s["true_param"] for s in states], data, labels)
+    _, new_states, new_global, new_attend, _ = (
         optimizer.compute_updates(params, grads, states, global_state))
-    # The next objective/gradient is evaluated where the optimizer attends.
-    eval_params = new_attend if optimizer.use_attention else new_params
-    return obj, eval_params, new_states, new_global
+    return obj, new_attend, new_states, new_global
 
   return step
 
@@ -54,7 +60,6 @@ def replay_meta_test(folder, spec, arrays, data_dir=None):
   step = make_step(problem, optimizer)
   batches = arrays["batches"] if data is not None else None
   early_steps = int(spec.get("early_steps", 0))
-  # The true parameters live in the "true_param" slot with attention.
   results = {}
   objectives = []
   dummy = tf.zeros([0])
@@ -69,17 +74,17 @@ def replay_meta_test(folder, spec, arrays, data_dir=None):
                                              batch_data, batch_labels)
     objectives.append(obj)
     if t + 1 == early_steps:
-      results.update(_final_arrays("early/", params, states, optimizer))
+      results.update(_final_arrays("early/", params, states))
   results["objectives"] = np.array([o.numpy() for o in objectives])
-  results.update(_final_arrays("", params, states, optimizer))
+  results.update(_final_arrays("", params, states))
   return results
 
 
-def _final_arrays(prefix, params, states, optimizer):
-  out = {}
-  for i, (param, state) in enumerate(zip(params, states)):
-    real = state["true_param"] if "true_param" in state else param
-    out["{}final{}".format(prefix, i)] = real.numpy()
+def _final_arrays(prefix, params, states):
+  """``final{i}``: the variables' values, as the original ``test_optimizer``
+  returned them (the attended location with attention; the real parameters
+  are the ``true_param`` slot)."""
+  out = {"{}final{}".format(prefix, i): p.numpy() for i, p in enumerate(params)}
   out.update(_state_arrays(prefix, states))
   return out
 

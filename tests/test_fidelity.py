@@ -51,3 +51,73 @@ def test_replayer_uses_the_spec_tolerance(fixtures_dir, tmp_path):
 def test_replayer_without_fixtures_exits_nonzero(tmp_path, capsys):
   assert tf1_reference.main([str(tmp_path)]) == 2
   assert "No fixture found" in capsys.readouterr().out
+
+
+def _write_meta_test_fixture(folder, problem_spec, level_sizes, kwargs,
+                             num_steps=6):
+  """A fixture in the shared format, whose expected arrays come from the
+  black-box path (``apply_gradients`` on tf.Variables, eagerly) rather than
+  the replayer's compiled pure step: an independent route to the numbers."""
+  from l2o_scale import checkpoints  # pylint: disable=g-import-not-at-top
+  from l2o_scale import fixture_spec  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  spec = {"kind": "meta_test", "problem": problem_spec,
+          "optimizer": {"cls": "HierarchicalRNN", "level_sizes": level_sizes,
+                        "kwargs": kwargs},
+          "data": None, "num_steps": num_steps, "early_steps": 2,
+          "tolerances": {g: {"rel_l2": 1e-4} for g in
+                         ("early", "final", "slot")}}
+  spec["tolerances"]["objectives"] = {"max_rel": 1e-4}
+  os.makedirs(os.path.join(folder, "ckpt"))
+  with open(os.path.join(folder, "spec.json"), "w") as f:
+    json.dump(spec, f)
+  problem = fixture_spec.build_problem(problem_spec)
+  opt = fixture_spec.build_optimizer(spec["optimizer"])
+  checkpoints.save_optimizer(os.path.join(folder, "ckpt", "model.ckpt-0"), opt)
+  rng = np.random.RandomState(0)
+  init = [rng.uniform(-1, 1, s).astype(np.float32) for s in
+          problem.param_shapes]
+  variables = [tf.Variable(v) for v in init]
+  arrays = {"init{}".format(i): v for i, v in enumerate(init)}
+  objectives = []
+  opt.build(variables)
+  for t in range(num_steps):
+    with tf.GradientTape() as tape:
+      obj = problem.objective(list(variables))
+    # As the original's test_optimizer: the objective at the real parameters
+    # (differs from the variables' values with attention).
+    real = [opt.get_slot(v, "true_param") for v in variables]
+    objectives.append(float(problem.objective(real)))
+    opt.apply_gradients(zip(tape.gradient(obj, variables), variables))
+    if t + 1 == 2 or t + 1 == num_steps:
+      prefix = "early/" if t + 1 == 2 else ""
+      for i, v in enumerate(variables):
+        arrays["{}final{}".format(prefix, i)] = v.numpy()
+        for key in opt.get_slot_names():
+          if key in opt._slots[v.ref()]:  # pylint: disable=protected-access
+            arrays["{}slot/param{}/{}".format(prefix, i, key)] = (
+                opt.get_slot(v, key).numpy())
+  arrays["objectives"] = np.array(objectives, np.float32)
+  np.savez(os.path.join(folder, "arrays.npz"), **arrays)
+
+
+@pytest.mark.parametrize("problem,levels,kwargs", [
+    ({"cls": "Rosenbrock", "args": [], "kwargs": {"random_seed": 1}}, [5],
+     {"init_lr_range": [1e-3, 1e-3], "num_gradient_scales": 1,
+      "use_relative_lr": False, "dynamic_output_scale": False}),
+    ({"cls": "Bowl", "args": [5.0], "kwargs": {"angle": 0.5}}, [4, 6],
+     {"init_lr_range": [1e-3, 1e-3], "num_gradient_scales": 2,
+      "use_extreme_indicator": True, "use_lr_shortcut": True,
+      "learnable_decay": False}),
+    ({"cls": "Quadratic", "args": [6], "kwargs": {"random_seed": 2}},
+     [4, 5, 3],
+     {"init_lr_range": [1e-3, 1e-3], "use_attention": True,
+      "use_gradient_shortcut": True, "use_multiple_scale_decays": True,
+      "use_problem_lr_mean": True}),
+])
+def test_replayer_rebuilds_other_problems_and_options(tmp_path, problem,
+                                                      levels, kwargs):
+  folder = str(tmp_path / problem["cls"])
+  _write_meta_test_fixture(folder, problem, levels, kwargs)
+  status, _, message = tf1_reference.replay_fixture(folder)
+  assert status == "PASS", message
