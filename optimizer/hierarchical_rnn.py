@@ -295,26 +295,46 @@ class HierarchicalRNN(opt.TrainableOptimizer):
   # ----------------------------------------------------------------- step
   def compute_updates(self, params, grads, states, global_state,
                       mode_mt=None, update_steps_mt=None):
-    """One step on all tensors (``_compute_updates``, l.363-432)."""
+    """One step on all tensors (``_compute_updates``, l.363-432).
+
+    Computes what :meth:`compute_updates_reference` (the line-by-line port)
+    computes, up to float rounding, in a feature-major layout: inside the
+    step every per-coordinate quantity of a tensor with N entries is a row
+    of a [k, N] matrix (the k gradient scales, the RNN input features, the
+    RNN state, the readouts) instead of k separate [N, 1] columns or an
+    [N, k] matrix. The work per coordinate is tiny (~20 features), so the
+    step's cost is the number of ops and the copies made by concats and
+    splits along the feature axis; in this layout those are contiguous
+    block copies/slices and the per-scale arithmetic is one op on [k, N]
+    instead of k ops on [N, 1]. State slots keep the TF1 layout ([N, 1]
+    columns, ``parameter`` [N, level_sizes[0]]); going to and from rows is a
+    free reshape except for one transpose of ``parameter`` each way.
+    """
+    readout = self._stacked_readout()
+
+    def tensor_step(grad, state, mean_log_lr):
+      return self._tensor_step_feature_major(grad, state, global_state,
+                                             mean_log_lr, readout)
+
+    return self._drive_updates(tensor_step, params, grads, states,
+                               global_state, mode_mt, update_steps_mt)
+
+  def _drive_updates(self, tensor_step, params, grads, states, global_state,
+                     mode_mt, update_steps_mt):
+    """The loop over tensors shared by both implementations (l.363-432).
+
+    ``tensor_step(grad, state, mean_log_lr)`` returns (new state without
+    ``true_param``, layer state, update step, lr_attend, attention_delta);
+    this applies the step (or, in imitation mode, the teacher's step), the
+    attention step, and advances the global RNN.
+    """
     new_params, new_attend, new_states, steps = [], [], [], []
     mean_log_lr = self._compute_mean_log_lr(states)
     layer_state = None
-    for idx, (param, grad_unflat, state) in enumerate(
-        zip(params, grads, states)):
-      grad = tf.reshape(grad_unflat, [-1, 1])
-      grads_scaled, mean_squared, grads_accum = (
-          self._compute_scaled_and_ms_grads(grad, state))
-      rnn_input = list(grads_scaled)
-      self._extend_rnn_input(rnn_input, state, grads_scaled, mean_squared,
-                             mean_log_lr)
-      rnn_input_tensor = tf.concat(rnn_input, 1)
-      layer_state, new_param_state = self._update_rnn_cells(
-          state, global_state, rnn_input_tensor)
-      (scl_decay, inp_decay, new_log_lr, update_step, lr_attend,
-       attention_delta) = self._compute_rnn_state_projections(
-           state, new_param_state, grads_scaled)
+    for idx, (param, grad, state) in enumerate(zip(params, grads, states)):
+      (new_state, layer_state, update_step, lr_attend,
+       attention_delta) = tensor_step(grad, state, mean_log_lr)
       steps.append(update_step)
-
       base = state["true_param"] if self.use_attention else param
       own = base - update_step
       if mode_mt is not None and update_steps_mt is not None:
@@ -328,27 +348,221 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       else:
         new_attend.append(updated_param)
       new_params.append(updated_param)
-
-      new_state = {
-          "parameter": new_param_state,
-          "scl_decay": scl_decay,
-          "inp_decay": inp_decay,
-          "true_param": updated_param,
-      }
-      if layer_state is not None:
-        new_state["layer"] = layer_state
-      if self.dynamic_output_scale:
-        new_state["log_learning_rate"] = new_log_lr
-      for i in range(self.num_gradient_scales):
-        new_state["grad_accum{}".format(i + 1)] = grads_accum[i]
-        new_state["ms{}".format(i + 1)] = mean_squared[i]
+      new_state["true_param"] = updated_param
       new_states.append(new_state)
-
     # Quirk kept from the original (l.429): the global RNN reads the state of
     # the *last* tensor's layer RNN only, not a mean over all tensors.
     new_global = self._compute_updated_global_state([layer_state],
                                                     global_state)
     return new_params, new_states, new_global, new_attend, steps
+
+  def _stacked_readout(self):
+    """All linear readouts of the per-parameter state as one matrix.
+
+    Returns (weights [level_sizes[0], k], bias [k, 1], names, sizes): the
+    update direction, the attention direction, the two decay logits and the
+    learning-rate logit/change in one matmul, instead of one [N, 1] matmul
+    each; ``tf.split(result, sizes)`` gives the pieces named ``names``. The
+    update and attention readouts have no bias (a 0 is added).
+    """
+    cols, biases = [self.update_weights], [tf.zeros([1])]
+    names, sizes = ["update"], [1]
+    if self.use_attention:
+      cols.append(self.attention_weights)
+      biases.append(tf.zeros([1]))
+      names.append("attention")
+      sizes.append(1)
+    cols += [self.scl_decay_weights, self.inp_decay_weights, self.lr_weights]
+    biases += [tf.reshape(self.scl_decay_bias, [1]),
+               tf.reshape(self.inp_decay_bias, [1]),
+               tf.reshape(self.lr_bias, [1])]
+    names += ["decays", "lr"]
+    sizes += [2, 1]
+    weights = tf.concat([tf.convert_to_tensor(c) for c in cols], 1)
+    bias = tf.reshape(tf.concat(biases, 0), [-1, 1])
+    return weights, bias, names, sizes
+
+  def _tensor_step_feature_major(self, grad, state, global_state, mean_log_lr,
+                                 readout):
+    """One tensor's step with per-coordinate values as rows (see above).
+
+    Mirrors _compute_scaled_and_ms_grads, _extend_rnn_input,
+    _update_rnn_cells, _compute_rnn_state_projections and
+    _compute_new_learning_rate. Returns (new state without ``true_param``,
+    layer state, update step, lr_attend row, attention_delta row).
+    """
+    g = self.num_gradient_scales
+
+    def row(t):
+      return tf.reshape(t, [1, -1])
+
+    def sqrt_chain(decay):
+      # Each accumulator on twice the timescale of the one before.
+      decays = [decay]
+      for _ in range(g - 1):
+        decays.append(tf.sqrt(decays[-1]))
+      return tf.concat(decays, 0)
+
+    def slot_rows(prefix):
+      return tf.concat([row(state["{}{}".format(prefix, i + 1)])
+                        for i in range(g)], 0)
+
+    # Gradient accumulators and mean squares, one row per timescale.
+    grad_row = row(grad)
+    if g == 1:
+      grads_accum = grad_row
+    else:
+      decays = sqrt_chain(row(state["inp_decay"]))
+      grads_accum = (grad_row * (1. - decays) +
+                     slot_rows("grad_accum") * decays)
+    scale_decay = row(state["scl_decay"])
+    if self.use_multiple_scale_decays and g > 1:
+      scale_decay = sqrt_chain(scale_decay)
+    grads_scaled, mean_squared = utils.rms_scaling_rows(
+        grads_accum, scale_decay, slot_rows("ms"))
+
+    # RNN input features.
+    features = [grads_scaled]
+    if g > 1 and self.use_grad_products:
+      features.append(grads_scaled[:-1] * grads_scaled[1:])
+    if self.use_log_means_squared:
+      log_ms = tf.math.log(mean_squared + 1e-16)
+      features.append(log_ms - tf.reduce_mean(log_ms, 0, keepdims=True))
+    if self.dynamic_output_scale or self.use_lr_shortcut:
+      log_lr = row(state["log_learning_rate"])
+    if self.use_relative_lr:
+      if self.use_problem_lr_mean:
+        features.append(log_lr - mean_log_lr)
+      else:
+        features.append(log_lr - tf.reduce_mean(log_lr))
+    if self.use_extreme_indicator:
+      features.append(tf.nn.relu(log_lr - math.log(1.)) -
+                      tf.nn.relu(math.log(1e-6) - log_lr))
+    if self.use_lr_shortcut:
+      features.append(log_lr - math.log(1e-3))
+    n_in = self.num_rnn_inputs
+    # The cell's operand: inputs, a row of ones (bias) and the state.
+    cell_rows = tf.concat(
+        features + [tf.ones_like(grad_row), tf.transpose(state["parameter"])],
+        0)
+
+    # Per-parameter and per-tensor RNNs.
+    total_bias = None
+    if self.num_layers > 1:
+      total_bias = self.param_bias_affine([state["layer"]])
+      if self.num_layers == 3:
+        total_bias += self.global_bias_affine(list(global_state))
+    param_state = self.cells[0].call_feature_major(cell_rows, bias=total_bias)
+    layer_state = None
+    if self.num_layers > 1:
+      layer_input = tf.reduce_mean(param_state, 1)
+      if self._uses_additional_features:
+        layer_input = tf.concat(
+            [layer_input, tf.reduce_mean(cell_rows, 1)[:n_in]], 0)
+      layer_input = row(layer_input)
+      if self.num_layers == 3:
+        layer_bias = self.layer_bias_affine(list(global_state))
+        layer_state, _ = self.cells[1](layer_input, state["layer"],
+                                       bias=layer_bias)
+      else:
+        layer_state, _ = self.cells[1](layer_input, state["layer"])
+
+    # Readouts: update direction, decays, learning rate.
+    weights, bias, names, sizes = readout
+    projected = tf.matmul(weights, param_state, transpose_a=True) + bias
+    # tf.split, not slicing: see BiasGRUCell.call_feature_major.
+    pieces = dict(zip(names, tf.split(projected, sizes, 0)))
+    update_delta = pieces["update"]
+    if self.use_gradient_shortcut:
+      update_delta += tf.matmul(self.grads_to_delta.matrix, grads_scaled,
+                                transpose_a=True)
+    if self.dynamic_output_scale:
+      update_delta /= tf.sqrt(tf.reduce_mean(update_delta ** 2) + 1e-16)
+    attention_delta = None
+    if self.use_attention:
+      attention_delta = pieces["attention"]
+      if self.use_gradient_shortcut:
+        attention_delta += tf.matmul(self.grads_to_attn_delta.matrix,
+                                     grads_scaled, transpose_a=True)
+      if self.dynamic_output_scale:
+        attention_delta /= tf.sqrt(
+            tf.reduce_mean(attention_delta ** 2) + 1e-16)
+    new_scl_decay, new_inp_decay = tf.unstack(tf.nn.sigmoid(pieces["decays"]))
+    lr_logit = pieces["lr"]
+    new_log_lr = None
+    if self.dynamic_output_scale:
+      step_log_lr = log_lr + lr_logit
+      # Clip the value but let the gradient of the unclipped value through.
+      step_log_lr += tf.stop_gradient(
+          tf.clip_by_value(step_log_lr, -33., self.max_log_lr) - step_log_lr)
+      lrm = tf.nn.sigmoid(self.lr_momentum_logit)
+      new_log_lr = lrm * log_lr + (1. - lrm) * step_log_lr
+      lr_param = tf.exp(step_log_lr + self.param_stepsize_offset)
+      lr_attend = tf.exp(step_log_lr) if self.use_attention else lr_param
+    else:
+      lr_param = lr_attend = 2. * tf.nn.sigmoid(lr_logit)
+    update_step = tf.reshape(lr_param * update_delta,
+                             tf.shape(state["true_param"]))
+
+    def column(t):
+      return tf.reshape(t, [-1, 1])
+
+    new_state = {
+        "parameter": tf.transpose(param_state),
+        "scl_decay": column(new_scl_decay),
+        "inp_decay": column(new_inp_decay),
+    }
+    if layer_state is not None:
+      new_state["layer"] = layer_state
+    if self.dynamic_output_scale:
+      new_state["log_learning_rate"] = column(new_log_lr)
+    for i, (accum, ms) in enumerate(zip(tf.unstack(grads_accum),
+                                        tf.unstack(mean_squared))):
+      new_state["grad_accum{}".format(i + 1)] = column(accum)
+      new_state["ms{}".format(i + 1)] = column(ms)
+    return new_state, layer_state, update_step, lr_attend, attention_delta
+
+  def compute_updates_reference(self, params, grads, states, global_state,
+                                mode_mt=None, update_steps_mt=None):
+    """:meth:`compute_updates` as a line-by-line port of the original.
+
+    Same arguments and results (up to float rounding); slower because it
+    works on [N, 1] columns. Kept as the readable reference that the fast
+    path is tested against (tests/test_hierarchical_rnn.py).
+    """
+    return self._drive_updates(
+        lambda grad, state, mean_log_lr: self._tensor_step_reference(
+            grad, state, global_state, mean_log_lr),
+        params, grads, states, global_state, mode_mt, update_steps_mt)
+
+  def _tensor_step_reference(self, grad_unflat, state, global_state,
+                             mean_log_lr):
+    """One tensor's step on [N, 1] columns, as the original writes it."""
+    grad = tf.reshape(grad_unflat, [-1, 1])
+    grads_scaled, mean_squared, grads_accum = (
+        self._compute_scaled_and_ms_grads(grad, state))
+    rnn_input = list(grads_scaled)
+    self._extend_rnn_input(rnn_input, state, grads_scaled, mean_squared,
+                           mean_log_lr)
+    rnn_input_tensor = tf.concat(rnn_input, 1)
+    layer_state, new_param_state = self._update_rnn_cells(
+        state, global_state, rnn_input_tensor)
+    (scl_decay, inp_decay, new_log_lr, update_step, lr_attend,
+     attention_delta) = self._compute_rnn_state_projections(
+         state, new_param_state, grads_scaled)
+    new_state = {
+        "parameter": new_param_state,
+        "scl_decay": scl_decay,
+        "inp_decay": inp_decay,
+    }
+    if layer_state is not None:
+      new_state["layer"] = layer_state
+    if self.dynamic_output_scale:
+      new_state["log_learning_rate"] = new_log_lr
+    for i in range(self.num_gradient_scales):
+      new_state["grad_accum{}".format(i + 1)] = grads_accum[i]
+      new_state["ms{}".format(i + 1)] = mean_squared[i]
+    return new_state, layer_state, update_step, lr_attend, attention_delta
 
   def _compute_mean_log_lr(self, states):
     """Mean log learning rate over the whole problem (l.434-445)."""

@@ -162,3 +162,114 @@ def test_invalid_configurations_raise():
                                      use_relative_lr=True)
   with pytest.raises(TypeError, match="Unknown optimizer arguments"):
     hierarchical_rnn.HierarchicalRNN([4], not_an_option=True)
+
+
+# ----------------------------------------------------------------------------
+# compute_updates (feature-major fast path) against compute_updates_reference
+# (the line-by-line port), over the option grid and the remaining flags.
+
+EQUIVALENCE_SHAPES = [(32, 4), (5, 3), (3,), (2, 2, 2)]  # 128: aligned rows
+
+EXTRA_OPTIONS = [
+    dict(use_problem_lr_mean=True),
+    dict(use_log_means_squared=False, use_grad_products=False),
+    dict(learnable_decay=False, zero_init_lr_weights=False),
+    dict(learnable_inp_decay=False, use_gradient_shortcut=False),
+    dict(learnable_rnn_init=False, num_gradient_scales=4),
+]
+
+
+def _equivalence_cases():
+  for levels, scales, dynamic, attention in OPTION_GRID:
+    yield levels, dict(
+        num_gradient_scales=scales, dynamic_output_scale=dynamic,
+        use_relative_lr=dynamic, use_extreme_indicator=dynamic,
+        use_lr_shortcut=dynamic, use_attention=attention,
+        use_gradient_shortcut=True, use_grad_products=True,
+        use_multiple_scale_decays=scales > 1, learnable_decay=scales > 1)
+  for levels in ([6], [6, 8, 5]):
+    for extra in EXTRA_OPTIONS:
+      yield levels, dict(extra)
+
+
+def _run_both(opt, num_steps=3, mode_mt=None):
+  """``num_steps`` steps of both paths from the same start; per step the
+  outputs of each path and, for the last step, meta-gradients."""
+  rng = np.random.RandomState(5)
+  params = [tf.constant(rng.randn(*s).astype(np.float32))
+            for s in EQUIVALENCE_SHAPES]
+  results = []
+  for fn in (opt.compute_updates, opt.compute_updates_reference):
+    p = list(params)
+    states = [opt.initialize_state(x) for x in p]
+    glob = opt.initialize_global_state()
+    outs = []
+    grng = np.random.RandomState(6)
+    with tf.GradientTape() as tape:
+      for _ in range(num_steps):
+        grads = [tf.constant(grng.randn(*s).astype(np.float32))
+                 for s in EQUIVALENCE_SHAPES]
+        teacher = ([0.01 * g for g in grads] if mode_mt is not None
+                   else None)
+        out = fn(p, grads, states, glob, mode_mt, teacher)
+        p, states, glob = out[0], out[1], out[2]
+        outs.append(out)
+      loss = tf.add_n([tf.reduce_sum(tf.sin(x)) for x in
+                       tf.nest.flatten(out) if x.dtype == tf.float32])
+    meta_grads = tape.gradient(loss, opt.meta_variables)
+    results.append((outs, meta_grads))
+  return results
+
+
+@pytest.mark.parametrize("levels,options", list(_equivalence_cases()))
+def test_fast_path_equals_reference(levels, options):
+  """The feature-major compute_updates equals the reference port (values,
+  state dicts with their TF1 keys and shapes, meta-gradients)."""
+  # A fixed initial LR: the random one is drawn per initialize_state call.
+  opt = hierarchical_rnn.HierarchicalRNN(levels, init_lr_range=(1e-3, 1e-3),
+                                         random_seed=7, **options)
+  (fast, fast_grads), (ref, ref_grads) = _run_both(opt)
+  for fast_out, ref_out in zip(fast, ref):
+    for fast_state, ref_state in zip(fast_out[1], ref_out[1]):
+      assert sorted(fast_state) == sorted(ref_state)
+      for key in ref_state:
+        assert fast_state[key].shape == ref_state[key].shape, key
+    tf.nest.assert_same_structure(fast_out, ref_out)
+    for x, y in zip(tf.nest.flatten(fast_out), tf.nest.flatten(ref_out)):
+      np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5)
+  for v, x, y in zip(opt.meta_variables, fast_grads, ref_grads):
+    assert (x is None) == (y is None), v.name
+    if x is not None:
+      np.testing.assert_allclose(tf.convert_to_tensor(x).numpy(),
+                                 tf.convert_to_tensor(y).numpy(),
+                                 rtol=1e-3, atol=1e-4, err_msg=v.name)
+
+
+def test_fast_path_equals_reference_when_following_teacher():
+  opt = hierarchical_rnn.HierarchicalRNN([6, 8, 5], init_lr_range=(1e-3, 1e-3),
+                                         use_attention=True, random_seed=8)
+  for mode in (True, False):
+    (fast, _), (ref, _) = _run_both(opt, num_steps=2,
+                                    mode_mt=tf.constant(mode))
+    for x, y in zip(tf.nest.flatten(fast), tf.nest.flatten(ref)):
+      np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_fast_path_equals_reference_compiled():
+  """Same under tf.function and XLA (the callers' jit_compile option)."""
+  opt = hierarchical_rnn.HierarchicalRNN(
+      [10, 20, 20], init_lr_range=(1e-3, 1e-3), use_problem_lr_mean=True,
+      use_gradient_shortcut=True, use_grad_products=True, random_seed=9)
+  rng = np.random.RandomState(10)
+  params = [tf.constant(rng.randn(*s).astype(np.float32))
+            for s in [(64, 20), (20,)]]
+  grads = [tf.constant(rng.randn(*p.shape).astype(np.float32))
+           for p in params]
+  states = [opt.initialize_state(p) for p in params]
+  glob = opt.initialize_global_state()
+  ref = opt.compute_updates_reference(params, grads, states, glob)
+  for jit in (False, True):
+    fast = tf.function(opt.compute_updates, jit_compile=jit)(
+        params, grads, states, glob)
+    for x, y in zip(tf.nest.flatten(fast), tf.nest.flatten(ref)):
+      np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5)

@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# Reproduces the L2O-Entropy loss curves with one command.
+#
+# Why: the paper claims that a flatness (Hessian) regularizer, curriculum
+# learning and imitation make L2O-Scale generalize better. This script
+# meta-trains the variants needed to check that claim, meta-tests each of them
+# and the hand-designed baselines on the MNIST test problems, and draws the
+# loss curves and a results table, so anyone can check the claim on their own
+# machine. It is resumable: every stage leaves a marker file when it
+# finishes and is skipped on the next run (delete the marker, or the output
+# folder, to redo it); meta-training itself also resumes from its last
+# checkpoint if it was interrupted.
+#
+# Usage:
+#   bash reproduce/all.sh [--data_dir=DIR] [--out=DIR]
+# Sizes (environment):
+#   (default)      the paper's settings: 100 meta-iterations, 10,000 test
+#                  steps, 5 seeds (many hours on a 2-core CPU)
+#   REPRO_QUICK=1  a few minutes: few meta-iterations, a few hundred test steps
+#   REPRO_TINY=1   smoke test (tests/test_reproduce.py): one learned variant,
+#                  1 meta-iteration, 1 seed, 20 test steps, one problem
+# Other environment variables:
+#   L2O_SCALE_DATA_DIR  offline MNIST folder (same as --data_dir); unset and
+#                       no --data_dir: tensorflow-datasets provides full MNIST
+#   REPRO_OUT           output folder (default reproduce/out/<size>)
+#   REPRO_JOBS          stages run in parallel (default 2 = the 2 CPU cores)
+#   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, full 1e-6)
+#   PYTHON              python interpreter (default python)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(dirname "$HERE")"
+PYTHON="${PYTHON:-python}"
+DATA_DIR="${L2O_SCALE_DATA_DIR:-}"
+OUT=""
+
+for arg in "$@"; do
+  case "$arg" in
+    --data_dir=*) DATA_DIR="${arg#*=}" ;;
+    --out=*) OUT="${arg#*=}" ;;
+    -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "all.sh: unknown argument: $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+# ---------------------------------------------------------------- sizes
+# Meta-training: metarun's fixed-unroll mode with 20-step partial unrolls.
+# The curriculum variant (--if_cl) ignores FIX_NUM_STEPS: its curriculum
+# starts at 100 steps (5 unrolls) and evaluates at 200.
+if [[ "${REPRO_TINY:-0}" == 1 ]]; then
+  SIZE=tiny
+  META_ITERS=1; FIX_NUM_STEPS=20; FIX_NUM_STEPS_EVAL=20; EVAL_EPOCHS=1
+  META_LR=1e-3
+  TEST_STEPS=20; TEST_STEPS_CONV=20; SEEDS=6; HELDOUT_EVERY=10
+  VARIANTS=(l2o-scale)
+  PROBLEMS=(mnist-mlp-sigmoid)
+elif [[ "${REPRO_QUICK:-0}" == 1 ]]; then
+  SIZE=quick
+  META_ITERS=3; FIX_NUM_STEPS=40; FIX_NUM_STEPS_EVAL=40; EVAL_EPOCHS=1
+  # A few meta-steps at the original's 1e-6 leave every variant at its
+  # initialisation (identical curves); 1e-3 lets them move apart.
+  META_LR=1e-3
+  TEST_STEPS=300; TEST_STEPS_CONV=100; SEEDS=6,12,18; HELDOUT_EVERY=50
+  VARIANTS=(l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt)
+  PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
+else
+  SIZE=full
+  # metarun defaults otherwise: 100-step meta-iterations, evaluations of
+  # 100 steps averaged over 20 runs.
+  META_ITERS=100; FIX_NUM_STEPS=100; FIX_NUM_STEPS_EVAL=100; EVAL_EPOCHS=20
+  META_LR=1e-6  # metarun.py's (the original's) default
+  TEST_STEPS=10000; TEST_STEPS_CONV=10000; SEEDS=6,12,18,24,30
+  HELDOUT_EVERY=500
+  VARIANTS=(l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt)
+  PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
+fi
+META_LR="${REPRO_META_LR:-$META_LR}"
+BASELINES=(SGD Adam Adagrad)
+TRAIN_SEED=1
+JOBS="${REPRO_JOBS:-2}"
+OUT="${OUT:-${REPRO_OUT:-$ROOT/reproduce/out/$SIZE}}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+LOGS="$OUT/logs"; MARKS="$OUT/.stages"; TIMES="$OUT/timings.tsv"
+mkdir -p "$LOGS" "$MARKS"
+
+variant_flags() {
+  local reg="--reg_optimizer=True --reg_option=hessian-esd --alpha=1e-4"
+  case "$1" in
+    # L2O-Scale: no regularizer.
+    l2o-scale) echo "" ;;
+    # The paper's command; --regularize_time=none keeps the regularizer's
+    # switch off in every unroll (README "Quirks"), so it trains without it.
+    l2o-entropy-paper-cmd) echo "$reg --regularize_time=none" ;;
+    # The same with the switch on in every unroll: the regularizer is active.
+    l2o-entropy-reg) echo "$reg --regularize_time=always" ;;
+    # Enhanced L2O-Entropy: active regularizer + curriculum + imitation.
+    l2o-entropy-reg-cl-mt)
+      echo "$reg --regularize_time=always --if_cl=True --if_mt=True --mt_ratio=0.1 --mt_k=1" ;;
+    *) echo "unknown variant $1" >&2; return 1 ;;
+  esac
+}
+
+problem_flag() {
+  case "$1" in
+    mnist-mlp-sigmoid) echo --include_mnist_mlp_problems ;;
+    mnist-mlp-relu) echo --include_mnist_mlp_relu_problems ;;
+    mnist-mlp-deeper) echo --include_mnist_mlp_deeper_problems ;;
+    mnist-conv) echo --include_mnist_conv_problems ;;
+    *) echo "unknown problem $1" >&2; return 1 ;;
+  esac
+}
+
+test_steps() { [[ "$1" == mnist-conv ]] && echo "$TEST_STEPS_CONV" || echo "$TEST_STEPS"; }
+
+DATA_FLAG=()
+if [[ -n "$DATA_DIR" ]]; then
+  DATA_DIR="$(cd "$DATA_DIR" && pwd)"
+  DATA_FLAG=("--data_dir=$DATA_DIR")
+fi
+
+# A folder holds one size only: refuse to mix results of different settings.
+CONFIG="size=$SIZE meta_iters=$META_ITERS meta_lr=$META_LR fix_num_steps=$FIX_NUM_STEPS fix_num_steps_eval=$FIX_NUM_STEPS_EVAL evaluation_epochs=$EVAL_EPOCHS test_steps=$TEST_STEPS test_steps_conv=$TEST_STEPS_CONV seeds=$SEEDS heldout_every=$HELDOUT_EVERY train_seed=$TRAIN_SEED data_dir=${DATA_DIR:-tfds}"
+if [[ -f "$OUT/config.txt" && "$(cat "$OUT/config.txt")" != "$CONFIG" ]]; then
+  echo "all.sh: $OUT holds results of other settings:" >&2
+  echo "  there: $(cat "$OUT/config.txt")" >&2
+  echo "  now:   $CONFIG" >&2
+  echo "Use another --out (or REPRO_OUT), or delete that folder." >&2
+  exit 1
+fi
+echo "$CONFIG" > "$OUT/config.txt"
+
+cd "$ROOT"
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+
+# ---------------------------------------------------------------- plan
+describe_data() {
+  "$PYTHON" - "${DATA_DIR:-}" <<'EOF'
+import sys
+from problems import datasets
+folder = sys.argv[1] or None
+try:
+  train, _ = datasets.load_mnist_arrays("train", folder)
+  test, _ = datasets.load_mnist_arrays("test", folder)
+except datasets.DataNotFoundError as e:
+  sys.exit(str(e))
+if folder:
+  kind = ("offline MNIST subset" if len(train) < 60000 else "offline MNIST")
+  print("{} from {} (train split {} images, test split {})".format(
+      kind, folder, len(train), len(test)))
+else:
+  kind = "full MNIST via tensorflow-datasets"
+  print("{} (train split {} images, test split {})".format(
+      kind, len(train), len(test)))
+# Second line: the short name used in the figure title.
+print("{}, {:,} train / {:,} test images".format(kind, len(train), len(test)))
+EOF
+}
+
+echo "== L2O-Entropy reproduction, size: $SIZE =="
+echo "output:  $OUT (logs in logs/, stage markers in .stages/: delete a marker to redo its stage)"
+echo -n "data:    "
+DATA_LINES="$(describe_data 2>/dev/null)" || {
+  echo; describe_data >&2 || true; exit 1; }
+DATA_DESC="$(echo "$DATA_LINES" | tail -2 | head -1)"
+DATA_SHORT="$(echo "$DATA_LINES" | tail -1)"
+echo "$DATA_DESC"
+echo "$DATA_DESC" > "$OUT/data.txt"
+echo "plan:"
+echo "  1. meta-train ${#VARIANTS[@]} variant(s) with metarun.py (MNIST MLP 784-20-10 sigmoid, seed $TRAIN_SEED):"
+echo "     $META_ITERS meta-iteration(s); fixed 20-step unrolls, $FIX_NUM_STEPS steps per meta-iteration, evaluation $FIX_NUM_STEPS_EVAL steps x $EVAL_EPOCHS run(s)"
+for v in "${VARIANTS[@]}"; do printf '     %-24s %s\n' "$v" "$(variant_flags "$v")"; done
+echo "  2. meta-test with metatest.py on: ${PROBLEMS[*]}"
+echo "     optimizers: ${VARIANTS[*]} (restored from model.ckpt-0, the best evaluated) ${BASELINES[*]}"
+echo "     seeds $SEEDS; $TEST_STEPS steps ($TEST_STEPS_CONV on the conv net); held-out accuracy every $HELDOUT_EVERY steps"
+echo "  3. reproduce/plot.py -> $OUT/figures/loss_curves.{png,pdf}, $OUT/figures/results.md"
+echo "  stages in parallel: $JOBS"
+echo
+
+# ---------------------------------------------------------------- stages
+# run_stage NAME CMD...: skips NAME if its marker exists, else runs CMD with
+# output to logs/NAME.log, records the wall time and writes the marker.
+run_stage() {
+  local name="$1"; shift
+  local log="$LOGS/$name.log"
+  if [[ -f "$MARKS/$name.done" ]]; then
+    echo "[skip] $name (done earlier)"
+    return 0
+  fi
+  echo "[run ] $name  (log: ${log#$OUT/})"
+  local start end
+  start=$(date +%s.%N)
+  if ! { echo "+ $*"; "$@"; } > "$log" 2>&1; then
+    echo "[FAIL] $name; last lines of $log:" >&2
+    tail -n 20 "$log" >&2
+    return 1
+  fi
+  end=$(date +%s.%N)
+  local secs
+  secs=$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}')
+  printf '%s\t%s\n' "$name" "$secs" >> "$TIMES"
+  touch "$MARKS/$name.done"
+  echo "[done] $name  ${secs}s"
+}
+
+# Runs the queued commands with at most $JOBS at a time; fails if any fails
+# (after letting the others finish, so their work is kept).
+QUEUE=()
+queue() { QUEUE+=("$(printf '%q ' "$@")"); }
+run_queue() {
+  local cmd failed="$OUT/.failed"
+  rm -f "$failed"
+  for cmd in "${QUEUE[@]}"; do
+    while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n || true; done
+    { eval "$cmd" || touch "$failed"; } &
+  done
+  wait
+  QUEUE=()
+  [[ ! -f "$failed" ]]
+}
+
+train_dir() { echo "$OUT/train/$1"; }
+
+for v in "${VARIANTS[@]}"; do
+  # shellcheck disable=SC2046
+  queue run_stage "train-$v" "$PYTHON" metarun.py --train_dir="$(train_dir "$v")" \
+    --num_meta_iterations="$META_ITERS" --fix_unroll=True --fix_unroll_length=20 \
+    --fix_num_steps="$FIX_NUM_STEPS" --fix_num_steps_eval="$FIX_NUM_STEPS_EVAL" \
+    --evaluation_epochs="$EVAL_EPOCHS" --seed="$TRAIN_SEED" \
+    --meta_learning_rate="$META_LR" $(variant_flags "$v") "${DATA_FLAG[@]}"
+done
+run_queue || { echo "all.sh: meta-training failed" >&2; exit 1; }
+
+for p in "${PROBLEMS[@]}"; do
+  common=("$(problem_flag "$p")" --num_testing_itrs="$(test_steps "$p")"
+          --save_dir="$OUT/test/$p" --seeds="$SEEDS"
+          --heldout_every="$HELDOUT_EVERY" --progress_every=1000000
+          "${DATA_FLAG[@]}")
+  for v in "${VARIANTS[@]}"; do
+    queue run_stage "test-$p-$v" "$PYTHON" metatest.py --test_optimizer=L2o \
+      --train_dir="$(train_dir "$v")" --restore_model_name=model.ckpt-0 \
+      --model_name="$v" "${common[@]}"
+  done
+  for b in "${BASELINES[@]}"; do
+    queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="$b" \
+      --model_name="$b" "${common[@]}"
+  done
+done
+run_queue || { echo "all.sh: meta-testing failed" >&2; exit 1; }
+
+TEST_STEPS_TEXT="$TEST_STEPS test steps"
+if [[ "$TEST_STEPS_CONV" != "$TEST_STEPS" && " ${PROBLEMS[*]} " == *" mnist-conv "* ]]; then
+  TEST_STEPS_TEXT="$TEST_STEPS_TEXT, $TEST_STEPS_CONV on the conv net"
+fi
+# The plot is cheap; redo it whenever a test stage is newer than its marker.
+if [[ -f "$MARKS/plot.done" ]] && \
+   [[ -n "$(find "$MARKS" -name 'test-*.done' -newer "$MARKS/plot.done")" ]]; then
+  rm -f "$MARKS/plot.done"
+fi
+run_stage plot "$PYTHON" reproduce/plot.py --results_dir="$OUT/test" \
+  --out_dir="$OUT/figures" \
+  --title="L2O-Entropy reproduction, $SIZE size ($META_ITERS meta-iteration(s), $TEST_STEPS_TEXT); $DATA_SHORT"
+
+echo
+echo "wall time per stage (s):"
+sort -u "$TIMES" | awk -F'\t' '{printf "  %-40s %8.1f\n", $1, $2; s+=$2} END {printf "  %-40s %8.1f\n", "sum", s}'
+echo
+echo "results: $OUT/figures/loss_curves.png, loss_curves.pdf, results.md"
+cat "$OUT/figures/results.md"

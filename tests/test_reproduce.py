@@ -1,0 +1,248 @@
+"""Tests of the reproduction harness (reproduce/all.sh, reproduce/plot.py)
+and of the benchmark's report writing (l2o_scale/bench.py).
+
+Why: the harness is how a reader checks the paper's claim; it must run end to
+end from a clean clone (a reduced REPRO_TINY run here, ~1 minute), resume
+without redoing finished stages, and its aggregation over seeds (what the
+figure and table show) must be right. The benchmark itself is too slow for CI;
+its JSON writing is tested with a stubbed timer.
+"""
+
+import json
+import math
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "reproduce"))
+
+import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from l2o_scale import bench  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def _write_pickle(folder, seed, name, values):
+  os.makedirs(folder, exist_ok=True)
+  with open(os.path.join(folder, "seed{}_eval_loss_record.pickle-{}".format(
+      seed, name)), "wb") as f:
+    pickle.dump([np.float32(v) for v in values], f)
+
+
+def _write_heldout(folder, seed, name, accuracies):
+  with open(os.path.join(folder, "seed{}_heldout_record-{}.json".format(
+      seed, name)), "w") as f:
+    json.dump({"iteration": list(range(len(accuracies))),
+               "heldout_accuracy": accuracies,
+               "heldout_loss": [1.0] * len(accuracies)}, f)
+
+
+@pytest.fixture
+def synthetic(tmp_path):
+  """Two problems; Adam with 2 seeds (one run shorter), l2o-scale with 3."""
+  results = tmp_path / "test"
+  mlp = str(results / "mnist-mlp-sigmoid")
+  conv = str(results / "mnist-conv")
+  _write_pickle(mlp, 6, "Adam", [4., 3., 2., 1.])
+  _write_pickle(mlp, 12, "Adam", [2., 1., 1.])          # shorter run
+  _write_pickle(mlp, 6, "l2o-scale", [3., 2., 1., .5])
+  _write_pickle(mlp, 12, "l2o-scale", [3., 2., 1., .5])
+  _write_pickle(mlp, 18, "l2o-scale", [3., 2., 1., 2.])
+  _write_heldout(mlp, 6, "Adam", [0.1, 0.5])
+  _write_heldout(mlp, 12, "Adam", [0.1, 0.7])
+  _write_pickle(conv, 6, "SGD", [2., 2.])
+  (results / "not-a-problem.txt").write_text("ignored")
+  return str(results)
+
+
+def test_load_results(synthetic):
+  losses, heldout = plot.load_results(synthetic)
+  assert sorted(losses) == ["mnist-conv", "mnist-mlp-sigmoid"]
+  assert sorted(losses["mnist-mlp-sigmoid"]) == ["Adam", "l2o-scale"]
+  assert sorted(losses["mnist-mlp-sigmoid"]["l2o-scale"]) == [6, 12, 18]
+  np.testing.assert_allclose(losses["mnist-mlp-sigmoid"]["Adam"][12],
+                             [2., 1., 1.])
+  assert heldout["mnist-mlp-sigmoid"]["Adam"][12]["heldout_accuracy"][-1] == 0.7
+
+
+def test_aggregate_mean_std_minmax(synthetic):
+  losses, _ = plot.load_results(synthetic)
+  agg = plot.aggregate_curves(losses["mnist-mlp-sigmoid"]["l2o-scale"])
+  assert agg["num_seeds"] == 3
+  np.testing.assert_array_equal(agg["steps"], [1, 2, 3, 4])
+  np.testing.assert_allclose(agg["mean"], [3., 2., 1., 1.])
+  np.testing.assert_allclose(agg["std"], [0., 0., 0., np.std([.5, .5, 2.])])
+  np.testing.assert_allclose(agg["min"], [3., 2., 1., .5])
+  np.testing.assert_allclose(agg["max"], [3., 2., 1., 2.])
+  # Runs of different lengths are cut to the shortest.
+  agg = plot.aggregate_curves(losses["mnist-mlp-sigmoid"]["Adam"])
+  np.testing.assert_allclose(agg["mean"], [3., 2., 1.5])
+  np.testing.assert_allclose(agg["min"], [2., 1., 1.])
+  with pytest.raises(ValueError):
+    plot.aggregate_curves({})
+
+
+def test_final_losses_and_heldout(synthetic):
+  losses, heldout = plot.load_results(synthetic)
+  np.testing.assert_allclose(
+      plot.final_losses(losses["mnist-mlp-sigmoid"]["l2o-scale"], window=2),
+      [.75, .75, 1.5])
+  np.testing.assert_allclose(
+      plot.final_losses(losses["mnist-conv"]["SGD"], window=10), [2.])
+  np.testing.assert_allclose(
+      plot.final_heldout(heldout["mnist-mlp-sigmoid"]["Adam"]), [.5, .7])
+  assert plot.final_heldout({}).size == 0
+
+
+def test_smooth():
+  np.testing.assert_allclose(plot.smooth([1., 3., 5., 7.], 1), [1, 3, 5, 7])
+  np.testing.assert_allclose(plot.smooth([1., 3., 5., 7.], 2), [1, 2, 4, 6])
+  np.testing.assert_allclose(plot.smooth([2., 4.], 10), [2., 3.])
+
+
+def test_format_mean_std():
+  assert plot.format_mean_std([1., 3.]) == "2 ± 1"
+  assert plot.format_mean_std([0.5, 0.7], "{:.4f}", "{:.4f}") == (
+      "0.6000 ± 0.1000")
+  assert plot.format_mean_std([]) == "—"
+  assert plot.format_mean_std([float("nan")]) == "nan"
+
+
+def test_results_table(synthetic):
+  losses, heldout = plot.load_results(synthetic)
+  table = plot.results_table(losses, heldout, window=1)
+  rows = [l for l in table.splitlines() if l.startswith("| MNIST")]
+  # Problems and optimizers in the fixed order: MLPs first, learned first.
+  assert len(rows) == 3
+  assert rows[0].startswith("| MNIST MLP 784-20-10, sigmoid | L2O-Scale | 3 | 4 |")
+  assert "| 1 ± 0.71 |" in rows[0]        # last losses .5, .5, 2
+  assert rows[0].endswith("| — |")        # no held-out record
+  assert rows[1].startswith("| MNIST MLP 784-20-10, sigmoid | Adam (lr 1e-4) | 2 | 3 |")
+  assert rows[1].endswith("| 0.6000 ± 0.1000 |")
+  assert rows[2].startswith("| MNIST ConvNet | SGD (lr 1e-3) | 1 | 2 |")
+  assert table.splitlines()[1] == "|---|---|---|---|---|---|"
+
+
+def test_plot_writes_png_and_pdf(synthetic, tmp_path):
+  losses, _ = plot.load_results(synthetic)
+  for band in ("std", "minmax"):
+    paths = plot.plot_curves(losses, str(tmp_path / "fig" / band), band=band,
+                             title="synthetic")
+    for path in paths:
+      assert os.path.getsize(path) > 1000
+
+
+def test_plot_cli(synthetic, tmp_path):
+  out = tmp_path / "figures"
+  assert plot.main(["--results_dir", synthetic, "--out_dir", str(out)]) == 0
+  assert (out / "loss_curves.png").exists()
+  assert (out / "loss_curves.pdf").exists()
+  assert "| MNIST ConvNet |" in (out / "results.md").read_text()
+  with pytest.raises(SystemExit):
+    plot.main(["--results_dir", str(tmp_path / "empty"), "--out_dir",
+               str(out)])
+
+
+# ------------------------------------------------------------------ bench
+class FakeTimer(object):
+  """Each call advances by the next increment: deterministic 'timings'."""
+
+  def __init__(self, increments):
+    self.now, self.increments = 0., list(increments)
+
+  def __call__(self):
+    self.now += self.increments.pop(0) if self.increments else 0.
+    return self.now
+
+
+def test_bench_measure_with_stubbed_timer():
+  calls = []
+  # first call: start 0 -> 5 (5 s compile); then 3 repeats of 2 calls each.
+  timer = FakeTimer([0., 5., 0., 2., 0., 4., 0., 3.])
+  stats = bench.measure(lambda: calls.append(1), warmup=2, repeats=3,
+                        inner=2, timer=timer)
+  assert len(calls) == 1 + 1 + 3 * 2
+  assert stats["first_call_seconds"] == 5.
+  assert stats["samples"] == [1., 2., 1.5]
+  assert stats["median"] == 1.5 and stats["min"] == 1. and stats["max"] == 2.
+  assert stats["repeats"] == 3
+
+
+def test_bench_json_report(tmp_path):
+  step = lambda m: bench.summarize([m], first_call_seconds=1.)
+  steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
+           "adam": step(0.001), "l2o_jit": {"error": "XLA: nope"}}
+  unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
+             "batch_size": 128, "noreg": step(0.5),
+             "hessian_esd": step(1.5)}
+  info = {"cpu": "test cpu", "cpu_count": 2, "tensorflow": "2.x",
+          "python": "3.11", "load_average_1min_at_start": 0.1}
+  report = bench.make_report(steps, unrolls, info, quick=True,
+                             jit_compile=True)
+  path = tmp_path / "sub" / "bench.json"
+  bench.write_json(str(path), report)
+  loaded = json.loads(path.read_text())
+  for key in ("l2o_step_seconds", "adam_step_seconds",
+              "unroll_seconds_noreg", "unroll_seconds_hessian_esd"):
+    assert isinstance(loaded[key], float)
+  assert loaded["l2o_over_adam_ratio"] == pytest.approx(4.)
+  assert loaded["hessian_esd_over_noreg_ratio"] == pytest.approx(3.)
+  assert loaded["l2o_step_seconds_jit"] is None
+  assert loaded["l2o_jit_error"] == "XLA: nope"
+  assert loaded["machine"]["cpu"] == "test cpu"
+  text = bench.format_table(report)
+  assert "4.00x" in text and "4.00 ms" in text and "XLA learned step failed" in text
+
+
+# ------------------------------------------------------- all.sh end to end
+def _table_rows(path):
+  rows = {}
+  for line in open(path).read().splitlines():
+    if line.startswith("| MNIST"):
+      cells = [c.strip() for c in line.strip("|").split("|")]
+      rows[cells[1]] = cells
+  return rows
+
+
+def _number(cell):
+  return float(cell.split("±")[0])
+
+
+def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
+  """REPRO_TINY: 1 meta-iteration, 1 seed, 20 test steps, one problem."""
+  out = tmp_path / "repro"
+  env = dict(os.environ, REPRO_TINY="1", L2O_SCALE_DATA_DIR=data_dir,
+             PYTHON=sys.executable)
+  env.pop("REPRO_QUICK", None)
+  cmd = ["bash", os.path.join(ROOT, "reproduce", "all.sh"),
+         "--out={}".format(out)]
+  proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  assert "plan:" in proc.stdout and "offline MNIST" in proc.stdout
+  figures = out / "figures"
+  assert (figures / "loss_curves.png").stat().st_size > 1000
+  assert (figures / "loss_curves.pdf").stat().st_size > 1000
+  rows = _table_rows(figures / "results.md")
+  for label in ("L2O-Scale", "SGD (lr 1e-3)", "Adam (lr 1e-4)",
+                "Adagrad (lr 1e-5)"):
+    assert label in rows, rows
+    loss, acc = _number(rows[label][4]), _number(rows[label][5])
+    assert math.isfinite(loss) and loss > 0
+    assert math.isfinite(acc) and 0 <= acc <= 1
+  # Resumable: a second run redoes nothing.
+  proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+  assert "[run ]" not in proc.stdout
+  assert proc.stdout.count("[skip]") == 6
+  # Other settings into the same folder are refused.
+  env["REPRO_QUICK"], env["REPRO_TINY"] = "1", "0"
+  proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                        timeout=300)
+  assert proc.returncode != 0
+  assert "holds results of other settings" in proc.stderr
