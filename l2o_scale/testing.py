@@ -41,6 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from optimizer import trainable_optimizer
 from problems import datasets
 
 DEFAULT_PROGRESS_EVERY = 1000  # the original printed every 1000 iterations
@@ -60,6 +61,14 @@ def _dataset_arrays(dataset):
     raise ValueError("Labels and data must have the same number of samples "
                      "({} vs {}).".format(len(data), len(labels)))
   return data, labels
+
+
+def _data_and_batch_size(dataset, batch_size):
+  """(data, labels, batch size): the full data set by default, 0 without data."""
+  data, labels = _dataset_arrays(dataset)
+  if data is None:
+    return None, None, 0
+  return data, labels, len(data) if batch_size is None else int(batch_size)
 
 
 def _to_tensor(array):
@@ -155,10 +164,7 @@ class _Run(object):
                        for i, p in enumerate(params)]
     states = [optimizer.initialize_state(p) for p in params]
     self.state_vars = [
-        collections.OrderedDict(
-            (k, tf.Variable(tf.convert_to_tensor(v), trainable=False,
-                            name="param{}_{}".format(i, k)))
-            for k, v in sorted(s.items()))
+        trainable_optimizer.state_variables(s, "param{}".format(i))
         for i, s in enumerate(states)]
     self.global_vars = [tf.Variable(tf.convert_to_tensor(g), trainable=False,
                                     name="global_state")
@@ -178,9 +184,8 @@ class _Run(object):
     for var, value in zip(self.param_vars, params):
       var.assign(value)
     for svars, p in zip(self.state_vars, params):
-      init = self.optimizer.initialize_state(p)
-      for k, var in svars.items():
-        var.assign(init[k])
+      trainable_optimizer.assign_state(svars,
+                                       self.optimizer.initialize_state(p))
     for var, value in zip(self.global_vars,
                           self.optimizer.initialize_global_state()):
       var.assign(value)
@@ -188,8 +193,7 @@ class _Run(object):
   # -- reading / writing the carried state
   def _read(self):
     params = [tf.convert_to_tensor(v) for v in self.param_vars]
-    states = [{k: tf.convert_to_tensor(v) for k, v in s.items()}
-              for s in self.state_vars]
+    states = [trainable_optimizer.read_state(s) for s in self.state_vars]
     glob = [tf.convert_to_tensor(v) for v in self.global_vars]
     return params, states, glob
 
@@ -198,8 +202,7 @@ class _Run(object):
     for var, value in zip(self.param_vars, params):
       ops.append(var.assign(value))
     for svars, svals in zip(self.state_vars, states):
-      for k, var in svars.items():
-        ops.append(var.assign(svals[k]))
+      ops.extend(trainable_optimizer.assign_state(svars, svals))
     for var, value in zip(self.global_vars, glob):
       ops.append(var.assign(value))
     return ops
@@ -396,11 +399,7 @@ def test_optimizer(optimizer,
     raise ValueError("graph is a TF1 argument; TF2 runs eagerly, pass None.")
   _check_pure_optimizer(optimizer)
   num_iter = int(num_iter)
-  data, labels = _dataset_arrays(dataset)
-  if data is None:
-    batch_size = 0
-  else:
-    batch_size = len(data) if batch_size is None else int(batch_size)
+  data, labels, batch_size = _data_and_batch_size(dataset, batch_size)
   restore_if_needed(optimizer, logdir, restore_model_name)
 
   params = initial_parameters(problem, seed)
@@ -491,11 +490,7 @@ def run_wall_clock_test(optimizer,
   ``timing_chunk`` and the median of (chunk time / chunk length) is returned.
   """
   _check_pure_optimizer(optimizer)
-  data, labels = _dataset_arrays(dataset)
-  if data is None:
-    batch_size = 0
-  else:
-    batch_size = len(data) if batch_size is None else int(batch_size)
+  data, labels, batch_size = _data_and_batch_size(dataset, batch_size)
   restore_if_needed(optimizer, logdir, restore_model_name)
   params = initial_parameters(problem, seed)
   timing_chunk = max(1, min(int(timing_chunk), int(num_steps)))

@@ -29,6 +29,29 @@ def flatten_and_sort(dictionary):
   return [dictionary[k] for k in sorted(dictionary.keys())]
 
 
+def state_variables(state, name_prefix):
+  """A state dict of tensors as non-trainable ``tf.Variable``s, sorted by key.
+
+  The optimizer's per-tensor state (the original's slots) and global state
+  live in variables whenever the optimizer is used outside an unroll: the
+  black-box ``apply_gradients`` below and the compiled meta-test loop.
+  """
+  return collections.OrderedDict(
+      (key, tf.Variable(tf.convert_to_tensor(value), trainable=False,
+                        name="{}_{}".format(name_prefix, key)))
+      for key, value in sorted(state.items()))
+
+
+def read_state(variables):
+  """Current values of a dict of state variables."""
+  return {key: tf.convert_to_tensor(var) for key, var in variables.items()}
+
+
+def assign_state(variables, values):
+  """Assigns a state dict to its variables; returns the assign ops."""
+  return [var.assign(values[key]) for key, var in variables.items()]
+
+
 def list_mult(values):
   """Product of a list of ints (the original's ``list_mult`` helper)."""
   m = 1
@@ -175,11 +198,8 @@ class TrainableOptimizer(tf.Module):
         key = var.ref()
         if key in self._slots:
           continue
-        init = self.initialize_state(tf.convert_to_tensor(var))
-        self._slots[key] = {
-            name: tf.Variable(value, trainable=False,
-                              name="{}_{}".format(self.opt_name, name))
-            for name, value in sorted(init.items())}
+        self._slots[key] = state_variables(
+            self.initialize_state(tf.convert_to_tensor(var)), self.opt_name)
       if self._global_state_vars is None:
         self._global_state_vars = [
             tf.Variable(g, trainable=False, name="global_state")
@@ -195,16 +215,12 @@ class TrainableOptimizer(tf.Module):
   def global_state_variables(self):
     return list(self._global_state_vars or [])
 
-  def reset_slots(self, var_list=None):
-    """Re-initialises slots (e.g. before a new optimizee run)."""
-    var_list = var_list if var_list is not None else None
+  def reset_slots(self):
+    """Re-initialises every slot from its variable's current value and the
+    global state (e.g. before a new optimizee run)."""
     for key, slots in self._slots.items():
-      var = key.deref()
-      if var_list is not None and all(var is not v for v in var_list):
-        continue
-      init = self.initialize_state(tf.convert_to_tensor(var))
-      for name, slot in slots.items():
-        slot.assign(init[name])
+      assign_state(slots, self.initialize_state(tf.convert_to_tensor(
+          key.deref())))
     for gvar, g in zip(self.global_state_variables,
                        self.initialize_global_state()):
       gvar.assign(g)
@@ -223,8 +239,7 @@ class TrainableOptimizer(tf.Module):
     var_list = [v for _, v in grads_and_vars]
     self.build(var_list)
     grads = [tf.convert_to_tensor(g) for g, _ in grads_and_vars]
-    states = [{k: tf.convert_to_tensor(s) for k, s in
-               self._slots[v.ref()].items()} for v in var_list]
+    states = [read_state(self._slots[v.ref()]) for v in var_list]
     params = [tf.convert_to_tensor(v) for v in var_list]
     global_state = [tf.convert_to_tensor(g) for g in self.global_state_variables]
     new_params, new_states, new_global, new_attend, _ = self.compute_updates(
@@ -233,8 +248,7 @@ class TrainableOptimizer(tf.Module):
       gvar.assign(value)
     for var, new_state, new_attend_param in zip(var_list, new_states,
                                                 new_attend):
-      for name, slot in self._slots[var.ref()].items():
-        slot.assign(new_state[name])
+      assign_state(self._slots[var.ref()], new_state)
       var.assign(new_attend_param if self.use_attention else
                  new_state.get("true_param", new_attend_param))
     return [self._slots[v.ref()]["true_param"] if "true_param" in
