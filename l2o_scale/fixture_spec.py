@@ -82,12 +82,24 @@ def load_data(data_name, data_dir=None, one_hot=False):
                                            one_hot=one_hot),
       "mnist_train": lambda: datasets.mnist(train=True, data_dir=data_dir,
                                             one_hot=one_hot),
+      "cifar10_test": lambda: _maybe_one_hot(
+          datasets.cifar10(train=False, data_dir=data_dir), one_hot),
+      "cifar10_train": lambda: _maybe_one_hot(
+          datasets.cifar10(train=True, data_dir=data_dir), one_hot),
   }
   if data_name not in sources:
     raise ValueError("Unknown fixture data source {!r}; known: {}".format(
         data_name, ", ".join(sorted(sources))))
   dataset = sources[data_name]()
   return dataset.data, dataset.labels
+
+
+def _maybe_one_hot(dataset, one_hot):
+  """One-hot float labels, as the original training code fed them."""
+  if not one_hot:
+    return dataset
+  labels = np.eye(10, dtype=np.float32)[np.asarray(dataset.labels, np.int64)]
+  return dataset._replace(labels=labels)
 
 
 def initial_params(arrays, problem):

@@ -73,6 +73,10 @@ class TrainableOptimizer(tf.Module):
                use_log_objective=False, obj_train_max_multiplier=-1,
                use_second_derivatives=True, use_numerator_epsilon=False,
                **kwargs):
+    # The original metarun.py passes cell_cls to every optimizer; the TF1
+    # base class swallowed it (and any other keyword). It is accepted and
+    # ignored here; anything else is a typo and is reported.
+    kwargs.pop("cell_cls", None)
     if kwargs:
       raise TypeError("Unknown optimizer arguments: {}".format(
           ", ".join(sorted(kwargs))))
