@@ -31,6 +31,7 @@ import keras
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from l2o_scale import optimizer_flags
 from optimizer import hierarchical_rnn
 
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
@@ -38,24 +39,8 @@ DEFAULT_LEVEL_SIZES = (10, 20, 20)
 
 
 def default_hrnn_kwargs():
-  """HierarchicalRNN options with the original ``metarun.py`` flag defaults.
-
-  The same values ``optimizer_flags.optimizer_kwargs`` produces from default
-  flags (metarun.py l.60-200; init scales hierarchical_rnn.py l.31-55).
-  """
-  kwargs = dict(
-      init_lr_range=(1e-6, 1e-2), learnable_decay=True,
-      dynamic_output_scale=True, use_attention=False, use_log_objective=True,
-      num_gradient_scales=4, zero_init_lr_weights=True,
-      use_log_means_squared=True, use_relative_lr=True,
-      use_extreme_indicator=False, max_log_lr=33, obj_train_max_multiplier=-1,
-      use_problem_lr_mean=True, use_gradient_shortcut=True,
-      use_second_derivatives=True, use_lr_shortcut=False,
-      use_grad_products=True, use_multiple_scale_decays=False,
-      use_numerator_epsilon=False, learnable_inp_decay=True,
-      learnable_rnn_init=True)
-  kwargs.update(hierarchical_rnn.INIT_DEFAULTS)
-  return kwargs
+  """HierarchicalRNN options with the original ``metarun.py`` flag defaults."""
+  return optimizer_flags.default_optimizer_kwargs()
 
 
 class LearnedOptimizer(keras.optimizers.Optimizer):

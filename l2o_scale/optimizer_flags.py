@@ -84,19 +84,47 @@ def define_optimizer_flags():
                        "Size of the RNN hidden state in each layer.")
   flags.DEFINE_integer("num_cells", 2, "Number of RNN layers.")
   flags.DEFINE_string("cell_cls", "GRUCell", "Type of RNN cell to use.")
-  flags.DEFINE_float("min_lr", 1e-6, "The minimum initial learning rate.")
-  flags.DEFINE_float("max_lr", 1e-2, "The maximum initial learning rate.")
+  flags.DEFINE_float("min_lr", _VALUE_DEFAULTS["min_lr"],
+                     "The minimum initial learning rate.")
+  flags.DEFINE_float("max_lr", _VALUE_DEFAULTS["max_lr"],
+                     "The maximum initial learning rate.")
   for name, default, helptext in _BOOL_FLAGS:
     flags.DEFINE_boolean(name, default, helptext)
-  flags.DEFINE_integer("num_gradient_scales", 4,
+  flags.DEFINE_integer("num_gradient_scales",
+                       _VALUE_DEFAULTS["num_gradient_scales"],
                        "How many timescales of gradient history to keep.")
-  flags.DEFINE_float("max_log_lr", 33,
+  flags.DEFINE_float("max_log_lr", _VALUE_DEFAULTS["max_log_lr"],
                      "The maximum log learning rate allowed.")
-  flags.DEFINE_float("objective_training_max_multiplier", -1,
+  flags.DEFINE_float("objective_training_max_multiplier",
+                     _VALUE_DEFAULTS["objective_training_max_multiplier"],
                      "How much the objective can grow before training on "
                      "this problem is stopped. If <= 0, not used.")
   for name, default in hierarchical_rnn.INIT_DEFAULTS.items():
     flags.DEFINE_float(name, default, _INIT_SCALE_HELP[name])
+
+
+# Defaults of the non-boolean optimizer flags (metarun.py l.150-200).
+_VALUE_DEFAULTS = dict(min_lr=1e-6, max_lr=1e-2, num_gradient_scales=4,
+                       max_log_lr=33, objective_training_max_multiplier=-1)
+
+
+def default_optimizer_kwargs():
+  """HierarchicalRNN keyword arguments with every flag at its default.
+
+  What ``optimizer_kwargs`` gives for a command line without optimizer
+  flags: the configuration ``metarun.py`` trains by default, and so the one a
+  checkpoint has unless told otherwise (e.g. for the Keras optimizer).
+  """
+  class _Defaults(object):
+    pass
+  values = _Defaults()
+  for name, default, _ in _BOOL_FLAGS:
+    setattr(values, name, default)
+  for name, default in _VALUE_DEFAULTS.items():
+    setattr(values, name, default)
+  for name, default in hierarchical_rnn.INIT_DEFAULTS.items():
+    setattr(values, name, default)
+  return optimizer_kwargs(values)
 
 
 def optimizer_kwargs(flag_values):
