@@ -84,6 +84,8 @@ class MTUtils(object):
     step = self._teacher_step(opt_name)
     params = [tf.constant(np.asarray(t, np.float32)) for t in init_tensors]
     slots = self._initial_slots(params, opt_name)
+    if data is None:  # A problem without data (EMPTY_DATASET in the original).
+      data, labels = np.zeros([0], np.float32), np.zeros([0], np.int32)
     one_hot = np.asarray(labels).ndim == 1
     label_range = int(np.max(labels)) + 1 if one_hot and len(labels) else 1
     t = 0

@@ -243,11 +243,19 @@ class _Trainer(object):
             for shape in self.problem.param_shapes]
 
   def batches(self, total, lengths, stride=1):
+    """Batches per unroll for the learner, and for the MT teacher.
+
+    One draw of ``total * stride`` batches (l.286-305): the teacher takes
+    consecutive groups of ``stride * length`` (``stride`` = ``mt_k`` teacher
+    steps per imitation step), the learner every ``stride``-th of them.
+    """
     if self.data is None:
-      return [[[] for _ in range(n)] for n in lengths]
+      empty = [[[] for _ in range(n * stride)] for n in lengths]
+      return [g[::stride] for g in empty], empty
     all_batches = datasets.batch_indices(self.mini_batch_size, total * stride,
                                          self.batch_size)
-    return split_batches(all_batches, lengths, stride)
+    return (split_batches(all_batches, lengths, stride),
+            split_batches(all_batches, [n * stride for n in lengths]))
 
   def mini_batches(self, num_unrolls):
     if self.data is None:
@@ -279,11 +287,10 @@ class _Trainer(object):
     total = sum(lengths)
     weights = [np.ones(n, np.float32) / n for n in lengths]
     stride = self.config.mt_k if mt_training else 1
-    batch_groups = self.batches(total, lengths, stride)
+    batch_groups, mt_batches = self.batches(total, lengths, stride)
     mini_batches = self.mini_batches(num_unrolls)
     init_tensors = [tf.constant(t) for t in self.init_tensors()]
     if mt_training:
-      mt_batches = self.batches_mt_from(batch_groups, lengths)
       teacher = self.mt.get_mt_labels(init_tensors, self.data, self.labels,
                                       mini_batches, mt_batches,
                                       k=self.config.mt_k)
@@ -330,11 +337,6 @@ class _Trainer(object):
       self.log_unroll(log_prefix, unroll_itr, num_unrolls, length, objective,
                       sub_obj, time.time() - start, mt_training, total_step)
     return last, total_step
-
-  @staticmethod
-  def batches_mt_from(batch_groups, lengths):
-    del lengths
-    return batch_groups
 
   def apply(self, grads, objective, unroll_itr, k):
     """make_finite + clip_by_value on the meta-gradients, then RMSProp (l.215-240)."""
@@ -395,7 +397,7 @@ class _Trainer(object):
       reset_state = (first_unroll and k == 0 if self.config.reset_rnn_params
                      else first_unroll)
       # The original draws a fresh set of batches for every unroll.
-      groups = self.batches(total, lengths)
+      groups, _ = self.batches(total, lengths)
       fetched = self.eval_unroll(
           tf.constant(np.ones(length, np.float32) / length),
           self._batch_tensor(groups[unroll_itr], length), mini_data,

@@ -191,3 +191,26 @@ def test_unroll_stops_when_objective_is_not_finite():
       False, unroll_lib.zero_mt_labels(problem.param_shapes, 5))
   # The loop condition checks the accumulated objective before each step.
   assert out.problem_objectives.shape[0] == 2
+
+
+def test_imitation_meta_iteration_with_k_teacher_steps(tmp_path):
+  """An MT meta-iteration (mt_ratio=1) with mt_k=2 trains on the imitation
+  objective and moves the meta-parameters."""
+  config = metaopt.TrainingConfig(if_mt=True, mt_ratio=1.0, mt_k=2)
+  spec = _optimizer_spec()
+  out = io.StringIO()
+  metaopt.train_optimizer(
+      str(tmp_path), spec, _quadratic_spec(), 1, 1, lambda: 1, lambda: 2,
+      learning_rate=1e-2, fix_unroll=True, fix_unroll_length=3,
+      fix_num_steps=6, fix_num_steps_eval=3, evaluation_epochs=1, out=out,
+      config=config, summaries=False)
+  log = out.getvalue()
+  assert "imitation on Quadratic: 2 unrolls of 3 steps" in log
+  assert "(3 steps, imitation) meta-objective" in log
+  restored = spec.build()
+  from l2o_scale import checkpoints  # pylint: disable=g-import-not-at-top
+  before = {n: v.numpy() for n, v in restored.tf1_variables().items()}
+  checkpoints.restore_optimizer(str(tmp_path / "model.ckpt-1"), restored)
+  moved = [n for n, v in restored.tf1_variables().items()
+           if not np.allclose(v.numpy(), before[n])]
+  assert moved
