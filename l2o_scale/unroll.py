@@ -120,16 +120,6 @@ def regularizer_value(problem, params, batch_data, batch_labels, clean_grads,
                              grads=clean_grads, probes=reg.probes)
 
 
-def _clean_gradients(problem, params, batch_data, batch_labels):
-  params = list(params)
-  with tf.GradientTape() as tape:
-    tape.watch(params)
-    current_obj = problem.objective(params, batch_data, batch_labels)
-  grads = tape.gradient(current_obj, params)
-  return current_obj, [tf.zeros_like(p) if g is None else
-                       tf.convert_to_tensor(g) for g, p in zip(grads, params)]
-
-
 def _step_gradients(problem, params, batch_data, batch_labels, reg,
                     jacob_switch):
   """Gradients fed to the optimizer and the regularizer value (l.290-330).
@@ -139,19 +129,16 @@ def _step_gradients(problem, params, batch_data, batch_labels, reg,
   evaluates it through a ``tf.cond`` on the switch as well).
   """
   params = list(params)
-  _, clean_grads = _clean_gradients(problem, params, batch_data, batch_labels)
-  if problem.noise_stdev:
-    grads = [g + problem.noise_stdev * tf.random.normal(tf.shape(g))
-             for g in clean_grads]
-  else:
-    grads = list(clean_grads)
+  _, clean_grads = problem.objective_and_clean_gradients(params, batch_data,
+                                                         batch_labels)
+  grads = problem.add_gradient_noise(clean_grads)
   if reg.reg_optimizee:
     # The original takes tf.gradients of (batch objective + beta * reg): the
     # regularized gradient, without the gradient noise.
     with tf.GradientTape() as tape:
       tape.watch(params)
-      obj_b, clean_b = _clean_gradients(problem, params, batch_data,
-                                        batch_labels)
+      obj_b, clean_b = problem.objective_and_clean_gradients(
+          params, batch_data, batch_labels)
       value = regularizer_value(problem, params, batch_data, batch_labels,
                                 clean_b, reg)
       total = obj_b + reg.beta * value

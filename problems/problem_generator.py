@@ -62,26 +62,35 @@ class Problem(object):
     """Scalar objective of a list of parameter tensors (and a batch)."""
     raise NotImplementedError
 
-  def objective_and_gradients(self, parameters, data=None, labels=None):
-    """Objective and its gradients, with the problem's gradient noise.
+  def objective_and_clean_gradients(self, parameters, data=None,
+                                    labels=None):
+    """Objective and its noise-free gradients (the TF1 ``tf.gradients``).
 
-    Replaces the original ``gradients(objective, parameters)`` (l.300-330):
-    the gradient of ``objective(parameters, data, labels)`` plus
-    ``noise_stdev`` times standard normal noise. Differentiable with respect
-    to anything ``parameters`` depend on (nested tapes).
+    Differentiable with respect to anything ``parameters`` depend on (nested
+    tapes); a parameter the objective ignores gets a zero gradient.
     """
     parameters = list(parameters)
     with tf.GradientTape() as tape:
       tape.watch(parameters)
       obj = self.objective(parameters, data, labels)
     grads = tape.gradient(obj, parameters)
-    grads = [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g)
-             for g, p in zip(grads, parameters)]
-    if self.noise_stdev:
-      grads = [g + self.noise_stdev * tf.random.normal(tf.shape(g))
-               for g in grads]
-    return obj, grads
+    return obj, [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g)
+                 for g, p in zip(grads, parameters)]
 
+  def add_gradient_noise(self, grads):
+    """``grad + noise_stdev * N(0, 1)``, as the original ``gradients`` did."""
+    if not self.noise_stdev:
+      return list(grads)
+    return [g + self.noise_stdev * tf.random.normal(tf.shape(g))
+            for g in grads]
+
+  def objective_and_gradients(self, parameters, data=None, labels=None):
+    """Objective and its gradients, with the problem's gradient noise.
+
+    Replaces the original ``gradients(objective, parameters)`` (l.300-330).
+    """
+    obj, grads = self.objective_and_clean_gradients(parameters, data, labels)
+    return obj, self.add_gradient_noise(grads)
 
   # --- L2O-Entropy curvature regularizers (training problem_generator.py) ---
   # The TF1 code computed these inside ``gradients`` from FLAGS.reg_option;
@@ -93,13 +102,7 @@ class Problem(object):
 
   def clean_gradients(self, params, data=None, labels=None):
     """Noise-free gradients of the batch objective (the TF1 ``grads``)."""
-    params = list(params)
-    with tf.GradientTape() as tape:
-      tape.watch(params)
-      obj = self.objective(params, data, labels)
-    grads = tape.gradient(obj, params)
-    return [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g)
-            for g, p in zip(grads, params)]
+    return self.objective_and_clean_gradients(params, data, labels)[1]
 
   def jacob_trace(self, grads):
     """Mean squared gradient entry (training ``Problem.jacob_trace``)."""
@@ -764,8 +767,7 @@ class SparseProblem(Problem):
   """Wrapped problem whose gradient entries are zeroed w.p. zero_probability.
 
   Port of the original class: the TF1 ``gradients`` override becomes
-  ``objective_and_gradients``. Non-zeroed entries get the usual gradient
-  noise. Init is the base standard normal (no override, as the original).
+  ``add_gradient_noise``. Non-zeroed entries get the usual gradient noise. Init is the base standard normal (no override, as the original).
   """
 
   def __init__(self, problem_spec, zero_probability=0.99, random_seed=None,
@@ -779,23 +781,16 @@ class SparseProblem(Problem):
   def objective(self, parameters, data=None, labels=None):
     return self.problem.objective(parameters, data, labels)
 
-  def objective_and_gradients(self, parameters, data=None, labels=None):
-    parameters = list(parameters)
-    obj, grads = self.clean_objective_and_gradients(parameters, data, labels)
+  def add_gradient_noise(self, grads):
+    """Zeroes each entry with probability ``zero_probability``, adds the
+    usual noise to the others (the original's ``gradients`` override), so
+    meta-testing and meta-training unrolls both see sparse gradients."""
     new_grads = []
     for grad in grads:
       mask = tf.greater(self.zero_prob, tf.random.uniform(tf.shape(grad)))
       noisy = grad + self.noise_stdev * tf.random.normal(tf.shape(grad))
       new_grads.append(tf.where(mask, tf.zeros_like(grad), noisy))
-    return obj, new_grads
-
-  def clean_objective_and_gradients(self, parameters, data=None, labels=None):
-    with tf.GradientTape() as tape:
-      tape.watch(parameters)
-      obj = self.objective(parameters, data, labels)
-    grads = tape.gradient(obj, parameters)
-    return obj, [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g)
-                 for g, p in zip(grads, parameters)]
+    return new_grads
 
 
 class DependencyChain(Problem):

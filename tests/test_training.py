@@ -214,3 +214,20 @@ def test_imitation_meta_iteration_with_k_teacher_steps(tmp_path):
   moved = [n for n, v in restored.tf1_variables().items()
            if not np.allclose(v.numpy(), before[n])]
   assert moved
+
+
+def test_meta_training_sees_the_problems_gradient_transform():
+  """SparseProblem's gradient sparsification (the original's ``gradients``
+  override) also applies inside meta-training unrolls."""
+  sparse = pg.SparseProblem(
+      problem_spec.Spec(pg.Quadratic, (6,), {"random_seed": 2}),
+      zero_probability=1.0)
+  params = [tf.ones((6, 1))]
+  grads, _ = unroll_lib._step_gradients(  # pylint: disable=protected-access
+      sparse, params, tf.zeros([0]), tf.zeros([0]), unroll_lib.NO_REGULARIZER,
+      tf.constant(False))
+  assert np.all(grads[0].numpy() == 0.)
+  dense, _ = unroll_lib._step_gradients(  # pylint: disable=protected-access
+      sparse.problem, params, tf.zeros([0]), tf.zeros([0]),
+      unroll_lib.NO_REGULARIZER, tf.constant(False))
+  assert np.any(dense[0].numpy() != 0.)
