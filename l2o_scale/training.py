@@ -210,8 +210,8 @@ class _Trainer(object):
   """One problem's meta-training loop (the body of the original's problem loop)."""
 
   def __init__(self, problem, problem_name, dataset, batch_size, optimizer,
-               meta_optimizer, config, learning_rate, gradient_clip,
-               obj_train_max_multiplier, writer, summary_writer, out):
+               meta_optimizer, config, gradient_clip,
+               obj_train_max_multiplier, summary_writer, out):
     self.problem = problem
     self.problem_name = problem_name
     self.config = config
@@ -219,7 +219,6 @@ class _Trainer(object):
     self.meta_optimizer = meta_optimizer
     self.gradient_clip = gradient_clip
     self.obj_train_max_multiplier = obj_train_max_multiplier
-    self.writer = writer
     self.summary_writer = summary_writer
     self.out = out
     self.data, self.labels, self.batch_size, self.mini_batch_size = (
@@ -510,8 +509,8 @@ def train_optimizer(logdir,
     problem = problem_spec.build()
     name = getattr(problem_spec.callable, "__name__", "problem")
     trainer = _Trainer(problem, name, dataset, batch_size, optimizer,
-                       meta_optimizer, config, learning_rate, gradient_clip,
-                       obj_train_max_multiplier, writer, summary_writer, out)
+                       meta_optimizer, config, gradient_clip,
+                       obj_train_max_multiplier, summary_writer, out)
     stop = False
     for k in range(start_k, num_meta_iterations):
       mt_training = config.if_mt and random.random() < config.mt_ratio
