@@ -51,6 +51,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+from problems import datasets  # pylint: disable=g-import-not-at-top
+
 UNROLL_LENGTH = 20
 MINI_DATASET_SIZE = 10000
 HRNN_LEVEL_SIZES = [10, 20, 20]
@@ -101,7 +103,6 @@ def summarize(samples, **extra):
 def load_data(data_dir):
   """(train split, test split) of MNIST; the step uses a train batch, the
   unroll's 10,000-row mini dataset is the test split."""
-  from problems import datasets  # pylint: disable=g-import-not-at-top
   return (datasets.mnist(train=True, data_dir=data_dir),
           datasets.mnist(train=False, data_dir=data_dir))
 
@@ -236,7 +237,6 @@ def bench_unrolls(data_dir, cfg, timer=time.perf_counter):
   """Times one 20-step meta-gradient unroll without and with hessian-esd."""
   from l2o_scale import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
   from l2o_scale import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
-  from problems import datasets  # pylint: disable=g-import-not-at-top
 
   spec, _, batch_size = _mlp_problem(data_dir)
   test = datasets.mnist(train=False, data_dir=data_dir)
