@@ -19,11 +19,13 @@ compiled loop and their speeds are comparable.
 
 import tensorflow as tf
 
+from optimizer import trainable_optimizer
+
 # Learning rates of the original evaluation (metatest.py l.366-380).
 EVAL_LEARNING_RATES = {"SGD": 1e-3, "Adam": 1e-4, "Adagrad": 1e-5}
 
 
-class _PureOptimizer(object):
+class _PureOptimizer(trainable_optimizer.PackedStateDefaults):
   """Shared plumbing: slot names and the 5-tuple of ``compute_updates``."""
 
   state_keys = []
@@ -48,8 +50,10 @@ class _PureOptimizer(object):
   def _advance_global_state(self, global_state):
     return list(global_state)
 
-  def compute_updates(self, params, grads, states, global_state):
+  def compute_updates(self, params, grads, states, global_state,
+                      mode_mt=None, update_steps_mt=None):
     """One step on every tensor; same return values as the learned optimizers."""
+    del mode_mt, update_steps_mt  # Imitation is for learned optimizers.
     new_params, new_states, steps = [], [], []
     for param, grad, state in zip(params, grads, states):
       step, new_state = self._update(param, grad, state, global_state)

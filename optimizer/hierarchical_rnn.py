@@ -38,6 +38,82 @@ _LOL = opt.OPTIMIZER_SCOPE
 _PER_TENSOR = _LOL + "/PerTensor"
 
 
+class _Segments:
+  """T tensors laid end to end along the last axis of [k, N] row matrices.
+
+  Per-tensor reductions and broadcasts of the packed step in one op each:
+  ``indicators`` is [T, N] (row t is 1 on tensor t's coordinates), so a
+  matmul with its transpose sums each row over each tensor, and
+  ``tf.gather`` with the tensor index of each coordinate spreads per-tensor
+  values back. All of it is constant (built once per set of sizes with
+  numpy), so a step pays nothing to set it up.
+  """
+
+  _cache = {}
+
+  @classmethod
+  def of(cls, sizes):
+    """The (cached) segments of tensors with these static sizes."""
+    if any(size is None for size in sizes):
+      raise ValueError("The hierarchical RNN needs static tensor shapes, got "
+                       "sizes {}".format(sizes))
+    key = tuple(int(size) for size in sizes)
+    if key not in cls._cache:
+      cls._cache[key] = cls(key)
+    return cls._cache[key]
+
+  def __init__(self, sizes):
+    self.sizes = list(sizes)
+    self.count = len(self.sizes)
+    ids = np.repeat(np.arange(self.count), self.sizes)
+    indicators = np.zeros([self.count, len(ids)], np.float32)
+    indicators[ids, np.arange(len(ids))] = 1.
+    # numpy, not tf constants: the cache outlives any one graph.
+    self._ids = ids.astype(np.int32)
+    self._indicators = indicators
+    self._inverse_sizes = np.array(
+        [[1. / max(size, 1) for size in self.sizes]], np.float32)
+
+  @property
+  def indicators(self):
+    """[T, N]: row t is 1 on tensor t's coordinates."""
+    return tf.constant(self._indicators)
+
+  def concat(self, rows):
+    """Lays per-tensor [k, N_t] blocks end to end."""
+    return rows[0] if self.count == 1 else tf.concat(rows, 1)
+
+  def split(self, rows):
+    """The inverse of :meth:`concat`."""
+    return [rows] if self.count == 1 else tf.split(rows, self.sizes, 1)
+
+  def means(self, rows):
+    """[k, N] -> [k, T]: each row averaged over each tensor.
+
+    The largest tensor's sum is the row total minus the other tensors'
+    sums: a reduction over a whole row fuses with whatever produced it,
+    where one over a slice of the large tensor copies the slice first (XLA
+    and plain TF alike). The difference carries the total's rounding, an
+    absolute error of ~1e-7 of the row's sum.
+    """
+    if self.count == 1:
+      return tf.reduce_mean(rows, 1, keepdims=True)
+    starts = np.cumsum([0] + self.sizes)
+    largest = int(np.argmax(self.sizes))
+    sums = [None if t == largest else
+            tf.reduce_sum(rows[:, starts[t]:starts[t + 1]], 1)
+            for t in range(self.count)]
+    sums[largest] = tf.reduce_sum(rows, 1) - tf.add_n(
+        [x for x in sums if x is not None])
+    return tf.stack(sums, 1) * tf.constant(self._inverse_sizes)
+
+  def spread(self, per_tensor):
+    """[k, T] -> [k, N]: each tensor's value on each of its coordinates."""
+    if self.count == 1:
+      return per_tensor
+    return tf.gather(per_tensor, tf.constant(self._ids), axis=1)
+
+
 class HierarchicalRNN(opt.TrainableOptimizer):
   """3-level hierarchical RNN optimizer (same arguments as the original).
 
@@ -298,63 +374,146 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     """One step on all tensors (``_compute_updates``, l.363-432).
 
     Computes what :meth:`compute_updates_reference` (the line-by-line port)
-    computes, up to float rounding, in a feature-major layout: inside the
-    step every per-coordinate quantity of a tensor with N entries is a row
-    of a [k, N] matrix (the k gradient scales, the RNN input features, the
-    RNN state, the readouts) instead of k separate [N, 1] columns or an
-    [N, k] matrix. The work per coordinate is tiny (~20 features), so the
-    step's cost is the number of ops and the copies made by concats and
-    splits along the feature axis; in this layout those are contiguous
-    block copies/slices and the per-scale arithmetic is one op on [k, N]
-    instead of k ops on [N, 1]. State slots keep the TF1 layout ([N, 1]
-    columns, ``parameter`` [N, level_sizes[0]]); going to and from rows is a
-    free reshape except for one transpose of ``parameter`` each way.
+    computes, up to float rounding, with per-tensor state dicts in the TF1
+    layout: packs them (:meth:`pack_state`), runs
+    :meth:`compute_updates_packed` and unpacks the result. Callers that keep
+    the state across steps (the meta-test loop, the benchmark) use the
+    packed form directly and skip the packing.
     """
-    readout = self._stacked_readout()
+    packed = self.pack_state(states)
+    new_params, new_packed, new_global, new_attend, steps = (
+        self.compute_updates_packed(params, grads, packed, global_state,
+                                    mode_mt, update_steps_mt))
+    return (new_params, self.unpack_state(new_packed, new_params),
+            new_global, new_attend, steps)
 
-    def tensor_step(grad, state, mean_log_lr):
-      return self._tensor_step_feature_major(grad, state, global_state,
-                                             mean_log_lr, readout)
+  # ------------------------------------------------------- packed state
+  def initialize_packed_state(self, params):
+    """The initial state of all tensors in the packed layout."""
+    return self.pack_state([self.initialize_state(p) for p in params])
 
-    return self._drive_updates(tensor_step, params, grads, states,
-                               global_state, mode_mt, update_steps_mt)
+  def pack_state(self, states):
+    """Per-tensor TF1 state dicts -> the packed layout.
 
-  def _drive_updates(self, tensor_step, params, grads, states, global_state,
-                     mode_mt, update_steps_mt):
-    """The loop over tensors shared by both implementations (l.363-432).
-
-    ``tensor_step(grad, state, mean_log_lr)`` returns (new state without
-    ``true_param``, layer state, update step, lr_attend, attention_delta);
-    this applies the step (or, in imitation mode, the teacher's step), the
-    attention step, and advances the global RNN.
+    The packed state is a dict of feature-major blocks with the coordinates
+    of all tensors end to end along the last axis (N = total size):
+    ``parameter`` [level_sizes[0], N], ``decays`` [2, N] (the scale decay,
+    then the input decay), ``log_learning_rate`` [1, N] (with
+    ``dynamic_output_scale``), ``grad_accum`` and ``ms`` [num_gradient_scales,
+    N], ``layer`` [T, level_sizes[1]] (one row per tensor, with 2 or 3
+    levels) and, with ``use_attention``, ``true_param``: the list of the
+    tensors' true parameters (without attention they are the parameters).
     """
-    new_params, new_attend, new_states, steps = [], [], [], []
-    mean_log_lr = self._compute_mean_log_lr(states)
-    layer_state = None
-    for idx, (param, grad, state) in enumerate(zip(params, grads, states)):
-      (new_state, layer_state, update_step, lr_attend,
-       attention_delta) = tensor_step(grad, state, mean_log_lr)
+    sizes = [s["true_param"].shape.num_elements() for s in states]
+    seg = _Segments.of(sizes)
+
+    def rows(key):
+      return seg.concat([tf.reshape(s[key], [1, -1]) for s in states])
+
+    g = self.num_gradient_scales
+    packed = {
+        "parameter": seg.concat([tf.transpose(s["parameter"])
+                                 for s in states]),
+        "decays": tf.concat([rows("scl_decay"), rows("inp_decay")], 0),
+        "grad_accum": tf.concat([rows("grad_accum{}".format(i + 1))
+                                 for i in range(g)], 0),
+        "ms": tf.concat([rows("ms{}".format(i + 1)) for i in range(g)], 0),
+    }
+    if self.use_attention:
+      # Without attention the true parameters are the parameters.
+      packed["true_param"] = [s["true_param"] for s in states]
+    if self.dynamic_output_scale:
+      packed["log_learning_rate"] = rows("log_learning_rate")
+    if self.num_layers > 1:
+      packed["layer"] = tf.concat([s["layer"] for s in states], 0)
+    return packed
+
+  def unpack_state(self, packed, params):
+    """The packed layout -> per-tensor TF1 state dicts (:meth:`pack_state`)."""
+    seg = _Segments.of([p.shape.num_elements() for p in params])
+
+    def columns(block):
+      # One list of [N_t, 1] columns per row of the block.
+      per_tensor = seg.split(block)
+      n = int(block.shape[0])
+      return [[tf.reshape(r, [-1, 1]) for r in
+               (tf.split(piece, n, 0) if n > 1 else [piece])]
+              for piece in per_tensor]
+
+    named = [("scl_decay", "inp_decay", packed["decays"])]
+    if self.dynamic_output_scale:
+      named.append(("log_learning_rate", packed["log_learning_rate"]))
+    g = self.num_gradient_scales
+    named.append(tuple("grad_accum{}".format(i + 1) for i in range(g)) +
+                 (packed["grad_accum"],))
+    named.append(tuple("ms{}".format(i + 1) for i in range(g)) +
+                 (packed["ms"],))
+    split_blocks = [(keys[:-1], columns(keys[-1])) for keys in named]
+    param_states = seg.split(packed["parameter"])
+    layers = (tf.split(packed["layer"], seg.count, 0)
+              if self.num_layers > 1 else None)
+    states = []
+    for t in range(seg.count):
+      state = {"parameter": tf.transpose(param_states[t]),
+               "true_param": (packed["true_param"][t] if self.use_attention
+                              else params[t])}
+      for keys, per_tensor in split_blocks:
+        state.update(zip(keys, per_tensor[t]))
+      if layers is not None:
+        state["layer"] = layers[t]
+      states.append(state)
+    return states
+
+  def compute_updates_packed(self, params, grads, packed, global_state,
+                             mode_mt=None, update_steps_mt=None):
+    """:meth:`compute_updates` on the packed state (:meth:`pack_state`).
+
+    Why this form: the per-parameter RNN does ~20 features of work per
+    coordinate, so the step's cost is the number of ops and of passes over
+    memory, not arithmetic. The original runs its whole graph once per
+    tensor; here the coordinates of all T tensors are laid end to end and
+    every per-coordinate quantity (the k gradient scales, the RNN input
+    features, the RNN state, the readouts) is a row of one [k, N] matrix,
+    which is also how the state is kept, so nothing is transposed or
+    re-assembled between steps. What differs between tensors is per-tensor:
+    the bias each tensor's layer RNN injects into the per-parameter GRU
+    rides in the GRU's matmul on T indicator rows (row t is 1 on tensor t's
+    coordinates), per-tensor means (the layer RNN's input, the RMS
+    normalisation of the update) are one matmul with those rows
+    (:class:`_Segments`), and the layer RNNs of all tensors run as one
+    batch of T.
+
+    Returns (new params, new packed state, new global state, attention
+    params, update steps), as :meth:`compute_updates`.
+    """
+    (new_packed, update_steps, lr_attends,
+     attention_deltas) = self._packed_core(grads, packed, global_state)
+    new_params, new_attend, steps = [], [], []
+    for idx, param in enumerate(params):
+      update_step = update_steps[idx]
       steps.append(update_step)
-      base = state["true_param"] if self.use_attention else param
+      base = packed["true_param"][idx] if self.use_attention else param
       own = base - update_step
       if mode_mt is not None and update_steps_mt is not None:
         updated_param = tf.where(mode_mt, base - update_steps_mt[idx], own)
       else:
         updated_param = own
       if self.use_attention:
-        attention_step = tf.reshape(lr_attend * attention_delta,
-                                    tf.shape(base))
+        attention_step = tf.reshape(
+            lr_attends[idx] * attention_deltas[idx], tf.shape(base))
         new_attend.append(base - attention_step)
       else:
         new_attend.append(updated_param)
       new_params.append(updated_param)
-      new_state["true_param"] = updated_param
-      new_states.append(new_state)
-    # Quirk kept from the original (l.429): the global RNN reads the state of
-    # the *last* tensor's layer RNN only, not a mean over all tensors.
-    new_global = self._compute_updated_global_state([layer_state],
-                                                    global_state)
-    return new_params, new_states, new_global, new_attend, steps
+    if self.use_attention:
+      new_packed["true_param"] = list(new_params)
+    new_global = []
+    if self.num_layers == 3:
+      # Quirk kept from the original (l.429): the global RNN reads the state
+      # of the *last* tensor's layer RNN only, not a mean over all tensors.
+      new_global = self._compute_updated_global_state(
+          [new_packed["layer"][-1:]], global_state)
+    return new_params, new_packed, new_global, new_attend, steps
 
   def _stacked_readout(self):
     """All linear readouts of the per-parameter state as one matrix.
@@ -382,19 +541,17 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     bias = tf.reshape(tf.concat(biases, 0), [-1, 1])
     return weights, bias, names, sizes
 
-  def _tensor_step_feature_major(self, grad, state, global_state, mean_log_lr,
-                                 readout):
-    """One tensor's step with per-coordinate values as rows (see above).
+  def _packed_core(self, grads, packed, global_state):
+    """Every tensor's step in one pass (see :meth:`compute_updates_packed`).
 
-    Mirrors _compute_scaled_and_ms_grads, _extend_rnn_input,
-    _update_rnn_cells, _compute_rnn_state_projections and
-    _compute_new_learning_rate. Returns (new state without ``true_param``,
-    layer state, update step, lr_attend row, attention_delta row).
+    Mirrors _compute_mean_log_lr, _compute_scaled_and_ms_grads,
+    _extend_rnn_input, _update_rnn_cells, _compute_rnn_state_projections
+    and _compute_new_learning_rate. Returns (new packed state without
+    ``true_param``, per-tensor update steps shaped like the grads, per-tensor
+    lr_attend rows and attention_delta rows).
     """
     g = self.num_gradient_scales
-
-    def row(t):
-      return tf.reshape(t, [1, -1])
+    seg = _Segments.of([grad.shape.num_elements() for grad in grads])
 
     def sqrt_chain(decay):
       # Each accumulator on twice the timescale of the one before.
@@ -403,23 +560,25 @@ class HierarchicalRNN(opt.TrainableOptimizer):
         decays.append(tf.sqrt(decays[-1]))
       return tf.concat(decays, 0)
 
-    def slot_rows(prefix):
-      return tf.concat([row(state["{}{}".format(prefix, i + 1)])
-                        for i in range(g)], 0)
-
     # Gradient accumulators and mean squares, one row per timescale.
-    grad_row = row(grad)
+    grad_row = seg.concat([tf.reshape(grad, [1, -1]) for grad in grads])
+    scale_decay, inp_decay = tf.split(packed["decays"], 2, 0)
     if g == 1:
       grads_accum = grad_row
     else:
-      decays = sqrt_chain(row(state["inp_decay"]))
-      grads_accum = (grad_row * (1. - decays) +
-                     slot_rows("grad_accum") * decays)
-    scale_decay = row(state["scl_decay"])
+      decays = sqrt_chain(inp_decay)
+      grads_accum = grad_row * (1. - decays) + packed["grad_accum"] * decays
     if self.use_multiple_scale_decays and g > 1:
       scale_decay = sqrt_chain(scale_decay)
+    old_ms = packed["ms"]
+    # The original's first-step rule (utils.new_mean_squared: the decay is
+    # ignored while a tensor's mean square is all zero), tested per
+    # coordinate. That is the same test on every state a run can reach: the
+    # mean squares start all zero and after a step every entry is at least
+    # (1 - decay) * 1e-12 > 0 (or keeps its old positive value).
+    scale_decay = tf.where(tf.equal(old_ms, 0.), 0., scale_decay)
     grads_scaled, mean_squared = utils.rms_scaling_rows(
-        grads_accum, scale_decay, slot_rows("ms"))
+        grads_accum, scale_decay, old_ms)
 
     # RNN input features.
     features = [grads_scaled]
@@ -429,111 +588,133 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       log_ms = tf.math.log(mean_squared + 1e-16)
       features.append(log_ms - tf.reduce_mean(log_ms, 0, keepdims=True))
     if self.dynamic_output_scale or self.use_lr_shortcut:
-      log_lr = row(state["log_learning_rate"])
+      log_lr = packed["log_learning_rate"]
     if self.use_relative_lr:
       if self.use_problem_lr_mean:
-        features.append(log_lr - mean_log_lr)
-      else:
+        # _compute_mean_log_lr: the mean over all of the problem's entries.
         features.append(log_lr - tf.reduce_mean(log_lr))
+      else:
+        features.append(log_lr - seg.spread(seg.means(log_lr)))
     if self.use_extreme_indicator:
       features.append(tf.nn.relu(log_lr - math.log(1.)) -
                       tf.nn.relu(math.log(1e-6) - log_lr))
     if self.use_lr_shortcut:
       features.append(log_lr - math.log(1e-3))
     n_in = self.num_rnn_inputs
-    # The cell's operand: inputs, a row of ones (bias) and the state.
-    cell_rows = tf.concat(
-        features + [tf.ones_like(grad_row), tf.transpose(state["parameter"])],
-        0)
+    # The cell's operand: inputs, the tensors' indicator rows (biases) and
+    # the state.
+    cell_rows = tf.concat(features + [seg.indicators, packed["parameter"]], 0)
 
-    # Per-parameter and per-tensor RNNs.
+    # Per-parameter and per-tensor RNNs (the latter as one batch of T).
     total_bias = None
     if self.num_layers > 1:
-      total_bias = self.param_bias_affine([state["layer"]])
+      total_bias = self.param_bias_affine(packed["layer"])
       if self.num_layers == 3:
         total_bias += self.global_bias_affine(list(global_state))
-    param_state = self.cells[0].call_feature_major(cell_rows, bias=total_bias)
-    layer_state = None
+    param_state = self.cells[0].call_feature_major(
+        cell_rows, bias=total_bias, num_bias_rows=seg.count)
+    new_packed = {"parameter": param_state}
     if self.num_layers > 1:
-      layer_input = tf.reduce_mean(param_state, 1)
+      layer_input = seg.means(param_state)
       if self._uses_additional_features:
-        layer_input = tf.concat(
-            [layer_input, tf.reduce_mean(cell_rows, 1)[:n_in]], 0)
-      layer_input = row(layer_input)
+        # tf.split along axis 0 shares cell_rows' buffer (no copy).
+        inputs = tf.split(cell_rows, [n_in, seg.count + self.level_sizes[0]],
+                          0)[0]
+        layer_input = tf.concat([layer_input, seg.means(inputs)], 0)
+      layer_input = tf.transpose(layer_input)
       if self.num_layers == 3:
         layer_bias = self.layer_bias_affine(list(global_state))
-        layer_state, _ = self.cells[1](layer_input, state["layer"],
-                                       bias=layer_bias)
+        new_packed["layer"], _ = self.cells[1](layer_input, packed["layer"],
+                                               bias=layer_bias)
       else:
-        layer_state, _ = self.cells[1](layer_input, state["layer"])
+        new_packed["layer"], _ = self.cells[1](layer_input, packed["layer"])
 
     # Readouts: update direction, decays, learning rate.
-    weights, bias, names, sizes = readout
+    weights, bias, names, sizes = self._stacked_readout()
     projected = tf.matmul(weights, param_state, transpose_a=True) + bias
     # tf.split, not slicing: see BiasGRUCell.call_feature_major.
     pieces = dict(zip(names, tf.split(projected, sizes, 0)))
+
+    def per_tensor(delta):
+      # Split per tensor; with a dynamic output scale each piece gets unit
+      # RMS. Normalising the pieces (not the packed row) needs no per-tensor
+      # RMS spread back over the coordinates.
+      pieces = seg.split(delta)
+      if not self.dynamic_output_scale:
+        return pieces
+      rms = tf.sqrt(seg.means(tf.square(delta)) + 1e-16)
+      return [piece / rms[:, t] for t, piece in enumerate(pieces)]
+
     update_delta = pieces["update"]
     if self.use_gradient_shortcut:
       update_delta += tf.matmul(self.grads_to_delta.matrix, grads_scaled,
                                 transpose_a=True)
-    if self.dynamic_output_scale:
-      update_delta /= tf.sqrt(tf.reduce_mean(update_delta ** 2) + 1e-16)
-    attention_delta = None
+    update_deltas = per_tensor(update_delta)
+    attention_deltas = None
     if self.use_attention:
       attention_delta = pieces["attention"]
       if self.use_gradient_shortcut:
         attention_delta += tf.matmul(self.grads_to_attn_delta.matrix,
                                      grads_scaled, transpose_a=True)
-      if self.dynamic_output_scale:
-        attention_delta /= tf.sqrt(
-            tf.reduce_mean(attention_delta ** 2) + 1e-16)
-    new_scl_decay, new_inp_decay = tf.unstack(tf.nn.sigmoid(pieces["decays"]))
+      attention_deltas = per_tensor(attention_delta)
+    new_packed["decays"] = tf.nn.sigmoid(pieces["decays"])
     lr_logit = pieces["lr"]
-    new_log_lr = None
     if self.dynamic_output_scale:
       step_log_lr = log_lr + lr_logit
       # Clip the value but let the gradient of the unclipped value through.
       step_log_lr += tf.stop_gradient(
           tf.clip_by_value(step_log_lr, -33., self.max_log_lr) - step_log_lr)
       lrm = tf.nn.sigmoid(self.lr_momentum_logit)
-      new_log_lr = lrm * log_lr + (1. - lrm) * step_log_lr
+      new_packed["log_learning_rate"] = lrm * log_lr + (1. - lrm) * step_log_lr
       lr_param = tf.exp(step_log_lr + self.param_stepsize_offset)
       lr_attend = tf.exp(step_log_lr) if self.use_attention else lr_param
     else:
       lr_param = lr_attend = 2. * tf.nn.sigmoid(lr_logit)
-    update_step = tf.reshape(lr_param * update_delta,
-                             tf.shape(state["true_param"]))
-
-    def column(t):
-      return tf.reshape(t, [-1, 1])
-
-    new_state = {
-        "parameter": tf.transpose(param_state),
-        "scl_decay": column(new_scl_decay),
-        "inp_decay": column(new_inp_decay),
-    }
-    if layer_state is not None:
-      new_state["layer"] = layer_state
-    if self.dynamic_output_scale:
-      new_state["log_learning_rate"] = column(new_log_lr)
-    for i, (accum, ms) in enumerate(zip(tf.unstack(grads_accum),
-                                        tf.unstack(mean_squared))):
-      new_state["grad_accum{}".format(i + 1)] = column(accum)
-      new_state["ms{}".format(i + 1)] = column(ms)
-    return new_state, layer_state, update_step, lr_attend, attention_delta
+    new_packed["grad_accum"] = grads_accum
+    new_packed["ms"] = mean_squared
+    update_steps = [tf.reshape(lr * delta, tf.shape(grad)) for lr, delta, grad
+                    in zip(seg.split(lr_param), update_deltas, grads)]
+    if self.use_attention:
+      return (new_packed, update_steps, seg.split(lr_attend),
+              attention_deltas)
+    return new_packed, update_steps, None, None
 
   def compute_updates_reference(self, params, grads, states, global_state,
                                 mode_mt=None, update_steps_mt=None):
     """:meth:`compute_updates` as a line-by-line port of the original.
 
     Same arguments and results (up to float rounding); slower because it
-    works on [N, 1] columns. Kept as the readable reference that the fast
-    path is tested against (tests/test_hierarchical_rnn.py).
+    runs tensor by tensor on [N, 1] columns. Kept as the readable reference
+    that the fast path is tested against (tests/test_hierarchical_rnn.py).
     """
-    return self._drive_updates(
-        lambda grad, state, mean_log_lr: self._tensor_step_reference(
-            grad, state, global_state, mean_log_lr),
-        params, grads, states, global_state, mode_mt, update_steps_mt)
+    mean_log_lr = self._compute_mean_log_lr(states)
+    new_params, new_attend, new_states, steps = [], [], [], []
+    layer_state = None
+    for idx, (param, grad, state) in enumerate(zip(params, grads, states)):
+      (new_state, layer_state, update_step, lr_attend,
+       attention_delta) = self._tensor_step_reference(
+           grad, state, global_state, mean_log_lr)
+      steps.append(update_step)
+      base = state["true_param"] if self.use_attention else param
+      own = base - update_step
+      if mode_mt is not None and update_steps_mt is not None:
+        updated_param = tf.where(mode_mt, base - update_steps_mt[idx], own)
+      else:
+        updated_param = own
+      if self.use_attention:
+        attention_step = tf.reshape(lr_attend * attention_delta,
+                                    tf.shape(base))
+        new_attend.append(base - attention_step)
+      else:
+        new_attend.append(updated_param)
+      new_params.append(updated_param)
+      new_state["true_param"] = updated_param
+      new_states.append(new_state)
+    # Quirk kept from the original (l.429): the global RNN reads the state of
+    # the *last* tensor's layer RNN only, not a mean over all tensors.
+    new_global = self._compute_updated_global_state([layer_state],
+                                                    global_state)
+    return new_params, new_states, new_global, new_attend, steps
 
   def _tensor_step_reference(self, grad_unflat, state, global_state,
                              mean_log_lr):

@@ -60,7 +60,38 @@ def list_mult(values):
   return m
 
 
-class TrainableOptimizer(tf.Module):
+class PackedStateDefaults(object):
+  """The packed-state interface, for optimizers whose state is per tensor.
+
+  Callers that keep an optimizer's state across steps (the meta-test loop,
+  the Keras optimizer, the benchmark) hold it as the optimizer's *packed*
+  state: whatever layout makes its step cheapest (the hierarchical RNN lays
+  all tensors end to end, see ``HierarchicalRNN.pack_state``). These
+  defaults make the packed state the list of per-tensor state dicts, so
+  every optimizer, learned or baseline, serves the same callers.
+  """
+
+  def initialize_packed_state(self, params):
+    """The initial state of all tensors, packed."""
+    return [self.initialize_state(p) for p in params]
+
+  def pack_state(self, states):
+    """Per-tensor state dicts (TF1 slot names) -> the packed state."""
+    return list(states)
+
+  def unpack_state(self, packed, params):
+    """The packed state -> per-tensor state dicts (TF1 slot names)."""
+    del params  # Only needed by layouts that do not keep tensor shapes.
+    return list(packed)
+
+  def compute_updates_packed(self, params, grads, packed, global_state,
+                             mode_mt=None, update_steps_mt=None):
+    """``compute_updates`` with the state in the packed layout."""
+    return self.compute_updates(params, grads, packed, global_state,
+                                mode_mt, update_steps_mt)
+
+
+class TrainableOptimizer(PackedStateDefaults, tf.Module):
   """An optimizer whose own parameters are meta-trained.
 
   Subclasses either implement ``_compute_update(param, grad, state)`` (per

@@ -37,22 +37,20 @@ def project(inputs, weights, bias=0., activation=tf.identity):
   return activation(tf.matmul(inputs, weights) + bias)
 
 
-def new_mean_squared(grad_vec, decay, ms, axis=None):
+_MS_EPSILON = 1e-12
+
+
+def new_mean_squared(grad_vec, decay, ms):
   """Running mean of squared gradients (utils.py l.111-136).
 
   On the first step (``ms`` all zero) the decay is ignored and the squared
   gradient is returned as it is: the original's first-step rule. The TF1
   range assertions on ``decay`` are not ported: ``decay`` is a sigmoid output.
-  With ``axis`` (used by :func:`rms_scaling_rows`), ``ms`` holds several
-  mean squares, one per slice along the other axis, and the first-step test
-  is made separately for each of them, as separate calls would.
   """
   grad_squared = tf.square(grad_vec)
-  first_step = tf.reduce_all(tf.equal(ms, 0.), axis=axis,
-                             keepdims=axis is not None)
+  first_step = tf.reduce_all(tf.equal(ms, 0.))
   decay = tf.where(first_step, tf.zeros_like(decay), decay)
-  epsilon = 1e-12
-  return (1. - decay) * (grad_squared + epsilon) + decay * ms
+  return (1. - decay) * (grad_squared + _MS_EPSILON) + decay * ms
 
 
 def rms_scaling(gradient, decay, ms, update_ms=True):
@@ -71,12 +69,13 @@ def rms_scaling_rows(gradients, decay, ms):
   """:func:`rms_scaling` of several gradient vectors stored as rows.
 
   ``gradients`` and ``ms`` are [k, N] (row i is one gradient vector and its
-  mean square), ``decay`` is [k, N] or [1, N]. Same numbers as k calls of
+  mean square), ``decay`` is [k, N] or [1, N] and must already be 0 where
+  the first-step rule of :func:`new_mean_squared` applies (the caller knows
+  which coordinates belong to which tensor). Same numbers as k calls of
   :func:`rms_scaling`, in a handful of ops on one tensor instead of k times
-  as many on [N, 1] columns (the hierarchical RNN's per-coordinate cost is
-  dominated by op count, not by arithmetic). Returns (scaled, new ms), [k, N].
+  as many on [N, 1] columns. Returns (scaled, new ms), both [k, N].
   """
-  ms = new_mean_squared(gradients, decay, ms, axis=1)
+  ms = (1. - decay) * (tf.square(gradients) + _MS_EPSILON) + decay * ms
   return asinh(gradients / tf.sqrt(ms + 1e-16)), ms
 
 

@@ -273,3 +273,74 @@ def test_fast_path_equals_reference_compiled():
         params, grads, states, glob)
     for x, y in zip(tf.nest.flatten(fast), tf.nest.flatten(ref)):
       np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------
+# The packed state (compute_updates_packed): what the meta-test loop, the
+# benchmark and any caller that keeps the state between steps use.
+
+@pytest.mark.parametrize("levels,attention", [([6], False), ([6, 8], True),
+                                              ([6, 8, 5], False)])
+def test_packed_state_round_trip(levels, attention):
+  opt = hierarchical_rnn.HierarchicalRNN(levels, use_attention=attention,
+                                         random_seed=3)
+  params = _params()
+  states = [opt.initialize_state(p) for p in params]
+  packed = opt.pack_state(states)
+  assert packed["parameter"].shape == (levels[0], 15 + 3 + 8)
+  assert packed["ms"].shape == (opt.num_gradient_scales, 26)
+  assert ("true_param" in packed) == attention
+  back = opt.unpack_state(packed, params)
+  for state, again in zip(states, back):
+    assert sorted(state) == sorted(again)
+    for key in state:
+      np.testing.assert_array_equal(state[key].numpy(), again[key].numpy(),
+                                    err_msg=key)
+
+
+def test_packed_steps_carried_equal_reference():
+  """Five steps carrying the packed state (never re-packed) equal five steps
+  of the line-by-line reference, including the state in the TF1 layout."""
+  opt = hierarchical_rnn.HierarchicalRNN(
+      [6, 8, 5], init_lr_range=(1e-3, 1e-3), use_attention=True,
+      use_gradient_shortcut=True, use_grad_products=True, random_seed=4)
+  params = _params()
+  ref_p, fast_p = list(params), list(params)
+  ref_s = [opt.initialize_state(p) for p in params]
+  packed = opt.pack_state(ref_s)
+  ref_g = fast_g = opt.initialize_global_state()
+  rng = np.random.RandomState(2)
+  for _ in range(5):
+    grads = [tf.constant(rng.randn(*s).astype(np.float32)) for s in SHAPES]
+    ref_p, ref_s, ref_g, ref_a, _ = opt.compute_updates_reference(
+        ref_p, grads, ref_s, ref_g)
+    fast_p, packed, fast_g, fast_a, _ = opt.compute_updates_packed(
+        fast_p, grads, packed, fast_g)
+  for x, y in zip(tf.nest.flatten([fast_p, fast_g, fast_a]),
+                  tf.nest.flatten([ref_p, ref_g, ref_a])):
+    np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-4, atol=1e-5)
+  for fast_state, ref_state in zip(opt.unpack_state(packed, fast_p), ref_s):
+    for key in ref_state:
+      np.testing.assert_allclose(fast_state[key].numpy(),
+                                 ref_state[key].numpy(), rtol=1e-4,
+                                 atol=1e-5, err_msg=key)
+
+
+def test_mean_squares_stay_positive_after_the_first_step():
+  """The invariant behind testing the first-step rule per coordinate in the
+  packed step: after one step every mean square is > 0, even for zero
+  gradients and a decay saturated at 1, so "this entry is 0" and "this
+  tensor's mean square is all 0" agree on every reachable state."""
+  opt = hierarchical_rnn.HierarchicalRNN([6, 8, 5], random_seed=5)
+  params = _params()
+  packed = opt.initialize_packed_state(params)
+  glob = opt.initialize_global_state()
+  zeros = [tf.zeros_like(p) for p in params]
+  params, packed, glob, _, _ = opt.compute_updates_packed(params, zeros,
+                                                          packed, glob)
+  assert np.all(packed["ms"].numpy() > 0)
+  packed["decays"] = tf.ones_like(packed["decays"])  # decay exactly 1
+  for _ in range(2):
+    params, packed, glob, _, _ = opt.compute_updates_packed(params, zeros,
+                                                            packed, glob)
+    assert np.all(packed["ms"].numpy() > 0)
