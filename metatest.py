@@ -42,6 +42,7 @@ import time
 
 from absl import app
 from absl import flags
+import tensorflow as tf
 
 from l2o_scale import baselines
 from l2o_scale import checkpoints
@@ -161,8 +162,11 @@ def define_flags():
           ".json. 0: off (the original evaluation).")
   _define("integer", "progress_every", 500,
           "Print progress every N steps.")
-  _define("boolean", "jit_compile", False,
-          "Compile the optimization loop with XLA.")
+  _define("boolean", "jit_compile", True,
+          "Compile the optimization loop with XLA (about twice as fast for "
+          "the learned optimizer on a CPU; same numbers up to float "
+          "rounding). If XLA cannot compile a problem, the run says so and "
+          "continues without it. --nojit_compile turns it off.")
 
 
 def selected_problem_sets(flag_values):
@@ -265,6 +269,7 @@ def run(flag_values):
   for k, (flag_name, spec, dataset, batch_size, heldout) in enumerate(
       problems):
     problem = spec.build()
+    jit_compile = flag_values.jit_compile
     for seed in seeds:
       print("testing {} ({}) with {} using seed {}".format(
           flag_name, spec, flag_values.test_optimizer, seed), flush=True)
@@ -275,13 +280,27 @@ def run(flag_values):
             seed, info["iteration"], info["num_iter"], info["objective"],
             info["steps_per_second"]), flush=True)
 
-      objective_values, _, records = testing.test_optimizer(
-          opt, problem, num_iter=flag_values.num_testing_itrs,
-          dataset=dataset, batch_size=batch_size, seed=seed, logdir=None,
-          record_every=None, heldout_dataset=heldout,
-          heldout_every=flag_values.heldout_every or None,
-          progress=progress, progress_every=flag_values.progress_every,
-          jit_compile=flag_values.jit_compile)
+      def run(jit_compile, seed=seed, progress=progress, problem=problem,
+              dataset=dataset, batch_size=batch_size, heldout=heldout):
+        return testing.test_optimizer(
+            opt, problem, num_iter=flag_values.num_testing_itrs,
+            dataset=dataset, batch_size=batch_size, seed=seed, logdir=None,
+            record_every=None, heldout_dataset=heldout,
+            heldout_every=flag_values.heldout_every or None,
+            progress=progress, progress_every=flag_values.progress_every,
+            jit_compile=jit_compile)
+
+      if jit_compile:
+        try:
+          objective_values, _, records = run(True)
+        except (tf.errors.InvalidArgumentError,
+                tf.errors.UnimplementedError) as e:
+          jit_compile = False
+          print("  XLA cannot compile this problem ({}); continuing without "
+                "XLA.".format(str(e).strip().splitlines()[0][:200]),
+                flush=True)
+      if not jit_compile:
+        objective_values, _, records = run(False)
       elapsed = time.time() - start
       path = os.path.join(save_dir, _result_name(
           "seed{seed}_eval_loss_record.pickle-{model_name}", seed,

@@ -15,9 +15,10 @@ How it differs from the TF1 code, and why:
   length is a dynamic dimension of the index tensor. This keeps the learned
   optimizer's step close to an Adam step in cost (no host round trip per
   step).
-* Optimizers are used through their pure interface
-  (``initialize_state``/``initialize_global_state``/``compute_updates``,
-  see :class:`optimizer.trainable_optimizer.TrainableOptimizer`); the
+* Optimizers are used through their pure interface, with the state in the
+  optimizer's packed layout (``initialize_packed_state`` /
+  ``compute_updates_packed``, see
+  :class:`optimizer.trainable_optimizer.PackedStateDefaults`); the
   baselines in :mod:`l2o_scale.baselines` implement the same interface with
   the TF1 update rules.
 * ``objective_values[t]`` is the objective on minibatch ``t`` *before* update
@@ -41,7 +42,6 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
-from optimizer import trainable_optimizer
 from problems import datasets
 
 DEFAULT_PROGRESS_EVERY = 1000  # the original printed every 1000 iterations
@@ -83,11 +83,14 @@ def _to_tensor(array):
 # --------------------------------------------------------------- optimizer
 def _check_pure_optimizer(optimizer):
   for method in ("initialize_state", "initialize_global_state",
-                 "compute_updates"):
+                 "compute_updates", "initialize_packed_state",
+                 "compute_updates_packed", "unpack_state"):
     if not callable(getattr(optimizer, method, None)):
       raise TypeError(
           "test_optimizer needs an optimizer with the pure step interface "
-          "(initialize_state, initialize_global_state, compute_updates): a "
+          "(initialize_state, initialize_global_state, compute_updates and "
+          "their packed-state forms, see "
+          "optimizer.trainable_optimizer.PackedStateDefaults): a "
           "learned optimizer from optimizer/ or a baseline from "
           "l2o_scale.baselines (SGD, Adam, Adagrad). Got {!r}.".format(
               type(optimizer).__name__))
@@ -150,8 +153,10 @@ def initial_parameters(problem, seed):
 class _Run(object):
   """Variables and compiled functions of one optimizer-on-problem run.
 
-  Parameters, per-tensor optimizer states and the global state live in
-  ``tf.Variable``s between chunks; inside a chunk they are loop tensors.
+  Parameters, the optimizer's packed state (``initialize_packed_state``:
+  for the hierarchical RNN, all tensors end to end; for the others, the
+  per-tensor dicts) and the global state live in ``tf.Variable``s between
+  chunks; inside a chunk they are loop tensors.
   """
 
   def __init__(self, optimizer, problem, params, data, labels, jit_compile):
@@ -162,10 +167,11 @@ class _Run(object):
     self.labels = None if labels is None else _to_tensor(labels)
     self.param_vars = [tf.Variable(p, trainable=False, name="param{}".format(i))
                        for i, p in enumerate(params)]
-    states = [optimizer.initialize_state(p) for p in params]
-    self.state_vars = [
-        trainable_optimizer.state_variables(s, "param{}".format(i))
-        for i, s in enumerate(states)]
+    packed = optimizer.initialize_packed_state(params)
+    self.state_vars = tf.nest.map_structure(
+        lambda t: tf.Variable(t, trainable=False, name="optimizer_state"),
+        packed)
+    states = optimizer.unpack_state(packed, params)
     self.global_vars = [tf.Variable(tf.convert_to_tensor(g), trainable=False,
                                     name="global_state")
                         for g in optimizer.initialize_global_state()]
@@ -183,9 +189,10 @@ class _Run(object):
     """Starts a new run from ``params`` (fresh optimizer state)."""
     for var, value in zip(self.param_vars, params):
       var.assign(value)
-    for svars, p in zip(self.state_vars, params):
-      trainable_optimizer.assign_state(svars,
-                                       self.optimizer.initialize_state(p))
+    for var, value in zip(
+        tf.nest.flatten(self.state_vars),
+        tf.nest.flatten(self.optimizer.initialize_packed_state(params))):
+      var.assign(value)
     for var, value in zip(self.global_vars,
                           self.optimizer.initialize_global_state()):
       var.assign(value)
@@ -193,7 +200,7 @@ class _Run(object):
   # -- reading / writing the carried state
   def _read(self):
     params = [tf.convert_to_tensor(v) for v in self.param_vars]
-    states = [trainable_optimizer.read_state(s) for s in self.state_vars]
+    states = tf.nest.map_structure(tf.convert_to_tensor, self.state_vars)
     glob = [tf.convert_to_tensor(v) for v in self.global_vars]
     return params, states, glob
 
@@ -201,8 +208,9 @@ class _Run(object):
     ops = []
     for var, value in zip(self.param_vars, params):
       ops.append(var.assign(value))
-    for svars, svals in zip(self.state_vars, states):
-      ops.extend(trainable_optimizer.assign_state(svars, svals))
+    for var, value in zip(tf.nest.flatten(self.state_vars),
+                          tf.nest.flatten(states)):
+      ops.append(var.assign(value))
     for var, value in zip(self.global_vars, glob):
       ops.append(var.assign(value))
     return ops
@@ -217,13 +225,16 @@ class _Run(object):
     data, labels = self._batch(idx)
     obj, grads = self.problem.objective_and_gradients(params, data, labels)
     if self.report_true:
-      obj = self.problem.objective([s["true_param"] for s in states], data,
+      obj = self.problem.objective(self._true_params(params, states), data,
                                    labels)
-    _, new_states, new_glob, new_attend, _ = self.optimizer.compute_updates(
-        params, grads, states, glob)
-    new_states = [{k: tf.convert_to_tensor(s[k]) for k in old}
-                  for s, old in zip(new_states, states)]
+    _, new_states, new_glob, new_attend, _ = (
+        self.optimizer.compute_updates_packed(params, grads, states, glob))
+    new_states = tf.nest.map_structure(tf.convert_to_tensor, new_states)
     return tf.cast(obj, tf.float32), new_attend, new_states, list(new_glob)
+
+  def _true_params(self, params, packed):
+    return [s["true_param"] for s in self.optimizer.unpack_state(packed,
+                                                                 params)]
 
   def _run_chunk(self, indices):
     """Runs ``len(indices)`` steps; returns their objectives ([K] float32)."""
@@ -257,9 +268,11 @@ class _Run(object):
     return tf.cast(obj, tf.float32), tf.cast(acc, tf.float32)
 
   def real_params(self):
+    params = [tf.convert_to_tensor(v) for v in self.param_vars]
     if self.report_true:
-      return [tf.convert_to_tensor(s["true_param"]) for s in self.state_vars]
-    return [tf.convert_to_tensor(v) for v in self.param_vars]
+      return self._true_params(params, tf.nest.map_structure(
+          tf.convert_to_tensor, self.state_vars))
+    return params
 
   def evaluate(self, data, labels, chunk=_EVAL_CHUNK):
     """Mean objective and accuracy over a whole split, in chunks.
@@ -297,9 +310,12 @@ class _Run(object):
     records["param"].append(params)
     records["iter"].append(itr)
     # Optimizer state, keyed "<param name>_<slot name>" as the original.
-    for i, svars in enumerate(self.state_vars):
-      for k, var in svars.items():
-        records["param{}_{}".format(i, k)].append(var.numpy())
+    states = self.optimizer.unpack_state(
+        tf.nest.map_structure(tf.convert_to_tensor, self.state_vars),
+        [tf.convert_to_tensor(v) for v in self.param_vars])
+    for i, state in enumerate(states):
+      for k in sorted(state):
+        records["param{}_{}".format(i, k)].append(np.asarray(state[k]))
     if self.global_vars:
       records["global_state"].append([v.numpy() for v in self.global_vars])
 
