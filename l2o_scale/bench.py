@@ -13,13 +13,17 @@ on the machine at hand:
 
     * learned: ``problem.objective_and_gradients`` +
       ``HierarchicalRNN([10, 20, 20], use_problem_lr_mean=True,
-      use_gradient_shortcut=True, use_grad_products=True).compute_updates``
-      (the optimizer metarun.py trains by default), parameters and optimizer
-      state in variables;
+      use_gradient_shortcut=True, use_grad_products=True)
+      .compute_updates_packed`` (the optimizer metarun.py trains by default),
+      parameters and the packed optimizer state in variables;
     * Adam: a ``keras.Sequential`` MLP of the same shape, sparse softmax
       cross-entropy, ``keras.optimizers.Adam().apply_gradients``.
 
-    ``--jit_compile`` also times the learned step compiled with XLA.
+    Both are timed with and without XLA (``jit_compile``), taking turns
+    within each repeat. The headline ratio puts the learned step as
+    metatest.py and Keras (``jit_compile="auto"``) run it, with XLA, against
+    the *faster* of the two Adam steps. ``--no_xla`` times only the steps
+    without XLA.
 
 (b) one 20-step meta-training unroll (forward through 20 optimizer steps and
     the meta-gradient back through them: ``l2o_scale.meta_step.make_meta_step``
@@ -31,7 +35,7 @@ on the machine at hand:
 Every number is the median over repeats after warm-up (compilation is timed
 separately and reported). Usage::
 
-  python -m l2o_scale.bench [--quick] [--json PATH] [--jit_compile]
+  python -m l2o_scale.bench [--quick] [--json PATH] [--no_xla]
                             [--data_dir DIR]
 """
 
@@ -74,18 +78,34 @@ def measure(fn, warmup, repeats, inner=1, timer=time.perf_counter):
   with the per-call ``median``, ``min``, ``max`` (seconds), every sample and
   ``first_call_seconds``. ``timer`` is injectable for tests.
   """
-  start = timer()
-  fn()
-  first = timer() - start
-  for _ in range(max(0, warmup - 1)):
-    fn()
-  samples = []
-  for _ in range(repeats):
+  return measure_interleaved({"fn": fn}, warmup, repeats, inner, timer)["fn"]
+
+
+def measure_interleaved(fns, warmup, repeats, inner=1,
+                        timer=time.perf_counter):
+  """:func:`measure` for several functions, taking turns.
+
+  Each repeat times ``inner`` calls of every function in turn, so a change
+  of machine speed during the run (this benchmark runs on shared VMs) hits
+  all of them alike and their ratio stays meaningful. Returns a dict name ->
+  the statistics of :func:`measure`.
+  """
+  first = {}
+  for name, fn in fns.items():
     start = timer()
-    for _ in range(inner):
+    fn()
+    first[name] = timer() - start
+    for _ in range(max(0, warmup - 1)):
       fn()
-    samples.append((timer() - start) / inner)
-  return summarize(samples, first_call_seconds=first, inner=inner)
+  samples = {name: [] for name in fns}
+  for _ in range(repeats):
+    for name, fn in fns.items():
+      start = timer()
+      for _ in range(inner):
+        fn()
+      samples[name].append((timer() - start) / inner)
+  return {name: summarize(samples[name], first_call_seconds=first[name],
+                          inner=inner) for name in fns}
 
 
 def summarize(samples, **extra):
@@ -124,32 +144,28 @@ def make_l2o_step(problem, optimizer, jit_compile=False, seed=0):
   ``step(x, y) -> loss``."""
   tf.random.set_seed(seed)
   params = [tf.Variable(t) for t in problem.init_tensors(seed)]
-  states = [tf.nest.map_structure(tf.Variable, optimizer.initialize_state(p))
-            for p in params]
+  state = tf.nest.map_structure(
+      tf.Variable, optimizer.initialize_packed_state(params))
   global_state = [tf.Variable(g) for g in optimizer.initialize_global_state()]
 
   @tf.function(jit_compile=jit_compile)
   def step(x, y):
     values = [p.read_value() for p in params]
     obj, grads = problem.objective_and_gradients(values, x, y)
-    cur_states = tf.nest.map_structure(lambda v: v.read_value(), states)
-    cur_global = [g.read_value() for g in global_state]
-    new_params, new_states, new_global, _, _ = optimizer.compute_updates(
-        values, grads, cur_states, cur_global)
-    for var, value in zip(params, new_params):
-      var.assign(value)
-    for var_nest, value_nest in zip(states, new_states):
-      for var, value in zip(tf.nest.flatten(var_nest),
-                            tf.nest.flatten(value_nest)):
-        var.assign(value)
-    for var, value in zip(global_state, new_global):
+    new_params, new_state, new_global, _, _ = optimizer.compute_updates_packed(
+        values, grads, tf.nest.map_structure(tf.convert_to_tensor, state),
+        [g.read_value() for g in global_state])
+    for var, value in zip(tf.nest.flatten(params + [state] + global_state),
+                          tf.nest.flatten(new_params + [new_state] +
+                                          new_global)):
       var.assign(value)
     return obj
 
   return step
 
 
-def make_adam_step(hidden=20, n_classes=10, n_features=784, seed=0):
+def make_adam_step(hidden=20, n_classes=10, n_features=784, seed=0,
+                   jit_compile=False):
   """A Keras Sequential MLP of the same shape and an Adam step over it."""
   import keras  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(seed)
@@ -162,7 +178,7 @@ def make_adam_step(hidden=20, n_classes=10, n_features=784, seed=0):
   opt = keras.optimizers.Adam()
   opt.build(model.trainable_variables)
 
-  @tf.function
+  @tf.function(jit_compile=jit_compile)
   def step(x, y):
     x = tf.reshape(x, (-1, n_features))
     with tf.GradientTape() as tape:
@@ -174,8 +190,8 @@ def make_adam_step(hidden=20, n_classes=10, n_features=784, seed=0):
   return step
 
 
-def bench_steps(data_dir, cfg, jit_compile=False, timer=time.perf_counter):
-  """Times the learned step and the Adam step (and the XLA learned step)."""
+def bench_steps(data_dir, cfg, xla=True, timer=time.perf_counter):
+  """Times the learned and the Adam step, without and (``xla``) with XLA."""
   spec, dataset, batch_size = _mlp_problem(data_dir)
   problem = spec.build()
   rng = np.random.RandomState(0)
@@ -187,20 +203,27 @@ def bench_steps(data_dir, cfg, jit_compile=False, timer=time.perf_counter):
     return lambda: step(x, y).numpy()
 
   out = {"batch_size": int(batch_size), "problem": repr(spec)}
-  kinds = [("l2o", lambda: make_l2o_step(problem, _hrnn())),
-           ("adam", make_adam_step)]
-  if jit_compile:
-    kinds.append(("l2o_jit",
-                  lambda: make_l2o_step(problem, _hrnn(), jit_compile=True)))
-  for name, build in kinds:
-    try:
-      step = build()
-      out[name] = measure(blocking(step), cfg["step_warmup"],
-                          cfg["step_repeats"], cfg["step_inner"], timer)
-    except Exception as e:  # pylint: disable=broad-except
-      if name != "l2o_jit":
-        raise
-      out[name] = {"error": "{}: {}".format(type(e).__name__, e)[:500]}
+  steps = {"l2o": make_l2o_step(problem, _hrnn()), "adam": make_adam_step()}
+  first_calls = {}
+  if xla:
+    # Compiled (and the first call timed) up front: if XLA cannot compile a
+    # step, the error is reported and the other timings still run.
+    for name, build in (
+        ("l2o_xla", lambda: make_l2o_step(problem, _hrnn(), jit_compile=True)),
+        ("adam_xla", lambda: make_adam_step(jit_compile=True))):
+      try:
+        steps[name] = build()
+        start = timer()
+        steps[name](x, y).numpy()
+        first_calls[name] = timer() - start
+      except Exception as e:  # pylint: disable=broad-except
+        steps.pop(name, None)
+        out[name] = {"error": "{}: {}".format(type(e).__name__, e)[:500]}
+  out.update(measure_interleaved(
+      {name: blocking(step) for name, step in steps.items()},
+      cfg["step_warmup"], cfg["step_repeats"], cfg["step_inner"], timer))
+  for name, seconds in first_calls.items():
+    out[name]["first_call_seconds"] = seconds
   return out
 
 
@@ -220,7 +243,7 @@ def bench_loop_steps(data_dir, cfg):
   steps = cfg["step_repeats"] * cfg["step_inner"]
   out = {"steps": steps}
   for name, optimizer, jit in (("l2o", _hrnn(), False),
-                               ("l2o_jit", _hrnn(), True),
+                               ("l2o_xla", _hrnn(), True),
                                ("adam", baselines.build("Adam"), False)):
     out[name] = testing.run_wall_clock_test(
         optimizer, problem, steps, dataset=dataset, batch_size=batch_size,
@@ -320,38 +343,48 @@ def machine_info():
   }
 
 
-def make_report(steps, unrolls, info, quick=False, jit_compile=False,
-                loop=None):
-  """The JSON report: headline medians at the top, details below."""
-  l2o = steps["l2o"]["median"]
-  adam = steps["adam"]["median"]
+def _median(entry):
+  return entry["median"] if entry and "median" in entry else None
+
+
+def make_report(steps, unrolls, info, quick=False, loop=None):
+  """The JSON report: headline medians at the top, details below.
+
+  Headline: the learned step with XLA (without it if XLA failed or was not
+  timed) against the faster of the Keras Adam steps.
+  """
+  l2o_plain, l2o_xla = _median(steps.get("l2o")), _median(steps.get("l2o_xla"))
+  adam_plain = _median(steps.get("adam"))
+  adam_xla = _median(steps.get("adam_xla"))
+  l2o = l2o_xla if l2o_xla is not None else l2o_plain
+  adam = min(a for a in (adam_plain, adam_xla) if a is not None)
   report = {
       "l2o_step_seconds": l2o,
       "adam_step_seconds": adam,
       "l2o_over_adam_ratio": l2o / adam,
+      "l2o_step_uses_xla": l2o_xla is not None,
+      "l2o_step_seconds_no_xla": l2o_plain,
+      "l2o_step_seconds_xla": l2o_xla,
+      "adam_step_seconds_no_xla": adam_plain,
+      "adam_step_seconds_xla": adam_xla,
+      "l2o_no_xla_over_adam_ratio": l2o_plain / adam,
       "unroll_seconds_noreg": unrolls["noreg"]["median"],
       "unroll_seconds_hessian_esd": unrolls["hessian_esd"]["median"],
       "hessian_esd_over_noreg_ratio": (unrolls["hessian_esd"]["median"] /
                                        unrolls["noreg"]["median"]),
   }
-  jit = steps.get("l2o_jit")
-  if jit is not None:
-    if "median" in jit:
-      report["l2o_step_seconds_jit"] = jit["median"]
-      report["l2o_jit_over_adam_ratio"] = jit["median"] / adam
-    else:
-      report["l2o_step_seconds_jit"] = None
-      report["l2o_jit_error"] = jit["error"]
+  for name in ("l2o_xla", "adam_xla"):
+    if steps.get(name) and "error" in steps[name]:
+      report[name + "_error"] = steps[name]["error"]
   if loop is not None:
     report["loop_l2o_step_seconds"] = loop["l2o"]
-    report["loop_l2o_step_seconds_jit"] = loop["l2o_jit"]
+    report["loop_l2o_step_seconds_xla"] = loop["l2o_xla"]
     report["loop_adam_step_seconds"] = loop["adam"]
     report["loop_l2o_over_adam_ratio"] = loop["l2o"] / loop["adam"]
-    report["loop_l2o_jit_over_adam_ratio"] = loop["l2o_jit"] / loop["adam"]
+    report["loop_l2o_xla_over_adam_ratio"] = loop["l2o_xla"] / loop["adam"]
   report.update({
       "target_ratio": 2.0,
       "quick": bool(quick),
-      "jit_compile": bool(jit_compile),
       "statistic": "median over repeats after warm-up; seconds per call",
       "steps": steps,
       "unrolls": unrolls,
@@ -363,17 +396,16 @@ def make_report(steps, unrolls, info, quick=False, jit_compile=False,
 def format_table(report):
   """Human-readable table of the headline numbers."""
   s, u = report["steps"], report["unrolls"]
-  rows = [
-      ("learned step (HRNN, MLP 784-20-10, batch {})".format(s["batch_size"]),
-       report["l2o_step_seconds"], s["l2o"]["min"],
-       s["l2o"]["first_call_seconds"]),
-      ("Keras Adam step (same MLP)", report["adam_step_seconds"],
-       s["adam"]["min"], s["adam"]["first_call_seconds"]),
-  ]
-  if "l2o_jit" in s and "median" in s["l2o_jit"]:
-    rows.append(("learned step, XLA (--jit_compile)",
-                 report["l2o_step_seconds_jit"], s["l2o_jit"]["min"],
-                 s["l2o_jit"]["first_call_seconds"]))
+  rows = []
+  for name, label in (
+      ("l2o_xla", "learned step, XLA (HRNN, MLP 784-20-10, batch {})"),
+      ("l2o", "learned step, no XLA"),
+      ("adam_xla", "Keras Adam step, XLA (same MLP)"),
+      ("adam", "Keras Adam step, no XLA")):
+    entry = s.get(name)
+    if entry and "median" in entry:
+      rows.append((label.format(s["batch_size"]), entry["median"],
+                   entry["min"], entry["first_call_seconds"]))
   rows += [
       ("meta-gradient unroll, {} steps, no regularizer".format(
           u["unroll_length"]), report["unroll_seconds_noreg"],
@@ -391,21 +423,24 @@ def format_table(report):
         name, _fmt_seconds(med), _fmt_seconds(mn), _fmt_seconds(first),
         w=width))
   lines.append("")
-  lines.append("learned / Adam step: {:.2f}x (target <= {:.0f}x){}".format(
-      report["l2o_over_adam_ratio"], report["target_ratio"],
-      "; XLA: {:.2f}x".format(report["l2o_jit_over_adam_ratio"])
-      if "l2o_jit_over_adam_ratio" in report else ""))
-  if report.get("l2o_jit_error"):
-    lines.append("XLA learned step failed: " + report["l2o_jit_error"])
+  lines.append(
+      "learned{} / fastest Adam step: {:.2f}x (target <= {:.0f}x); learned "
+      "without XLA: {:.2f}x".format(
+          " (XLA)" if report["l2o_step_uses_xla"] else "",
+          report["l2o_over_adam_ratio"], report["target_ratio"],
+          report["l2o_no_xla_over_adam_ratio"]))
+  for name in ("l2o_xla", "adam_xla"):
+    if report.get(name + "_error"):
+      lines.append("{} failed: {}".format(name, report[name + "_error"]))
   if "loop_l2o_step_seconds" in report:
     lines.append(
         "in the compiled meta-test loop (per step): learned {}, XLA {}, Adam "
         "{}: {:.2f}x, XLA {:.2f}x".format(
             _fmt_seconds(report["loop_l2o_step_seconds"]),
-            _fmt_seconds(report["loop_l2o_step_seconds_jit"]),
+            _fmt_seconds(report["loop_l2o_step_seconds_xla"]),
             _fmt_seconds(report["loop_adam_step_seconds"]),
             report["loop_l2o_over_adam_ratio"],
-            report["loop_l2o_jit_over_adam_ratio"]))
+            report["loop_l2o_xla_over_adam_ratio"]))
   lines.append("hessian-esd / no regularizer unroll: {:.2f}x".format(
       report["hessian_esd_over_noreg_ratio"]))
   m = report["machine"]
@@ -442,8 +477,8 @@ def main(argv=None):
   parser.add_argument("--quick", action="store_true",
                       help="fewer repeats (about a minute)")
   parser.add_argument("--json", metavar="PATH", help="also write JSON here")
-  parser.add_argument("--jit_compile", action="store_true",
-                      help="also time the learned step compiled with XLA")
+  parser.add_argument("--no_xla", action="store_true",
+                      help="time the steps without XLA only")
   parser.add_argument("--data_dir", default=None,
                       help="MNIST folder (default: $L2O_SCALE_DATA_DIR, else "
                       "tensorflow-datasets)")
@@ -453,7 +488,7 @@ def main(argv=None):
   start = time.time()
   try:
     print("timing optimizer steps ...", flush=True)
-    steps = bench_steps(args.data_dir, cfg, args.jit_compile)
+    steps = bench_steps(args.data_dir, cfg, xla=not args.no_xla)
     print("timing meta-training unrolls (the first call of each compiles) ...",
           flush=True)
     unrolls = bench_unrolls(args.data_dir, cfg)
@@ -462,8 +497,7 @@ def main(argv=None):
   except datasets.DataNotFoundError as e:
     print("bench: {}".format(e), file=sys.stderr)
     return 2
-  report = make_report(steps, unrolls, info, args.quick, args.jit_compile,
-                       loop)
+  report = make_report(steps, unrolls, info, args.quick, loop)
   report["total_seconds"] = time.time() - start
   print(format_table(report))
   if args.json:

@@ -175,27 +175,47 @@ def test_bench_measure_with_stubbed_timer():
 def test_bench_json_report(tmp_path):
   step = lambda m: bench.summarize([m], first_call_seconds=1.)
   steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
-           "adam": step(0.001), "l2o_jit": {"error": "XLA: nope"}}
+           "l2o_xla": step(0.003), "adam": step(0.0015),
+           "adam_xla": step(0.001)}
   unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
              "batch_size": 128, "noreg": step(0.5),
              "hessian_esd": step(1.5)}
   info = {"cpu": "test cpu", "cpu_count": 2, "tensorflow": "2.x",
           "python": "3.11", "load_average_1min_at_start": 0.1}
-  report = bench.make_report(steps, unrolls, info, quick=True,
-                             jit_compile=True)
+  report = bench.make_report(steps, unrolls, info, quick=True)
   path = tmp_path / "sub" / "bench.json"
   bench.write_json(str(path), report)
   loaded = json.loads(path.read_text())
   for key in ("l2o_step_seconds", "adam_step_seconds",
               "unroll_seconds_noreg", "unroll_seconds_hessian_esd"):
     assert isinstance(loaded[key], float)
-  assert loaded["l2o_over_adam_ratio"] == pytest.approx(4.)
+  # Headline: the XLA learned step against the faster Adam step.
+  assert loaded["l2o_step_seconds"] == pytest.approx(0.003)
+  assert loaded["adam_step_seconds"] == pytest.approx(0.001)
+  assert loaded["l2o_over_adam_ratio"] == pytest.approx(3.)
+  assert loaded["l2o_no_xla_over_adam_ratio"] == pytest.approx(4.)
   assert loaded["hessian_esd_over_noreg_ratio"] == pytest.approx(3.)
-  assert loaded["l2o_step_seconds_jit"] is None
-  assert loaded["l2o_jit_error"] == "XLA: nope"
   assert loaded["machine"]["cpu"] == "test cpu"
   text = bench.format_table(report)
-  assert "4.00x" in text and "4.00 ms" in text and "XLA learned step failed" in text
+  assert "3.00x" in text and "4.00 ms" in text and "(XLA)" in text
+
+
+def test_bench_report_when_xla_fails():
+  step = lambda m: bench.summarize([m], first_call_seconds=1.)
+  steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
+           "l2o_xla": {"error": "XLA: nope"}, "adam": step(0.002)}
+  unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
+             "batch_size": 128, "noreg": step(0.5),
+             "hessian_esd": step(1.5)}
+  report = bench.make_report(steps, unrolls, {"cpu": "c", "cpu_count": 2,
+                                              "tensorflow": "2.x",
+                                              "python": "3.11",
+                                              "load_average_1min_at_start":
+                                              None})
+  assert report["l2o_step_uses_xla"] is False
+  assert report["l2o_over_adam_ratio"] == pytest.approx(2.)
+  assert report["l2o_xla_error"] == "XLA: nope"
+  assert "l2o_xla failed: XLA: nope" in bench.format_table(report)
 
 
 # ------------------------------------------------------- all.sh end to end
