@@ -20,10 +20,9 @@ on the machine at hand:
       cross-entropy, ``keras.optimizers.Adam().apply_gradients``.
 
     Both are timed with and without XLA (``jit_compile``), taking turns
-    within each repeat. The headline ratio puts the learned step as
-    metatest.py and Keras (``jit_compile="auto"``) run it, with XLA, against
-    the *faster* of the two Adam steps. ``--no_xla`` times only the steps
-    without XLA.
+    within each repeat. The headline ratio puts the learned step with XLA
+    (as ``metatest.py --jit_compile`` runs it) against the *faster* of the
+    two Adam steps. ``--no_xla`` times only the steps without XLA.
 
 (b) one 20-step meta-training unroll (forward through 20 optimizer steps and
     the meta-gradient back through them: ``l2o_scale.meta_step.make_meta_step``

@@ -488,23 +488,15 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     """
     (new_packed, update_steps, lr_attends,
      attention_deltas) = self._packed_core(grads, packed, global_state)
-    new_params, new_attend, steps = [], [], []
+    new_params, new_attend = [], []
     for idx, param in enumerate(params):
-      update_step = update_steps[idx]
-      steps.append(update_step)
       base = packed["true_param"][idx] if self.use_attention else param
-      own = base - update_step
-      if mode_mt is not None and update_steps_mt is not None:
-        updated_param = tf.where(mode_mt, base - update_steps_mt[idx], own)
-      else:
-        updated_param = own
-      if self.use_attention:
-        attention_step = tf.reshape(
-            lr_attends[idx] * attention_deltas[idx], tf.shape(base))
-        new_attend.append(base - attention_step)
-      else:
-        new_attend.append(updated_param)
+      updated_param, attended = self._stepped(
+          base, update_steps[idx], mode_mt, update_steps_mt, idx,
+          lr_attends[idx] if self.use_attention else None,
+          attention_deltas[idx] if self.use_attention else None)
       new_params.append(updated_param)
+      new_attend.append(attended)
     if self.use_attention:
       new_packed["true_param"] = list(new_params)
     new_global = []
@@ -513,7 +505,24 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       # of the *last* tensor's layer RNN only, not a mean over all tensors.
       new_global = self._compute_updated_global_state(
           [new_packed["layer"][-1:]], global_state)
-    return new_params, new_packed, new_global, new_attend, steps
+    return new_params, new_packed, new_global, new_attend, update_steps
+
+  def _stepped(self, base, update_step, mode_mt, update_steps_mt, idx,
+               lr_attend, attention_delta):
+    """One tensor's new parameter and attended location (l.395-425).
+
+    ``base`` is the true parameter with attention, else the parameter. In
+    imitation mode (``mode_mt`` true) the teacher's step ``update_steps_mt
+    [idx]`` replaces the optimizer's own (the training code's "MODIFY").
+    """
+    updated_param = base - update_step
+    if mode_mt is not None and update_steps_mt is not None:
+      updated_param = tf.where(mode_mt, base - update_steps_mt[idx],
+                               updated_param)
+    if not self.use_attention:
+      return updated_param, updated_param
+    attention_step = tf.reshape(lr_attend * attention_delta, tf.shape(base))
+    return updated_param, base - attention_step
 
   def _stacked_readout(self):
     """All linear readouts of the per-parameter state as one matrix.
@@ -696,17 +705,10 @@ class HierarchicalRNN(opt.TrainableOptimizer):
            grad, state, global_state, mean_log_lr)
       steps.append(update_step)
       base = state["true_param"] if self.use_attention else param
-      own = base - update_step
-      if mode_mt is not None and update_steps_mt is not None:
-        updated_param = tf.where(mode_mt, base - update_steps_mt[idx], own)
-      else:
-        updated_param = own
-      if self.use_attention:
-        attention_step = tf.reshape(lr_attend * attention_delta,
-                                    tf.shape(base))
-        new_attend.append(base - attention_step)
-      else:
-        new_attend.append(updated_param)
+      updated_param, attended = self._stepped(
+          base, update_step, mode_mt, update_steps_mt, idx, lr_attend,
+          attention_delta)
+      new_attend.append(attended)
       new_params.append(updated_param)
       new_state["true_param"] = updated_param
       new_states.append(new_state)
