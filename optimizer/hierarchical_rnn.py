@@ -41,12 +41,12 @@ _PER_TENSOR = _LOL + "/PerTensor"
 class _Segments:
   """T tensors laid end to end along the last axis of [k, N] row matrices.
 
-  Per-tensor reductions and broadcasts of the packed step in one op each:
-  ``indicators`` is [T, N] (row t is 1 on tensor t's coordinates), so a
-  matmul with its transpose sums each row over each tensor, and
-  ``tf.gather`` with the tensor index of each coordinate spreads per-tensor
-  values back. All of it is constant (built once per set of sizes with
-  numpy), so a step pays nothing to set it up.
+  What the packed step needs to tell tensors apart: ``indicators`` [T, N]
+  (row t is 1 on tensor t's coordinates; the GRU's matmul multiplies them
+  with each tensor's bias), per-tensor means of rows, and ``tf.gather`` with
+  the tensor index of each coordinate to spread per-tensor values back. All
+  of it is built once per set of sizes with numpy, so a step pays nothing to
+  set it up (the indicators take T * N floats of memory).
   """
 
   _cache = {}
