@@ -289,35 +289,19 @@ def adapter_rosenbrock_worker():
                  {"device": "/job:worker"}), None, None)]
 
 
-def _test_problem_mlp_scaled_init_small():
-  return [
-      np.random.randn(10, 32) * np.sqrt(2. / 10),
-      np.random.randn(32,) * 0.1,
-      np.random.randn(32, 64) * np.sqrt(2. / 32.),
-      np.random.randn(64,) * 0.1,
-      np.random.randn(64, 2) * np.sqrt(2. / 64.),
-      np.random.randn(2,) * 0.1,
-  ]
+def _test_problem_mlp_scaled_init(layer_sizes):
+  """He-scaled weights and N(0, 0.1) biases drawn with np.random.
 
-
-def _test_problem_mlp_scaled_init_large():
-  return [
-      np.random.randn(20, 32) * np.sqrt(2. / 20),
-      np.random.randn(32,) * 0.1,
-      np.random.randn(32, 64) * np.sqrt(2. / 32.),
-      np.random.randn(64,) * 0.1,
-      np.random.randn(64, 10) * np.sqrt(2. / 64.),
-      np.random.randn(10,) * 0.1,
-  ]
-
-
-def _test_problem_mlp_scaled_init_mnist():
-  return [
-      np.random.randn(784, 64) * np.sqrt(2. / 784.),
-      np.random.randn(64,) * 0.1,
-      np.random.randn(64, 10) * np.sqrt(2. / 64.),
-      np.random.randn(10,) * 0.1,
-  ]
+  Ports ``_test_problem_mlp_scaled_init_small`` / ``_large`` / ``_mnist`` of
+  the original problem_sets.py: for each layer (n_in, n_out) in turn, the
+  weights randn(n_in, n_out) * sqrt(2 / n_in), then the biases
+  randn(n_out) * 0.1, the same np.random call order as those functions.
+  """
+  init = []
+  for n_in, n_out in zip(layer_sizes[:-1], layer_sizes[1:]):
+    init.append(np.random.randn(n_in, n_out) * np.sqrt(2. / n_in))
+    init.append(np.random.randn(n_out,) * 0.1)
+  return init
 
 
 def test_problems(data_dir=None):  # pylint: disable=invalid-name
@@ -343,18 +327,18 @@ def test_problems(data_dir=None):  # pylint: disable=invalid-name
        5678),
       (_Spec(pg.FullyConnected, (10, 2), {}),
        datasets.random(10, 10000, random_seed=1234), 100, "mlp_small",
-       _test_problem_mlp_scaled_init_small()),
+       _test_problem_mlp_scaled_init([10, 32, 64, 2])),
       (_Spec(pg.FullyConnected, (20, 10), {}),
        datasets.random(20, 10000, n_classes=10, random_seed=1234), 100,
-       "mlp_large", _test_problem_mlp_scaled_init_large()),
+       "mlp_large", _test_problem_mlp_scaled_init([20, 32, 64, 10])),
       (_Spec(pg.FullyConnected, (784, 10),
              {"hidden_sizes": (64,), "activation": tf.nn.sigmoid}),
        _mnist(True, data_dir), 64, "mlp_mnist_sigmoid",
-       _test_problem_mlp_scaled_init_mnist()),
+       _test_problem_mlp_scaled_init([784, 64, 10])),
       (_Spec(pg.FullyConnected, (784, 10),
              {"hidden_sizes": (64,), "activation": tf.nn.relu}),
        _mnist(True, data_dir), 64, "mlp_mnist_relu",
-       _test_problem_mlp_scaled_init_mnist()),
+       _test_problem_mlp_scaled_init([784, 64, 10])),
       (_Spec(pg.ConvNet, ((1, 28, 28), 10, [(3, 3, 8), (5, 5, 8)]),
              {"activation": tf.nn.sigmoid}), _mnist(True, data_dir), 64,
        "convnet_mnist_sigmoid", None),
