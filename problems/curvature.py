@@ -284,6 +284,15 @@ def _explicit_probes(probes, count, params, what):
   return out
 
 
+def _probe_vectors(probes, count, params, seed, stream, what):
+  """``count`` probe vectors: the caller's ``probes`` if given (checked),
+  else Rademacher vectors drawn from ``seed`` on ``stream``, one per index."""
+  if probes is not None:
+    return _explicit_probes(probes, count, params, what)
+  return [_rademacher(params, seed, stream + k * len(params))
+          for k in range(count)]
+
+
 def hutchinson_trace(loss_fn, params, num_samples, seed, *, mode=None,
                      probes=None):
   """Hutchinson estimate of tr(H): mean over Rademacher probes v of v^T H v.
@@ -319,12 +328,9 @@ def hutchinson_trace(loss_fn, params, num_samples, seed, *, mode=None,
   num_samples = _check_positive("num_samples", num_samples)
   params = _as_param_list(params)
   hvp = _make_hvp(loss_fn, params, mode)
-  if probes is not None:
-    probes = _explicit_probes(probes, num_samples, params, "hutchinson_trace")
   values = []
-  for k in range(num_samples):
-    v = (probes[k] if probes is not None else
-         _rademacher(params, seed, _HUTCHINSON_STREAM + k * len(params)))
+  for v in _probe_vectors(probes, num_samples, params, seed,
+                          _HUTCHINSON_STREAM, "hutchinson_trace"):
     values.append(_group_product(hvp(v), v))
   return tf.reduce_mean(tf.stack(values))
 
@@ -484,12 +490,9 @@ def lanczos_density(loss_fn, params, num_iters, num_runs, seed, *,
   num_runs = _check_positive("num_runs", num_runs)
   params = _as_param_list(params)
   hvp = _make_hvp(loss_fn, params, mode)
-  if probes is not None:
-    probes = _explicit_probes(probes, num_runs, params, "lanczos_density")
   ritz = []
-  for r in range(num_runs):
-    start = (probes[r] if probes is not None else
-             _rademacher(params, seed, _LANCZOS_STREAM + r * len(params)))
+  for start in _probe_vectors(probes, num_runs, params, seed,
+                              _LANCZOS_STREAM, "lanczos_density"):
     t = _lanczos_tridiagonal(hvp, params, num_iters, start)
     ritz.append(tf.linalg.eigvalsh(t))
   return tf.reduce_sum(tf.stack(ritz))
