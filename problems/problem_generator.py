@@ -334,7 +334,27 @@ def _conv_param_shapes(n_channels, filter_list, with_bias):
 
 
 class _SmallInitConvNet(SoftmaxClassifier):
-  """Conv nets are initialised N(0, 0.01) in every version of the code."""
+  """Conv nets are initialised N(0, 0.01) in every version of the code.
+
+  Parameters: the conv kernels (and, with ``conv_bias``, their biases) of
+  ``filter_list``, then the dense layer [affine_size, n_classes] and its
+  bias. ``affine_size`` defaults to the flattened size of the last conv
+  output at the input's resolution (stride-1 SAME convolutions).
+  """
+
+  conv_bias = True
+
+  def __init__(self, image_shape, n_classes, filter_list,
+               activation=tf.nn.relu, random_seed=None, noise_stdev=0.0,
+               affine_size=None):
+    n_channels, px, py = image_shape
+    self.activation = activation
+    param_shapes, input_size = _conv_param_shapes(n_channels, filter_list,
+                                                  with_bias=self.conv_bias)
+    self.affine_size = (input_size * px * py if affine_size is None
+                        else affine_size)
+    param_shapes += [(self.affine_size, n_classes), (n_classes,)]
+    super().__init__(param_shapes, random_seed, noise_stdev)
 
   def init_tensors(self, seed=None):
     return [tf.random.normal(shape, mean=0., stddev=0.01, seed=seed)
@@ -351,16 +371,6 @@ class ConvNet(_SmallInitConvNet):
   and by ``test_problems``. The evaluation code's ``ConvNet`` is
   :class:`ConvNetEval`.
   """
-
-  def __init__(self, image_shape, n_classes, filter_list,
-               activation=tf.nn.relu, random_seed=None, noise_stdev=0.0):
-    n_channels, px, py = image_shape
-    self.activation = activation
-    param_shapes, input_size = _conv_param_shapes(n_channels, filter_list,
-                                                  with_bias=True)
-    self.affine_size = input_size * px * py
-    param_shapes += [(self.affine_size, n_classes), (n_classes,)]
-    super().__init__(param_shapes, random_seed, noise_stdev)
 
   def inference(self, params, data):
     conv_params, (output_w, output_b) = params[:-2], params[-2:]
@@ -380,15 +390,7 @@ class ConvNetOrig(_SmallInitConvNet):
   Used by ``test_mnist_conv_orig_problems``.
   """
 
-  def __init__(self, image_shape, n_classes, filter_list,
-               activation=tf.nn.relu, random_seed=None, noise_stdev=0.0):
-    n_channels, px, py = image_shape
-    self.activation = activation
-    param_shapes, input_size = _conv_param_shapes(n_channels, filter_list,
-                                                  with_bias=False)
-    self.affine_size = input_size * px * py
-    param_shapes += [(self.affine_size, n_classes), (n_classes,)]
-    super().__init__(param_shapes, random_seed, noise_stdev)
+  conv_bias = False
 
   def inference(self, params, data):
     net = data
@@ -442,13 +444,8 @@ class ConvNetEval(_SmallInitConvNet):
                affine_size=512, mode="test"):
     self.mode = mode
     self.stride = filter_list[0][3] if len(filter_list[0]) > 3 else 1
-    n_channels, _, _ = image_shape
-    self.activation = activation
-    param_shapes, _ = _conv_param_shapes(n_channels, filter_list,
-                                         with_bias=True)
-    self.affine_size = affine_size
-    param_shapes += [(self.affine_size, n_classes), (n_classes,)]
-    super().__init__(param_shapes, random_seed, noise_stdev)
+    super().__init__(image_shape, n_classes, filter_list, activation,
+                     random_seed, noise_stdev, affine_size=affine_size)
 
   def inference(self, params, data):
     training = self.mode == "train"
