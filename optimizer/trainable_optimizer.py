@@ -32,9 +32,9 @@ def flatten_and_sort(dictionary):
 def state_variables(state, name_prefix):
   """A state dict of tensors as non-trainable ``tf.Variable``s, sorted by key.
 
-  The optimizer's per-tensor state (the original's slots) and global state
-  live in variables whenever the optimizer is used outside an unroll: the
-  black-box ``apply_gradients`` below and the compiled meta-test loop.
+  The optimizer's per-tensor state (the original's slots) lives in variables
+  in the black-box ``apply_gradients`` below (the compiled meta-test loop
+  keeps the packed state instead, see :class:`PackedStateDefaults`).
   """
   return collections.OrderedDict(
       (key, tf.Variable(tf.convert_to_tensor(value), trainable=False,
