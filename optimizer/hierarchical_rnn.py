@@ -107,6 +107,17 @@ class _Segments:
         [x for x in sums if x is not None])
     return tf.stack(sums, 1) * tf.constant(self._inverse_sizes)
 
+  def means_by_matmul(self, rows):
+    """:meth:`means` as one matmul with the indicator rows.
+
+    For rows that are a matmul operand anyway (the GRU's input rows): XLA
+    materialises the operand, and this reads it once more. :meth:`means` on
+    a slice of it made XLA compute the sliced rows a second time and reduce
+    them through a slow reduce-window (~4% of the benchmark step).
+    """
+    return tf.matmul(rows, self.indicators, transpose_b=True) * tf.constant(
+        self._inverse_sizes)
+
   def spread(self, per_tensor):
     """[k, T] -> [k, N]: each tensor's value on each of its coordinates."""
     if self.count == 1:
@@ -479,9 +490,9 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     the bias each tensor's layer RNN injects into the per-parameter GRU
     rides in the GRU's matmul on T indicator rows (row t is 1 on tensor t's
     coordinates), per-tensor means (the layer RNN's input, the RMS
-    normalisation of the update) are one matmul with those rows
-    (:class:`_Segments`), and the layer RNNs of all tensors run as one
-    batch of T.
+    normalisation of the update) are sums over slices or, for the GRU's
+    input rows, one matmul with those indicator rows (:class:`_Segments`),
+    and the layer RNNs of all tensors run as one batch of T.
 
     Returns (new params, new packed state, new global state, attention
     params, update steps), as :meth:`compute_updates`.
@@ -626,10 +637,8 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     if self.num_layers > 1:
       layer_input = seg.means(param_state)
       if self._uses_additional_features:
-        # tf.split along axis 0 shares cell_rows' buffer (no copy).
-        inputs = tf.split(cell_rows, [n_in, seg.count + self.level_sizes[0]],
-                          0)[0]
-        layer_input = tf.concat([layer_input, seg.means(inputs)], 0)
+        input_means = seg.means_by_matmul(cell_rows)[:n_in]
+        layer_input = tf.concat([layer_input, input_means], 0)
       layer_input = tf.transpose(layer_input)
       if self.num_layers == 3:
         layer_bias = self.layer_bias_affine(list(global_state))
