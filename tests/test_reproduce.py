@@ -249,6 +249,29 @@ def test_bench_lower_bound_runs_the_optimizers_gru():
                              rtol=1e-5, atol=1e-6)
 
 
+def test_bench_report_when_xla_fails():
+  step = lambda m: bench.summarize([m], first_call_seconds=1.)
+  steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
+           "l2o_xla": {"error": "XLA: nope"}, "adam": step(0.002),
+           "gru_core_xla": {"error": "XLA: no"}}
+  unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
+             "batch_size": 128, "noreg": step(0.5),
+             "hessian_esd": step(1.5)}
+  report = bench.make_report(steps, unrolls, {"cpu": "c", "cpu_count": 2,
+                                              "tensorflow": "2.x",
+                                              "python": "3.11",
+                                              "load_average_1min_at_start":
+                                              None})
+  assert report["l2o_step_uses_xla"] is False
+  assert report["l2o_over_adam_ratio"] == pytest.approx(2.)
+  assert report["l2o_xla_error"] == "XLA: nope"
+  assert report["gru_core_xla_error"] == "XLA: no"
+  assert "gru_core_over_adam_ratio" not in report
+  text = bench.format_table(report)
+  assert "l2o_xla failed: XLA: nope" in text
+  assert "gru_core_xla failed: XLA: no" in text and "lower bound" not in text
+
+
 # ------------------------------------------------------- all.sh end to end
 def _table_rows(path):
   rows = {}
