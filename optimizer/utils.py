@@ -40,6 +40,17 @@ def project(inputs, weights, bias=0., activation=tf.identity):
 _MS_EPSILON = 1e-12
 
 
+def _blended_mean_squared(grad, decay, ms):
+  """``(1 - decay) * (grad^2 + 1e-12) + decay * ms``: the running mean square
+  with ``decay`` already settled (the first-step rule applied or not)."""
+  return (1. - decay) * (tf.square(grad) + _MS_EPSILON) + decay * ms
+
+
+def _rms_scaled(grad, ms):
+  """``asinh(grad / sqrt(ms + 1e-16))``: the gradient over its running RMS."""
+  return asinh(grad / tf.sqrt(ms + 1e-16))
+
+
 def new_mean_squared(grad_vec, decay, ms):
   """Running mean of squared gradients (utils.py l.111-136).
 
@@ -47,10 +58,9 @@ def new_mean_squared(grad_vec, decay, ms):
   gradient is returned as it is: the original's first-step rule. The TF1
   range assertions on ``decay`` are not ported: ``decay`` is a sigmoid output.
   """
-  grad_squared = tf.square(grad_vec)
   first_step = tf.reduce_all(tf.equal(ms, 0.))
   decay = tf.where(first_step, tf.zeros_like(decay), decay)
-  return (1. - decay) * (grad_squared + _MS_EPSILON) + decay * ms
+  return _blended_mean_squared(grad_vec, decay, ms)
 
 
 def rms_scaling(gradient, decay, ms, update_ms=True):
@@ -61,8 +71,7 @@ def rms_scaling(gradient, decay, ms, update_ms=True):
   grad_vec = tf.reshape(gradient, [-1, 1])
   if update_ms:
     ms = new_mean_squared(grad_vec, decay, ms)
-  scaled_gradient = asinh(grad_vec / tf.sqrt(ms + 1e-16))
-  return scaled_gradient, ms
+  return _rms_scaled(grad_vec, ms), ms
 
 
 def rms_scaling_rows(gradients, decay, ms):
@@ -75,8 +84,8 @@ def rms_scaling_rows(gradients, decay, ms):
   :func:`rms_scaling`, in a handful of ops on one tensor instead of k times
   as many on [N, 1] columns. Returns (scaled, new ms), both [k, N].
   """
-  ms = (1. - decay) * (tf.square(gradients) + _MS_EPSILON) + decay * ms
-  return asinh(gradients / tf.sqrt(ms + 1e-16)), ms
+  ms = _blended_mean_squared(gradients, decay, ms)
+  return _rms_scaled(gradients, ms), ms
 
 
 class Affine(tf.Module):
