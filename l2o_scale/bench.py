@@ -64,6 +64,10 @@ HRNN_LEVEL_SIZES = [10, 20, 20]
 HRNN_OPTIONS = dict(use_problem_lr_mean=True, use_gradient_shortcut=True,
                     use_grad_products=True)
 
+# The steps bench_steps compiles with XLA; any of them may fail to compile,
+# and the report then carries "<name>_error" instead of its timings.
+XLA_STEPS = ("l2o_xla", "adam_xla", "gru_core_xla")
+
 # (warm-up calls, repeats, steps per repeat) for the step benchmark and
 # (repeats) for the unroll benchmark.
 FULL = dict(step_warmup=20, step_repeats=30, step_inner=50, unroll_repeats=10)
@@ -418,7 +422,7 @@ def make_report(steps, unrolls, info, quick=False, loop=None):
   if gru_core is not None:
     report["gru_core_step_seconds_xla"] = gru_core
     report["gru_core_over_adam_ratio"] = gru_core / adam
-  for name in ("l2o_xla", "adam_xla", "gru_core_xla"):
+  for name in XLA_STEPS:
     if steps.get(name) and "error" in steps[name]:
       report[name + "_error"] = steps[name]["error"]
   if loop is not None:
@@ -480,7 +484,7 @@ def format_table(report):
         "lower bound (the MLP's loss and gradients plus the per-parameter GRU "
         "alone, XLA) / fastest Adam step: {:.2f}x".format(
             report["gru_core_over_adam_ratio"]))
-  for name in ("l2o_xla", "adam_xla", "gru_core_xla"):
+  for name in XLA_STEPS:
     if report.get(name + "_error"):
       lines.append("{} failed: {}".format(name, report[name + "_error"]))
   if "loop_l2o_step_seconds" in report:
