@@ -281,8 +281,9 @@ def run(flag_values):
             seed, info["iteration"], info["num_iter"], info["objective"],
             info["steps_per_second"]), flush=True)
 
-      def run(jit_compile, seed=seed, progress=progress, problem=problem,
-              dataset=dataset, batch_size=batch_size, heldout=heldout):
+      def test_seed(jit_compile, seed=seed, progress=progress,
+                    problem=problem, dataset=dataset, batch_size=batch_size,
+                    heldout=heldout):
         return testing.test_optimizer(
             opt, problem, num_iter=flag_values.num_testing_itrs,
             dataset=dataset, batch_size=batch_size, seed=seed, logdir=None,
@@ -293,7 +294,7 @@ def run(flag_values):
 
       if jit_compile:
         try:
-          objective_values, _, records = run(True)
+          objective_values, _, records = test_seed(True)
         except (tf.errors.InvalidArgumentError,
                 tf.errors.UnimplementedError) as e:
           jit_compile = False
@@ -301,7 +302,7 @@ def run(flag_values):
                 "XLA.".format(str(e).strip().splitlines()[0][:200]),
                 flush=True)
       if not jit_compile:
-        objective_values, _, records = run(False)
+        objective_values, _, records = test_seed(False)
       elapsed = time.time() - start
       path = os.path.join(save_dir, _result_name(
           "seed{seed}_eval_loss_record.pickle-{model_name}", seed,
