@@ -7,6 +7,7 @@ turns them into the ``Spec`` the original built (l.300-330).
 """
 
 import importlib
+import types
 
 from absl import flags
 
@@ -115,16 +116,9 @@ def default_optimizer_kwargs():
   flags: the configuration ``metarun.py`` trains by default, and so the one a
   checkpoint has unless told otherwise (e.g. for the Keras optimizer).
   """
-  class _Defaults(object):
-    pass
-  values = _Defaults()
-  for name, default, _ in _BOOL_FLAGS:
-    setattr(values, name, default)
-  for name, default in _VALUE_DEFAULTS.items():
-    setattr(values, name, default)
-  for name, default in hierarchical_rnn.INIT_DEFAULTS.items():
-    setattr(values, name, default)
-  return optimizer_kwargs(values)
+  return optimizer_kwargs(types.SimpleNamespace(
+      **{name: default for name, default, _ in _BOOL_FLAGS},
+      **_VALUE_DEFAULTS, **hierarchical_rnn.INIT_DEFAULTS))
 
 
 def optimizer_kwargs(flag_values):

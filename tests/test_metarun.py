@@ -67,3 +67,22 @@ def test_paper_command_quirk_is_reported(tmp_path, data_dir):
   assert "--regularize_time=none switches the optimizer regularizer" in (
       result.stdout)
   assert "[meta-iteration 1/1] unroll 1/1" in result.stdout
+
+
+def test_default_optimizer_kwargs_are_the_flag_defaults():
+  """``optimizer_flags.default_optimizer_kwargs`` (what the Keras optimizer
+  assumes a checkpoint was trained with) equals ``optimizer_kwargs`` of the
+  absl flags as metarun.py defines them, with no flag given."""
+  code = (
+      "from absl import flags\n"
+      "from l2o_scale import optimizer_flags as o\n"
+      "o.define_optimizer_flags()\n"
+      "flags.FLAGS(['metarun'])\n"
+      "assert o.optimizer_kwargs(flags.FLAGS) == o.default_optimizer_kwargs()"
+      ", (o.optimizer_kwargs(flags.FLAGS), o.default_optimizer_kwargs())\n"
+      "print('same', len(o.default_optimizer_kwargs()))\n")
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.startswith("same ")
