@@ -64,11 +64,13 @@ class PackedStateDefaults(object):
   """The packed-state interface, for optimizers whose state is per tensor.
 
   Callers that keep an optimizer's state across steps (the meta-test loop,
-  the Keras optimizer, the benchmark) hold it as the optimizer's *packed*
-  state: whatever layout makes its step cheapest (the hierarchical RNN lays
-  all tensors end to end, see ``HierarchicalRNN.pack_state``). These
-  defaults make the packed state the list of per-tensor state dicts, so
-  every optimizer, learned or baseline, serves the same callers.
+  the benchmark) hold it as the optimizer's *packed* state: whatever layout
+  makes its step cheapest (the hierarchical RNN lays all tensors end to end,
+  see ``HierarchicalRNN.pack_state``). These defaults make the packed state
+  the list of per-tensor state dicts, so every optimizer, learned or
+  baseline, serves the same callers. (The Keras optimizer keeps per-tensor
+  slots and calls ``compute_updates``: which variables get gradients can
+  change between its calls.)
   """
 
   def initialize_packed_state(self, params):

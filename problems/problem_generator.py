@@ -764,7 +764,8 @@ class SparseProblem(Problem):
   """Wrapped problem whose gradient entries are zeroed w.p. zero_probability.
 
   Port of the original class: the TF1 ``gradients`` override becomes
-  ``add_gradient_noise``. Non-zeroed entries get the usual gradient noise. Init is the base standard normal (no override, as the original).
+  ``add_gradient_noise``. Non-zeroed entries get the usual gradient noise.
+  Init is the base standard normal (no override, as the original).
   """
 
   def __init__(self, problem_spec, zero_probability=0.99, random_seed=None,
