@@ -144,3 +144,40 @@ def test_no_problem_selected():
   _parse("--test_optimizer=Adam")
   with pytest.raises(ValueError, match="include_mnist_mlp_relu_problems"):
     metatest.run(FLAGS)
+
+
+def _final_losses(save_dir, model_name):
+  with open(os.path.join(save_dir, "seed6_eval_loss_record.pickle-" +
+                         model_name), "rb") as f:
+    return np.array(pickle.load(f), dtype=np.float64)
+
+
+def test_baseline_learning_rate_overrides_the_original(data_dir, tmp_path):
+  """--baseline_learning_rate replaces the original's SGD 1e-3 (and only it)."""
+  save_dir = str(tmp_path / "sgd")
+  common = ["--test_optimizer=SGD", "--include_mnist_mlp_relu_problems",
+            "--num_testing_itrs=60", "--seeds=6", "--data_dir=" + data_dir,
+            "--save_dir=" + save_dir]
+  _parse(*common, "--model_name=orig")
+  assert metatest.build_optimizer(FLAGS)[0].learning_rate == 1e-3
+  metatest.run(FLAGS)
+  _parse(*common, "--model_name=tuned", "--baseline_learning_rate=0.1")
+  assert metatest.build_optimizer(FLAGS)[0].learning_rate == 0.1
+  metatest.run(FLAGS)
+  orig, tuned = (_final_losses(save_dir, m) for m in ("orig", "tuned"))
+  # Same seed: same start point and batches, so the first loss is equal; a
+  # 100x larger SGD step then trains much further in 60 steps.
+  assert orig[0] == tuned[0]
+  assert tuned[-10:].mean() < orig[-10:].mean() - 0.05
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--test_optimizer=L2o", "--baseline_learning_rate=0.1"],
+     "--test_optimizer=L2o has none"),
+    (["--test_optimizer=Adam", "--baseline_learning_rate=0"],
+     "--baseline_learning_rate must be > 0"),
+])
+def test_baseline_learning_rate_errors(args, message):
+  _parse(*args)
+  with pytest.raises(ValueError, match=message):
+    metatest.build_optimizer(FLAGS)
