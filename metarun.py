@@ -114,6 +114,38 @@ flags.DEFINE_integer("seed", None, "Seed numpy, Python and TF random streams.")
 flags.DEFINE_boolean("resume", True,
                      "Continue from the latest checkpoint in the log dir.")
 flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
+# New in the port: meta-training that learns and stays stable (README
+# "Meta-training that learns"). Defaults keep the original's behaviour.
+flags.DEFINE_enum("optimizee_init", "normal", ["normal", "problem"],
+                  "Initial optimizee parameters of each meta-iteration: "
+                  "'normal' = standard normal (the original), 'problem' = the "
+                  "problem's own initialisation, as meta-testing starts.")
+flags.DEFINE_enum("on_divergence", "continue", ["continue", "rollback", "stop"],
+                  "When an unroll diverges (non-finite meta-objective or "
+                  "meta-gradient, or the optimizee objective grows more than "
+                  "--divergence_growth_limit times): 'continue' = warn and "
+                  "apply it (the original), 'rollback' = undo the "
+                  "meta-iteration (back to model.ckpt-0 or its start) and "
+                  "lower the meta learning rate, 'stop' = end training.")
+flags.DEFINE_float("divergence_growth_limit", 100.,
+                   "An unroll (and a --selection=robust run) diverged when "
+                   "its optimizee objective ends above this many times its "
+                   "start. <= 0: only non-finite values count.")
+flags.DEFINE_float("divergence_lr_decay", 0.5,
+                   "--on_divergence=rollback multiplies the meta learning "
+                   "rate by this.")
+flags.DEFINE_enum("selection", "original", ["original", "robust"],
+                  "Which evaluation picks model.ckpt-0: 'original' = lowest "
+                  "evaluation cost (--evaluation_epochs runs of "
+                  "--fix_num_steps_eval steps from N(0,1) parameters); "
+                  "'robust' = lowest mean final objective of "
+                  "--selection_steps-step meta-test runs on fixed "
+                  "--selection_seeds (a diverging optimizer never wins).")
+flags.DEFINE_integer("selection_steps", 1000,
+                     "Steps of each --selection=robust run.")
+flags.DEFINE_list("selection_seeds", ["1001", "1002", "1003"],
+                  "Seeds of the --selection=robust runs (each fixes the "
+                  "initial parameters, initial learning rates and batches).")
 
 optimizer_flags.define_optimizer_flags()
 
@@ -219,6 +251,17 @@ def check_flags(flag_values):
                "mini_batch_size"):
     if getattr(flag_values, name) < 1:
       errors.append("--{} must be >= 1".format(name))
+  if flag_values.selection_steps < 10:
+    errors.append("--selection_steps must be >= 10")
+  try:
+    seeds = [int(s) for s in flag_values.selection_seeds]
+    if not seeds:
+      errors.append("--selection_seeds is empty")
+  except ValueError:
+    errors.append("--selection_seeds must be integers, got {}".format(
+        ",".join(flag_values.selection_seeds)))
+  if not 0. < flag_values.divergence_lr_decay <= 1.:
+    errors.append("--divergence_lr_decay must be in (0, 1]")
   if not 0. <= flag_values.mt_ratio <= 1.:
     errors.append("--mt_ratio must be in [0, 1]")
   if flag_values.reg_option not in metaopt.REG_OPTIONS:
@@ -257,7 +300,14 @@ def training_config(flag_values):
       reg_optimizer=flag_values.reg_optimizer,
       reg_optimizee=flag_values.reg_optimizee, alpha=flag_values.alpha,
       beta=flag_values.beta, reg_option=flag_values.reg_option,
-      hessian_itrs=flag_values.hessian_itrs)
+      hessian_itrs=flag_values.hessian_itrs,
+      optimizee_init=flag_values.optimizee_init,
+      on_divergence=flag_values.on_divergence,
+      divergence_growth_limit=flag_values.divergence_growth_limit,
+      divergence_lr_decay=flag_values.divergence_lr_decay,
+      selection=flag_values.selection,
+      selection_steps=flag_values.selection_steps,
+      selection_seeds=tuple(int(s) for s in flag_values.selection_seeds))
 
 
 def main(argv):
@@ -320,6 +370,8 @@ def main(argv):
     if FLAGS.set_profiling:
       tf.profiler.experimental.stop()
   print("Done. Latest checkpoint: {}".format(result["last_checkpoint"]))
+  if result.get("stopped_by_divergence"):
+    return 3
   return 0
 
 

@@ -81,3 +81,12 @@ class RMSProp(tf.Module):
   def apply_gradients(self, grads):
     """Applies one update with ``grads`` (same order as the variables)."""
     self._apply(list(grads))
+
+  def slot_variables(self):
+    """The ``ms`` and ``mom`` slots (what a rollback restores with the vars)."""
+    return self.ms + self.mom
+
+  def set_learning_rate(self, learning_rate):
+    """Changes the learning rate; the next update is traced anew with it."""
+    self.learning_rate = float(learning_rate)
+    self._apply = tf.function(self._apply_impl)

@@ -28,6 +28,7 @@ original defined them but never wrote them), resumption from the last
 checkpoint, and a clear message when ``mini_batch_size`` exceeds the data.
 """
 
+import collections
 import dataclasses
 import os
 import random
@@ -41,6 +42,8 @@ from l2o_scale import checkpoints
 from l2o_scale import curriculum as curriculum_lib
 from l2o_scale import meta_step as meta_step_lib
 from l2o_scale import mt_utils as mt_utils_lib
+from l2o_scale import selection as selection_lib
+from l2o_scale import stability
 from l2o_scale import tf1_optimizers
 from l2o_scale import unroll as unroll_lib
 from optimizer import utils
@@ -68,6 +71,18 @@ class TrainingConfig:
   beta: float = 1e-4
   reg_option: str = "hessian"
   hessian_itrs: int = 10
+  # New in the port (defaults = the original's behaviour); see the README
+  # "Meta-training that learns" and l2o_scale/stability.py, selection.py.
+  optimizee_init: str = "normal"
+  on_divergence: str = "continue"
+  divergence_growth_limit: float = 100.
+  divergence_lr_decay: float = 0.5
+  selection: str = "original"
+  selection_steps: int = 1000
+  selection_seeds: tuple = (1001, 1002, 1003)
+
+
+OPTIMIZEE_INITS = ("normal", "problem")
 
 
 def sigmoid_weights(n, slope=0.1, offset=5):
@@ -110,6 +125,10 @@ def split_batches(all_batches, lengths, stride=1):
     groups.append(all_batches[start:start + n * stride:stride])
     start += n * stride
   return groups
+
+
+SeriesResult = collections.namedtuple("SeriesResult",
+                                      ["last", "total_step", "diverged"])
 
 
 class CarriedState(object):
@@ -162,6 +181,9 @@ class CheckpointWriter(object):
   def save(self, number):
     return self.manager.save(checkpoint_number=number)
 
+  def meta_optimizer_iterations(self):
+    return self.ckpt.meta_optimizer.iterations.numpy()
+
   def latest(self):
     return self.manager.latest_checkpoint
 
@@ -213,6 +235,7 @@ class _Trainer(object):
                meta_optimizer, config, gradient_clip,
                obj_train_max_multiplier, summary_writer, out):
     self.problem = problem
+    self.dataset = dataset
     self.problem_name = problem_name
     self.config = config
     self.optimizer = optimizer
@@ -235,11 +258,36 @@ class _Trainer(object):
                                                       self.reg)
     self.carried = CarriedState(problem, optimizer)
     self.num_nonfinite = 0
+    self.reset_next_series = False  # Set after a rollback (stale state).
+    self.selection_runs = None  # Built at the first robust evaluation.
 
   # ------------------------------------------------------------- data
   def init_tensors(self):
+    """Fresh optimizee parameters for a series.
+
+    ``optimizee_init="normal"`` (the original): standard normal, drawn with
+    numpy. ``"problem"``: the problem's own initialisation, as meta-testing
+    starts (e.g. N(0, 0.01) for the MNIST MLPs), with an op seed drawn from
+    numpy's stream (a fresh op seed gives the first draw of its stream, so
+    the values depend on the seeds only; no ``tf.random.set_seed``, which
+    would clear TF's kernel cache).
+    """
+    if self.config.optimizee_init == "problem":
+      seed = int(np.random.randint(2**31 - 1))
+      return [t.numpy() for t in self.problem.init_tensors(seed=seed)]
     return [np.random.normal(size=shape).astype(np.float32)
             for shape in self.problem.param_shapes]
+
+  def robust_score(self):
+    """``--selection=robust``'s score of the current meta-parameters."""
+    if self.selection_runs is None:
+      self.selection_runs = selection_lib.make_runs(
+          self.problem, self.optimizer,
+          0 if self.data is None else self.data.shape[0], self.batch_size,
+          self.config.selection_steps, self.config.selection_seeds)
+    return selection_lib.robust_score(
+        self.optimizer, self.problem, self.dataset, self.batch_size or None,
+        self.selection_runs, self.config.divergence_growth_limit)
 
   def batches(self, total, lengths, stride=1):
     """Batches per unroll for the learner, and for the MT teacher.
@@ -281,7 +329,12 @@ class _Trainer(object):
 
   # ---------------------------------------------------------- unrolls
   def run_series(self, k, lengths, mt_training, total_step, log_prefix):
-    """Trains over one series of partial unrolls (one meta-iteration)."""
+    """Trains over one series of partial unrolls (one meta-iteration).
+
+    Returns a :class:`SeriesResult`; its ``diverged`` names why an unroll
+    diverged when ``on_divergence`` is not ``continue`` (the series then
+    stops there without applying that unroll's meta-gradients).
+    """
     num_unrolls = len(lengths)
     total = sum(lengths)
     weights = [np.ones(n, np.float32) / n for n in lengths]
@@ -300,7 +353,8 @@ class _Trainer(object):
                                   self.config.reg_scale)
       first_unroll = unroll_itr == 0
       reset_state = (first_unroll and k == 0 if self.config.reset_rnn_params
-                     else first_unroll)
+                     else first_unroll) or (first_unroll and
+                                            self.reset_next_series)
       mini_data, mini_labels = self.mini_dataset(mini_batches[unroll_itr])
       self.last_mini = (mini_data, mini_labels)
       if mt_training:
@@ -328,6 +382,12 @@ class _Trainer(object):
                "more than obj_train_max_multiplier.".format(
                    log_prefix, unroll_itr + 1, num_unrolls))
           break
+      reason = stability.divergence_reason(
+          sub_obj, objective, grads, self.config.divergence_growth_limit)
+      if reason:
+        self.warn_divergence(log_prefix, unroll_itr, num_unrolls, reason)
+        if self.config.on_divergence != "continue":
+          return SeriesResult(last, total_step, reason)
       self.apply(grads, objective, unroll_itr, k)
       if unroll_itr + 1 < num_unrolls:
         self.carried.update(out.final_state)
@@ -335,7 +395,18 @@ class _Trainer(object):
       total_step += 1
       self.log_unroll(log_prefix, unroll_itr, num_unrolls, length, objective,
                       sub_obj, time.time() - start, mt_training, total_step)
-    return last, total_step
+    self.reset_next_series = False
+    return SeriesResult(last, total_step, None)
+
+  def warn_divergence(self, prefix, unroll_itr, num_unrolls, reason):
+    action = {
+        "continue": ("its meta-gradients are applied as the original does "
+                     "(--on_divergence=rollback undoes such meta-iterations)"),
+        "rollback": "rolling back",
+        "stop": "stopping (--on_divergence=stop)",
+    }[self.config.on_divergence]
+    _log(self.out, "warning: {} unroll {}/{} diverged: {}; {}.".format(
+        prefix, unroll_itr + 1, num_unrolls, reason, action))
 
   def apply(self, grads, objective, unroll_itr, k):
     """make_finite + clip_by_value on the meta-gradients, then RMSProp (l.215-240)."""
@@ -502,6 +573,11 @@ def train_optimizer(logdir,
 
   best_evaluation = float(progress.best_evaluation.numpy())
   best_model_idx = None
+  divergences = 0
+  stopped_by_divergence = False
+  # --selection=robust with the curriculum: model.ckpt-0 is written when the
+  # curriculum improves *and* the robust score beats this (kept in memory).
+  robust_best = [float("inf")] if config.selection == "robust" else None
   total_step = int(meta_optimizer.iterations.numpy())
   nonfinite = 0
   k = start_k
@@ -512,7 +588,10 @@ def train_optimizer(logdir,
                        meta_optimizer, config, gradient_clip,
                        obj_train_max_multiplier, summary_writer, out)
     stop = False
+    snapshot = stability.MetaSnapshot(meta_optimizer, optimizer.meta_variables)
     for k in range(start_k, num_meta_iterations):
+      if config.on_divergence == "rollback":
+        snapshot.take()
       mt_training = config.if_mt and random.random() < config.mt_ratio
       lengths = _unroll_plan(k, if_cl, curriculum, fix_unroll,
                              fix_unroll_length, fix_num_steps,
@@ -521,8 +600,19 @@ def train_optimizer(logdir,
       _log(out, "{} {} on {}: {} unrolls of {} steps".format(
           prefix, "imitation" if mt_training else "training", name,
           len(lengths), lengths[0] if len(set(lengths)) == 1 else lengths))
-      last, total_step = trainer.run_series(k, lengths, mt_training,
-                                            total_step, prefix)
+      last, total_step, diverged = trainer.run_series(k, lengths, mt_training,
+                                                      total_step, prefix)
+      if diverged:
+        divergences += 1
+        if config.on_divergence == "stop":
+          _log(out, "{} meta-training stopped: {}. {}".format(
+              prefix, diverged, _best_model_line(writer)))
+          stopped_by_divergence = True
+          break
+        _roll_back(snapshot, writer, optimizer, meta_optimizer, trainer,
+                   config.divergence_lr_decay, prefix, out)
+        progress.meta_iteration.assign(k + 1)
+        continue
       trainer.write_histograms(last[0] if last else None, total_step)
       switch = last[1] if last else False
       progress.meta_iteration.assign(k + 1)
@@ -537,7 +627,8 @@ def train_optimizer(logdir,
         if if_cl:
           stop = _curriculum_step(curriculum, cost, k, evaluation_period,
                                   writer, progress, trainer, switch,
-                                  fix_unroll_length, evaluation_epochs, out)
+                                  fix_unroll_length, evaluation_epochs, out,
+                                  robust_best)
           best_evaluation = curriculum.best
         else:
           _log(out, "evaluation {}, cost={:.6g}".format(
@@ -545,6 +636,9 @@ def train_optimizer(logdir,
           if summary_writer is not None:
             with summary_writer.as_default(step=total_step):
               tf.summary.scalar("EvaluationCost", cost)
+          if config.selection == "robust":
+            cost = _log_robust_score(trainer, k, evaluation_period,
+                                     summary_writer, total_step, out)
           if cost < best_evaluation:
             best_evaluation = cost
             progress.best_evaluation.assign(cost)
@@ -559,7 +653,7 @@ def train_optimizer(logdir,
       progress.meta_iteration.assign(k + 1)
       writer.save(k + 1)
     start_k = 0
-    if stop:
+    if stop or stopped_by_divergence:
       break
   if summary_writer is not None:
     summary_writer.flush()
@@ -568,13 +662,78 @@ def train_optimizer(logdir,
   if nonfinite:
     _log(out, "{} unroll(s) had non-finite values (gradients zeroed).".format(
         nonfinite))
+  if divergences:
+    _log(out, "{} meta-iteration(s) diverged (--on_divergence={}).".format(
+        divergences, config.on_divergence))
   return dict(best_evaluation=best_evaluation, last_checkpoint=writer.latest(),
-              meta_iterations=k + 1, nonfinite_unrolls=nonfinite)
+              meta_iterations=k + 1, nonfinite_unrolls=nonfinite,
+              divergences=divergences,
+              stopped_by_divergence=stopped_by_divergence)
+
+
+def _best_checkpoint(writer):
+  path = os.path.join(writer.logdir, "{}-0".format(
+      checkpoints.CHECKPOINT_BASENAME))
+  return path if tf.io.gfile.exists(path + ".index") else None
+
+
+def _best_model_line(writer):
+  best = _best_checkpoint(writer)
+  if best is None:
+    return "No model was evaluated as best yet (no model.ckpt-0)."
+  return "The best model evaluated before is {}.".format(best)
+
+
+def _roll_back(snapshot, writer, optimizer, meta_optimizer, trainer, lr_decay,
+               prefix, out):
+  """Undoes a diverged meta-iteration (``--on_divergence=rollback``).
+
+  The meta-parameters go back to the best evaluated model (``model.ckpt-0``)
+  or, before there is one, to their values at the start of the
+  meta-iteration; the meta-optimizer's slots to the start of the
+  meta-iteration; the meta learning rate is multiplied by ``lr_decay``; the
+  next series starts from a fresh optimizer state (the carried one is
+  stale).
+  """
+  snapshot.restore()
+  best = _best_checkpoint(writer)
+  if best is not None:
+    checkpoints.restore_optimizer(best, optimizer)
+  meta_optimizer.set_learning_rate(meta_optimizer.learning_rate * lr_decay)
+  trainer.reset_next_series = True
+  _log(out, "{} rolled back to {}; meta learning rate now {:.3g}.".format(
+      prefix, best or "the start of this meta-iteration",
+      meta_optimizer.learning_rate))
+
+
+def _log_robust_score(trainer, k, evaluation_period, summary_writer,
+                      total_step, out):
+  """Computes, logs and returns the robust selection score (lower = better)."""
+  start = time.time()
+  result = trainer.robust_score()
+  _log(out, "selection {}, robust score={:.6g} (mean final objective over "
+       "seeds {}: {}{}) {:.1f}s".format(
+           (k + 1) // evaluation_period, result.score,
+           ",".join(str(s) for s in trainer.config.selection_seeds),
+           ", ".join("{:.4g}".format(f) for f in result.finals),
+           "; diverged on seeds {}".format(result.diverged_runs)
+           if result.diverged_runs else "", time.time() - start))
+  if summary_writer is not None and np.isfinite(result.score):
+    with summary_writer.as_default(step=total_step):
+      tf.summary.scalar("SelectionScore", result.score)
+  return result.score
 
 
 def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,
-                     trainer, switch, fix_unroll_length, evaluation_epochs, out):
-  """Applies the curriculum decision after an evaluation; True means stop."""
+                     trainer, switch, fix_unroll_length, evaluation_epochs, out,
+                     robust_best=None):
+  """Applies the curriculum decision after an evaluation; True means stop.
+
+  ``robust_best`` (``--selection=robust``): a one-element list holding the
+  best robust score so far; an improvement the curriculum sees then becomes
+  ``model.ckpt-0`` only if its robust score is lower too (the stage
+  checkpoint the curriculum promotes from is written either way).
+  """
   _log(out, "evaluation {}, num_steps={}, cost={:.6g}".format(
       (k + 1) // evaluation_period, curriculum.num_steps[curriculum.stage],
       cost))
@@ -582,7 +741,15 @@ def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,
   stop = False
   if decision.action == "improved":
     _sync_progress(progress, curriculum)
-    writer.save(0)
+    if robust_best is None:
+      writer.save(0)
+    else:
+      score = _log_robust_score(trainer, k, evaluation_period,
+                                trainer.summary_writer,
+                                int(writer.meta_optimizer_iterations()), out)
+      if score < robust_best[0]:
+        robust_best[0] = score
+        writer.save(0)
     writer.save(decision.stage)
   elif decision.action == "promote":
     stage_ckpt = os.path.join(writer.logdir, "{}-{}".format(

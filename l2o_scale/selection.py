@@ -1,0 +1,115 @@
+"""Robust choice of the best model (``--selection=robust``, new in the port).
+
+The original keeps as ``model.ckpt-0`` the meta-iteration with the lowest
+evaluation cost: the final objective of ``evaluation_epochs`` short runs
+(``fix_num_steps_eval`` steps) from standard-normal parameters, with a random
+initial learning rate per run (``metaopt.py`` l.395-430). That score is noisy
+(the random initial learning rate spans four decades) and short: it picked
+optimizers that diverge after 500-750 steps of meta-testing.
+
+The robust score meta-tests the optimizer as ``metatest.py`` does -- the
+problem's own initialisation, minibatches of the training data, the compiled
+meta-test loop (:func:`l2o_scale.testing.test_optimizer`) -- on a fixed set
+of runs, over a horizon long enough to expose a late divergence. Run ``i``
+has fixed initial parameters and batch order (from seed ``i``) and a fixed
+initial learning rate (the ``(2i+1)/(2n)`` log-quantile of the optimizer's
+``init_lr_range``), the same at every evaluation. The score is the mean over
+runs of the mean objective of the last 5% of steps (at least 10); a run whose
+objective is not finite or rises above ``growth_limit`` times its start
+scores ``inf``, so a diverging optimizer is never selected.
+
+Nothing here calls ``tf.random.set_seed``: it clears TF's kernel cache and
+the next meta-step call then spends seconds re-instantiating its graph.
+"""
+
+import collections
+import contextlib
+
+import numpy as np
+import tensorflow as tf
+
+from l2o_scale import testing
+from problems import datasets
+
+SELECTIONS = ("original", "robust")
+
+SelectionResult = collections.namedtuple(
+    "SelectionResult", ["score", "finals", "diverged_runs"])
+
+SelectionRun = collections.namedtuple(
+    "SelectionRun", ["seed", "params", "batches", "learning_rate"])
+
+
+@contextlib.contextmanager
+def fixed_initial_learning_rate(optimizer, learning_rate):
+  """Makes ``optimizer`` start runs at ``learning_rate`` (if it draws one).
+
+  Only eager state initialisation reads ``init_lr_range`` after this;
+  compiled meta-training steps baked the range in when they were traced.
+  """
+  if learning_rate is None or not hasattr(optimizer, "init_lr_range"):
+    yield
+    return
+  saved = optimizer.init_lr_range
+  optimizer.init_lr_range = (learning_rate, learning_rate)
+  try:
+    yield
+  finally:
+    optimizer.init_lr_range = saved
+
+
+def make_runs(problem, optimizer, data_size, batch_size, num_steps, seeds):
+  """The fixed runs of the robust score (parameters drawn once, here)."""
+  lr_range = getattr(optimizer, "init_lr_range", None)
+  runs = []
+  for i, seed in enumerate(seeds):
+    params = [t.numpy() for t in problem.init_tensors(seed=int(seed))]
+    if data_size:
+      batches = datasets.batch_indices(data_size, num_steps, batch_size,
+                                       np.random.RandomState(int(seed)))
+    else:
+      batches = np.zeros((num_steps, 0), np.int32)
+    lr = None
+    if lr_range is not None:
+      lo, hi = np.log(lr_range[0]), np.log(lr_range[1])
+      lr = float(np.exp(lo + (hi - lo) * (2 * i + 1) / (2 * len(seeds))))
+    runs.append(SelectionRun(int(seed), params, batches, lr))
+  return runs
+
+
+def _objectives(optimizer, problem, dataset, batch_size, run, jit):
+  with fixed_initial_learning_rate(optimizer, run.learning_rate):
+    objectives, _, _ = testing.test_optimizer(
+        optimizer, problem, len(run.batches), dataset=dataset,
+        batch_size=batch_size, seed=run.params, batches=run.batches,
+        progress=False, jit_compile=jit)
+  return np.asarray(objectives, np.float64)
+
+
+def robust_score(optimizer, problem, dataset, batch_size, runs,
+                 growth_limit=100., jit_compile=True):
+  """Scores the optimizer's current meta-parameters; lower is better.
+
+  ``jit_compile`` falls back to the plain loop when XLA cannot compile the
+  problem (as ``metatest.py --jit_compile`` does).
+  """
+  finals, diverged = [], []
+  for run in runs:
+    try:
+      objectives = _objectives(optimizer, problem, dataset, batch_size, run,
+                               jit_compile)
+    except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
+      if not jit_compile:
+        raise
+      jit_compile = False
+      objectives = _objectives(optimizer, problem, dataset, batch_size, run,
+                               False)
+    tail = max(10, len(objectives) // 20)
+    blew_up = growth_limit > 0 and (
+        np.max(objectives) > growth_limit * max(abs(objectives[0]), 1e-12))
+    if not np.all(np.isfinite(objectives)) or blew_up:
+      diverged.append(run.seed)
+      finals.append(float("inf"))
+    else:
+      finals.append(float(np.mean(objectives[-tail:])))
+  return SelectionResult(float(np.mean(finals)), finals, diverged)
