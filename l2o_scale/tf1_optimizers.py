@@ -51,7 +51,12 @@ class RMSProp(tf.Module):
   def __init__(self, variables, learning_rate, decay=0.9, momentum=0.,
                epsilon=1e-10, name="RMSProp"):
     super().__init__(name=name)
-    self.learning_rate = float(learning_rate)
+    # Read by the compiled update, so a change (set_learning_rate) needs no
+    # retrace; held by a closure, not an attribute, so that checkpoints keep
+    # the original's slots only.
+    learning_rate_var = tf.Variable(float(learning_rate), trainable=False,
+                                    name="learning_rate")
+    self._learning_rate_fn = lambda: learning_rate_var
     self.decay = float(decay)
     self.momentum = float(momentum)
     self.epsilon = float(epsilon)
@@ -71,8 +76,8 @@ class RMSProp(tf.Module):
     for var, grad, ms, mom in zip(self._variables_fn(), grads, self.ms,
                                   self.mom):
       new_var, new_ms, new_mom = rmsprop_update(
-          var, grad, ms, mom, self.learning_rate, self.decay, self.momentum,
-          self.epsilon)
+          var, grad, ms, mom, self._learning_rate_fn(), self.decay,
+          self.momentum, self.epsilon)
       ms.assign(new_ms)
       mom.assign(new_mom)
       var.assign(new_var)
@@ -86,7 +91,10 @@ class RMSProp(tf.Module):
     """The ``ms`` and ``mom`` slots (what a rollback restores with the vars)."""
     return self.ms + self.mom
 
+  @property
+  def learning_rate(self):
+    return float(self._learning_rate_fn().numpy())
+
   def set_learning_rate(self, learning_rate):
-    """Changes the learning rate; the next update is traced anew with it."""
-    self.learning_rate = float(learning_rate)
-    self._apply = tf.function(self._apply_impl)
+    """Changes the learning rate of the following updates."""
+    self._learning_rate_fn().assign(float(learning_rate))
