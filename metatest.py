@@ -42,12 +42,14 @@ import time
 
 from absl import app
 from absl import flags
+import numpy as np
 import tensorflow as tf
 
 from l2o_scale import baselines
 from l2o_scale import checkpoints
 from l2o_scale import optimizer_flags
 from l2o_scale import testing
+from problems import curvature
 from problems import datasets
 from problems import problem_sets as ps
 
@@ -102,6 +104,7 @@ UNAVAILABLE_PROBLEM_FLAGS = [
 ]
 
 DEFAULT_SEEDS = ["6", "12", "18", "24", "30"]
+FLATNESS_POWER_ITERATIONS = 20
 TEST_OPTIMIZERS = ["L2o", "SGD", "Adam", "Adagrad"]
 
 
@@ -165,6 +168,12 @@ def define_flags():
           "Default: the original evaluation's (SGD 1e-3, Adam 1e-4, "
           "Adagrad 1e-5), which are small; tuned baselines (e.g. Adam 1e-3, "
           "SGD 0.1) are what a reader compares a learned optimizer with.")
+  _define("integer", "flatness_probes", 0,
+          "With --heldout_every: also measure the flatness of the solution "
+          "reached, the Hessian trace (Hutchinson, this many probes) and the "
+          "top Hessian eigenvalue (20 power iterations) of the objective on "
+          "the whole train split at the final parameters, saved in the "
+          "held-out record. 0: off.")
   _define("integer", "progress_every", 500,
           "Print progress every N steps.")
   _define("boolean", "jit_compile", False,
@@ -273,6 +282,9 @@ def run(flag_values):
   seeds = [int(s) for s in flag_values.seeds]
   if not seeds:
     raise ValueError("--seeds is empty.")
+  if flag_values.flatness_probes and flag_values.heldout_every <= 0:
+    raise ValueError("--flatness_probes measures the solution of a "
+                     "--heldout_every run; pass --heldout_every=N too.")
   problems = build_problems(flag_values)
   if not problems:
     raise ValueError(
@@ -309,7 +321,7 @@ def run(flag_values):
 
       if jit_compile:
         try:
-          objective_values, _, records = test_seed(True)
+          objective_values, final_params, records = test_seed(True)
         except (tf.errors.InvalidArgumentError,
                 tf.errors.UnimplementedError) as e:
           jit_compile = False
@@ -317,7 +329,7 @@ def run(flag_values):
                 "XLA.".format(str(e).strip().splitlines()[0][:200]),
                 flush=True)
       if not jit_compile:
-        objective_values, _, records = test_seed(False)
+        objective_values, final_params, records = test_seed(False)
       elapsed = time.time() - start
       path = os.path.join(save_dir, _result_name(
           "seed{seed}_eval_loss_record.pickle-{model_name}", seed,
@@ -331,15 +343,35 @@ def run(flag_values):
         path = os.path.join(save_dir, _result_name(
             "seed{seed}_heldout_record-{model_name}.json", seed,
             flag_values.model_name, k, len(problems)))
+        report = heldout_report(records, flag_name, spec, seed, flag_values,
+                                dataset, heldout)
+        if flag_values.flatness_probes > 0:
+          report.update(flatness(problem, final_params, dataset,
+                                 flag_values.flatness_probes))
+          print("  flatness at the final parameters: Hessian trace {:.5g}, "
+                "top eigenvalue {:.5g}".format(
+                    report["hessian_trace"],
+                    report["hessian_top_eigenvalue"]), flush=True)
         with open(path, "w") as f:
-          json.dump(heldout_report(records, flag_name, spec, seed,
-                                   flag_values, dataset, heldout), f,
-                    indent=1)
+          json.dump(report, f, indent=1)
         written.append(path)
         print("  wrote {} (held-out loss {:.5g}, accuracy {:.4f})".format(
             path, records["heldout_loss"][-1],
             records["heldout_accuracy"][-1]), flush=True)
   return written
+
+
+def flatness(problem, params, dataset, num_probes):
+  """Hessian trace and top eigenvalue of the train-split objective at params."""
+  data = tf.constant(np.asarray(dataset.data, np.float32))
+  labels = tf.constant(np.asarray(dataset.labels).astype(np.int32))
+  values = curvature.solution_flatness(
+      lambda p: problem.objective(p, data, labels), params,
+      num_samples=num_probes, num_iters=FLATNESS_POWER_ITERATIONS)
+  values.update(flatness_split="train ({} rows)".format(len(dataset.data)),
+                flatness_probes=num_probes,
+                flatness_power_iterations=FLATNESS_POWER_ITERATIONS)
+  return values
 
 
 def heldout_report(records, flag_name, spec, seed, flag_values, train, heldout):

@@ -511,6 +511,31 @@ def jacobian_trace(grads):
   return tf.reduce_mean(tf.concat(grads, axis=0))
 
 
+def solution_flatness(loss_fn, params, num_samples=10, num_iters=20, seed=0):
+  """Flatness of a solution: Hessian trace and top eigenvalue at ``params``.
+
+  What L2O-Entropy claims its regularizer changes: the optimizee should end
+  in a flatter minimum. Measured here (new in the port, used by
+  ``metatest.py --flatness_probes``) with the same estimators as the
+  regularizers: the Hutchinson trace with ``num_samples`` Rademacher probes
+  and one power iteration of ``num_iters`` steps (whose eigenvalue is that of
+  largest magnitude). Deterministic for a given ``seed``.
+
+  Returns a dict of Python floats: ``hessian_trace``,
+  ``hessian_top_eigenvalue``.
+  """
+  params = [tf.convert_to_tensor(p) for p in params]
+
+  @tf.function
+  def measure(params):
+    return (hutchinson_trace(loss_fn, params, num_samples, seed),
+            power_iteration_eigenvalues(loss_fn, params, num_iters, 1, seed))
+
+  trace, top = measure(params)
+  return {"hessian_trace": float(trace),
+          "hessian_top_eigenvalue": float(top)}
+
+
 # ``tf.function``-compiled convenience variants. Python-valued arguments
 # (loss_fn, num_samples, num_iters, top_n, num_runs, mode and int seeds) are
 # part of the trace key; pass a tensor seed to avoid retracing per seed.

@@ -339,3 +339,14 @@ def test_explicit_probes_reproduce_a_numpy_computation():
                            probes=probes[:1])
   f = flat[0] / (np.linalg.norm(flat[0]) + 1e-6)
   np.testing.assert_allclose(float(one), f @ H @ f, rtol=1e-4)
+
+
+def test_solution_flatness_of_a_diagonal_quadratic():
+  """0.5 x^T A x with A = diag(1..5): Rademacher probes give v^T A v = tr(A)
+  exactly; power iteration converges to the largest eigenvalue, 5."""
+  diag = tf.constant([1., 2., 3., 4., 5.])
+  loss = lambda p: 0.5 * tf.reduce_sum(diag * tf.square(p[0]))
+  values = cv.solution_flatness(loss, [tf.ones([5])], num_samples=3,
+                                       num_iters=200, seed=4)
+  assert values["hessian_trace"] == pytest.approx(15., rel=1e-6)
+  assert values["hessian_top_eigenvalue"] == pytest.approx(5., rel=1e-4)

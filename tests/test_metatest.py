@@ -96,7 +96,7 @@ def test_heldout_record(train_dir, data_dir, tmp_path):
   _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-0",
          "--include_mnist_mlp_problems", "--num_testing_itrs=40",
          "--seeds=6", "--heldout_every=20", "--data_dir=" + data_dir,
-         "--save_dir=" + save_dir, "--model_name=gen")
+         "--save_dir=" + save_dir, "--model_name=gen", "--flatness_probes=2")
   metatest.run(FLAGS)
   assert os.path.exists(os.path.join(save_dir,
                                      "seed6_eval_loss_record.pickle-gen"))
@@ -109,6 +109,17 @@ def test_heldout_record(train_dir, data_dir, tmp_path):
   for key in ("train_loss", "train_accuracy", "heldout_loss",
               "heldout_accuracy"):
     assert len(report[key]) == 3 and np.all(np.isfinite(report[key]))
+  # Cross-entropy near its start: a positive curvature, finite.
+  assert 0. < report["hessian_trace"] < 1e4
+  assert 0. < report["hessian_top_eigenvalue"] <= report["hessian_trace"] * 2
+  assert report["flatness_probes"] == 2
+
+
+def test_flatness_needs_heldout_every():
+  _parse("--test_optimizer=Adam", "--include_mnist_mlp_problems",
+         "--flatness_probes=3")
+  with pytest.raises(ValueError, match="pass --heldout_every"):
+    metatest.run(FLAGS)
 
 
 def test_missing_checkpoint_lists_existing(train_dir, tmp_path):
