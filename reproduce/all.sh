@@ -14,17 +14,28 @@
 # Usage:
 #   bash reproduce/all.sh [--data_dir=DIR] [--out=DIR]
 # Sizes (environment):
-#   (default)      the paper's settings: 100 meta-iterations, 10,000 test
-#                  steps, 5 seeds (many hours on a 2-core CPU)
-#   REPRO_QUICK=1  a few minutes: few meta-iterations, a few hundred test steps
-#   REPRO_TINY=1   smoke test (tests/test_reproduce.py): one learned variant,
-#                  1 meta-iteration, 1 seed, 20 test steps, one problem
+#   (default)        the paper's settings: 100 meta-iterations, 10,000 test
+#                    steps, 5 seeds (many hours on a 2-core CPU)
+#   REPRO_MEDIUM=1   the result of the README (<= 2 h on 2 cores): meta-trains
+#                    with the stable recipe (README "Meta-training that
+#                    learns") L2O-Scale, Hessian-ESD and Jacobian regularizers
+#                    at alpha 1e-4/1e-3/1e-2 and reg.+CL+MT, 3 training seeds
+#                    each; meta-tests them (2,000 steps, 3 seeds, held-out
+#                    accuracy, flatness) against the original's and tuned
+#                    baselines
+#   REPRO_PRETRAINED=1  minutes: meta-tests only the shipped pretrained
+#                    optimizers (reproduce/pretrained/) against the baselines
+#   REPRO_QUICK=1    a few minutes: few meta-iterations, a few hundred test
+#                    steps (checks the pipeline; nothing is learned)
+#   REPRO_TINY=1     smoke test (tests/test_reproduce.py): one learned variant,
+#                    1 meta-iteration, 1 seed, 20 test steps, one problem
 # Other environment variables:
 #   L2O_SCALE_DATA_DIR  offline MNIST folder (same as --data_dir); unset and
 #                       no --data_dir: tensorflow-datasets provides full MNIST
 #   REPRO_OUT           output folder (default reproduce/out/<size>)
 #   REPRO_JOBS          stages run in parallel (default 2 = the 2 CPU cores)
-#   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, full 1e-6)
+#   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, medium 3e-3,
+#                       full 1e-6)
 #   PYTHON              python interpreter (default python)
 set -euo pipefail
 
@@ -38,7 +49,7 @@ for arg in "$@"; do
   case "$arg" in
     --data_dir=*) DATA_DIR="${arg#*=}" ;;
     --out=*) OUT="${arg#*=}" ;;
-    -h|--help) sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "all.sh: unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +58,16 @@ done
 # Meta-training: metarun's fixed-unroll mode with 20-step partial unrolls.
 # The curriculum variant (--if_cl) ignores FIX_NUM_STEPS: its curriculum
 # starts at 100 steps (5 unrolls) and evaluates at 200.
+# Learned optimizers: "<variant>" (one training seed, TRAIN_SEED) or
+# "<variant>.t<seed>" (training seed <seed>); variant_flags names the flags.
+TRAIN_SEED=1
+STABLE=()      # the stable recipe's metarun flags (medium size)
+TEST_L2O_FLAGS=()  # extra metatest flags for the learned optimizers
+TUNED=()       # tuned baselines "<Opt>-lr<lr>"
+CONV_LEARNED=""  # learned optimizers tested on the conv net ("" = all)
+FLATNESS=0     # metatest --flatness_probes
+EVAL_PERIOD=1
+PRETRAINED_ONLY=0
 if [[ "${REPRO_TINY:-0}" == 1 ]]; then
   SIZE=tiny
   META_ITERS=1; FIX_NUM_STEPS=20; FIX_NUM_STEPS_EVAL=20; EVAL_EPOCHS=1
@@ -64,6 +85,34 @@ elif [[ "${REPRO_QUICK:-0}" == 1 ]]; then
   TEST_STEPS=300; TEST_STEPS_CONV=100; SEEDS=6,12,18; HELDOUT_EVERY=50
   VARIANTS=(l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt)
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
+elif [[ "${REPRO_MEDIUM:-0}" == 1 || "${REPRO_PRETRAINED:-0}" == 1 ]]; then
+  SIZE=medium
+  META_ITERS=30; FIX_NUM_STEPS=100; FIX_NUM_STEPS_EVAL=100; EVAL_EPOCHS=1
+  EVAL_PERIOD=2
+  META_LR=3e-3
+  STABLE=(--max_log_lr=-4.6 --on_divergence=rollback --selection=robust
+          --selection_steps=1000)
+  TEST_L2O_FLAGS=(--max_log_lr=-4.6)
+  TEST_STEPS=2000; TEST_STEPS_CONV=300; SEEDS=6,12,18; HELDOUT_EVERY=250
+  FLATNESS=10
+  VARIANTS=()
+  for seed in 1 2 3; do
+    for v in l2o-scale hess-1e-4 hess-1e-3 hess-1e-2 jacob-1e-4 jacob-1e-3 \
+             jacob-1e-2 l2o-entropy-reg-cl-mt; do
+      VARIANTS+=("$v.t$seed")
+    done
+  done
+  CONV_LEARNED="l2o-scale.t1 hess-1e-4.t1 hess-1e-3.t1 hess-1e-2.t1 jacob-1e-4.t1 jacob-1e-3.t1 jacob-1e-2.t1 l2o-entropy-reg-cl-mt.t1"
+  TUNED=(Adam-lr3e-4 Adam-lr1e-3 Adam-lr3e-3 Adam-lr1e-2
+         SGD-lr0.03 SGD-lr0.1 SGD-lr0.3 SGD-lr1)
+  PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
+  if [[ "${REPRO_PRETRAINED:-0}" == 1 ]]; then
+    SIZE=pretrained
+    PRETRAINED_ONLY=1
+    VARIANTS=(l2o-scale l2o-entropy-reg l2o-entropy-reg-cl-mt)
+    CONV_LEARNED=""
+    TUNED=(Adam-lr1e-3 SGD-lr0.1)
+  fi
 else
   SIZE=full
   # metarun defaults otherwise: 100-step meta-iterations, evaluations of
@@ -76,8 +125,7 @@ else
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
 fi
 META_LR="${REPRO_META_LR:-$META_LR}"
-BASELINES=(SGD Adam Adagrad)
-TRAIN_SEED=1
+BASELINES=(SGD Adam Adagrad "${TUNED[@]}")
 JOBS="${REPRO_JOBS:-2}"
 OUT="${OUT:-${REPRO_OUT:-$ROOT/reproduce/out/$SIZE}}"
 mkdir -p "$OUT"
@@ -87,7 +135,7 @@ mkdir -p "$LOGS" "$MARKS"
 
 variant_flags() {
   local reg="--reg_optimizer=True --reg_option=hessian-esd --alpha=1e-4"
-  case "$1" in
+  case "${1%.t*}" in
     # L2O-Scale: no regularizer.
     l2o-scale) echo "" ;;
     # The paper's command; --regularize_time=none keeps the regularizer's
@@ -98,6 +146,9 @@ variant_flags() {
     # Enhanced L2O-Entropy: active regularizer + curriculum + imitation.
     l2o-entropy-reg-cl-mt)
       echo "$reg --regularize_time=always --if_cl=True --if_mt=True --mt_ratio=0.1 --mt_k=1" ;;
+    # Medium size: each regularizer at alpha 1e-4, 1e-3, 1e-2, active.
+    hess-*) echo "--reg_optimizer=True --reg_option=hessian-esd --alpha=${1#hess-} --regularize_time=always" | sed 's/\.t[0-9]*//' ;;
+    jacob-*) echo "--reg_optimizer=True --reg_option=jacob --alpha=${1#jacob-} --regularize_time=always" | sed 's/\.t[0-9]*//' ;;
     *) echo "unknown variant $1" >&2; return 1 ;;
   esac
 }
@@ -124,7 +175,7 @@ if [[ -n "$DATA_DIR" ]]; then
 fi
 
 # A folder holds one size only: refuse to mix results of different settings.
-CONFIG="size=$SIZE meta_iters=$META_ITERS meta_lr=$META_LR fix_num_steps=$FIX_NUM_STEPS fix_num_steps_eval=$FIX_NUM_STEPS_EVAL evaluation_epochs=$EVAL_EPOCHS test_steps=$TEST_STEPS test_steps_conv=$TEST_STEPS_CONV seeds=$SEEDS heldout_every=$HELDOUT_EVERY train_seed=$TRAIN_SEED data_dir=${DATA_DIR:-tfds}"
+CONFIG="size=$SIZE meta_iters=$META_ITERS meta_lr=$META_LR stable=${STABLE[*]} fix_num_steps=$FIX_NUM_STEPS fix_num_steps_eval=$FIX_NUM_STEPS_EVAL evaluation_epochs=$EVAL_EPOCHS test_steps=$TEST_STEPS test_steps_conv=$TEST_STEPS_CONV seeds=$SEEDS heldout_every=$HELDOUT_EVERY train_seed=$TRAIN_SEED data_dir=${DATA_DIR:-tfds}"
 if [[ -f "$OUT/config.txt" && "$(cat "$OUT/config.txt")" != "$CONFIG" ]]; then
   echo "all.sh: $OUT holds results of other settings:" >&2
   echo "  there: $(cat "$OUT/config.txt")" >&2
@@ -171,12 +222,19 @@ DATA_SHORT="$(echo "$DATA_LINES" | tail -1)"
 echo "$DATA_DESC"
 echo "$DATA_DESC" > "$OUT/data.txt"
 echo "plan:"
-echo "  1. meta-train ${#VARIANTS[@]} variant(s) with metarun.py (MNIST MLP 784-20-10 sigmoid, seed $TRAIN_SEED):"
-echo "     $META_ITERS meta-iteration(s); fixed 20-step unrolls, $FIX_NUM_STEPS steps per meta-iteration, evaluation $FIX_NUM_STEPS_EVAL steps x $EVAL_EPOCHS run(s)"
-for v in "${VARIANTS[@]}"; do printf '     %-24s %s\n' "$v" "$(variant_flags "$v")"; done
+if [[ "$PRETRAINED_ONLY" == 1 ]]; then
+  echo "  1. no meta-training: the shipped optimizers in reproduce/pretrained/ (${VARIANTS[*]}; how each was trained: its card.json)"
+else
+  echo "  1. meta-train ${#VARIANTS[@]} optimizer(s) with metarun.py (MNIST MLP 784-20-10 sigmoid; training seed $TRAIN_SEED, or k for a name ending .tk):"
+  echo "     $META_ITERS meta-iteration(s) at meta learning rate $META_LR; fixed 20-step unrolls, $FIX_NUM_STEPS steps per meta-iteration, evaluation every $EVAL_PERIOD: $FIX_NUM_STEPS_EVAL steps x $EVAL_EPOCHS run(s)"
+  [[ ${#STABLE[@]} -gt 0 ]] && echo "     stable recipe: ${STABLE[*]}"
+  for v in "${VARIANTS[@]}"; do printf '     %-24s %s\n' "$v" "$(variant_flags "$v")"; done
+fi
 echo "  2. meta-test with metatest.py on: ${PROBLEMS[*]}"
 echo "     optimizers: ${VARIANTS[*]} (restored from model.ckpt-0, the best evaluated) ${BASELINES[*]}"
 echo "     seeds $SEEDS; $TEST_STEPS steps ($TEST_STEPS_CONV on the conv net); held-out accuracy every $HELDOUT_EVERY steps"
+[[ -n "$CONV_LEARNED" ]] && echo "     conv net: learned optimizers $CONV_LEARNED only"
+[[ "$FLATNESS" != 0 ]] && echo "     flatness of the solution on the MLPs (Hessian trace with $FLATNESS probes, top eigenvalue)"
 echo "  3. reproduce/plot.py -> $OUT/figures/loss_curves.{png,pdf}, $OUT/figures/results.md"
 echo "  stages in parallel: $JOBS"
 echo
@@ -223,31 +281,50 @@ run_queue() {
   [[ ! -f "$failed" ]]
 }
 
-train_dir() { echo "$OUT/train/$1"; }
+train_dir() {
+  if [[ "$PRETRAINED_ONLY" == 1 ]]; then echo "$ROOT/reproduce/pretrained/$1"
+  else echo "$OUT/train/$1"; fi
+}
+train_seed() { [[ "$1" == *.t* ]] && echo "${1##*.t}" || echo "$TRAIN_SEED"; }
 
-for v in "${VARIANTS[@]}"; do
-  # shellcheck disable=SC2046
-  queue run_stage "train-$v" "$PYTHON" metarun.py --train_dir="$(train_dir "$v")" \
-    --num_meta_iterations="$META_ITERS" --fix_unroll=True --fix_unroll_length=20 \
-    --fix_num_steps="$FIX_NUM_STEPS" --fix_num_steps_eval="$FIX_NUM_STEPS_EVAL" \
-    --evaluation_epochs="$EVAL_EPOCHS" --seed="$TRAIN_SEED" \
-    --meta_learning_rate="$META_LR" $(variant_flags "$v") "${DATA_FLAG[@]}"
-done
-run_queue || { echo "all.sh: meta-training failed" >&2; exit 1; }
+if [[ "$PRETRAINED_ONLY" != 1 ]]; then
+  for v in "${VARIANTS[@]}"; do
+    # shellcheck disable=SC2046
+    queue run_stage "train-$v" "$PYTHON" metarun.py --train_dir="$(train_dir "$v")" \
+      --num_meta_iterations="$META_ITERS" --fix_unroll=True --fix_unroll_length=20 \
+      --fix_num_steps="$FIX_NUM_STEPS" --fix_num_steps_eval="$FIX_NUM_STEPS_EVAL" \
+      --evaluation_epochs="$EVAL_EPOCHS" --evaluation_period="$EVAL_PERIOD" \
+      --seed="$(train_seed "$v")" --meta_learning_rate="$META_LR" \
+      "${STABLE[@]}" $(variant_flags "$v") "${DATA_FLAG[@]}"
+  done
+  run_queue || { echo "all.sh: meta-training failed" >&2; exit 1; }
+fi
 
 for p in "${PROBLEMS[@]}"; do
   common=("$(problem_flag "$p")" --num_testing_itrs="$(test_steps "$p")"
           --save_dir="$OUT/test/$p" --seeds="$SEEDS"
           --heldout_every="$HELDOUT_EVERY" --progress_every=1000000
           "$(xla_flag "$p")" "${DATA_FLAG[@]}")
+  # The flatness of the solution (Hessian trace, top eigenvalue) on the MLPs.
+  if [[ "$FLATNESS" != 0 && "$p" != mnist-conv ]]; then
+    common+=(--flatness_probes="$FLATNESS")
+  fi
   for v in "${VARIANTS[@]}"; do
+    if [[ "$p" == mnist-conv && -n "$CONV_LEARNED" && " $CONV_LEARNED " != *" $v "* ]]; then
+      continue
+    fi
     queue run_stage "test-$p-$v" "$PYTHON" metatest.py --test_optimizer=L2o \
       --train_dir="$(train_dir "$v")" --restore_model_name=model.ckpt-0 \
-      --model_name="$v" "${common[@]}"
+      --model_name="$v" "${TEST_L2O_FLAGS[@]}" "${common[@]}"
   done
   for b in "${BASELINES[@]}"; do
-    queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="$b" \
-      --model_name="$b" "${common[@]}"
+    if [[ "$b" == *-lr* ]]; then
+      queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="${b%%-lr*}" \
+        --baseline_learning_rate="${b##*-lr}" --model_name="$b" "${common[@]}"
+    else
+      queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="$b" \
+        --model_name="$b" "${common[@]}"
+    fi
   done
 done
 run_queue || { echo "all.sh: meta-testing failed" >&2; exit 1; }
@@ -262,7 +339,7 @@ if [[ -f "$MARKS/plot.done" ]] && \
   rm -f "$MARKS/plot.done"
 fi
 run_stage plot "$PYTHON" reproduce/plot.py --results_dir="$OUT/test" \
-  --out_dir="$OUT/figures" \
+  --out_dir="$OUT/figures" --logs_dir="$LOGS" \
   --title="L2O-Entropy reproduction, $SIZE size ($META_ITERS meta-iteration(s), $TEST_STEPS_TEXT); $DATA_SHORT"
 
 echo
