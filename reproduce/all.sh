@@ -34,6 +34,10 @@
 #                       no --data_dir: tensorflow-datasets provides full MNIST
 #   REPRO_OUT           output folder (default reproduce/out/<size>)
 #   REPRO_JOBS          stages run in parallel (default 2 = the 2 CPU cores)
+#   REPRO_VARIANTS      space-separated learned optimizers of the size's list
+#                       to train and test now, in this order (default: all;
+#                       run again without it to do the rest: finished stages
+#                       are skipped)
 #   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, medium 3e-3,
 #                       full 1e-6)
 #   PYTHON              python interpreter (default python)
@@ -123,6 +127,15 @@ else
   HELDOUT_EVERY=500
   VARIANTS=(l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt)
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
+fi
+if [[ -n "${REPRO_VARIANTS:-}" ]]; then
+  for v in $REPRO_VARIANTS; do
+    if [[ " ${VARIANTS[*]} " != *" $v "* ]]; then
+      echo "all.sh: REPRO_VARIANTS names $v, which the $SIZE size does not have (it has: ${VARIANTS[*]})" >&2
+      exit 2
+    fi
+  done
+  read -r -a VARIANTS <<< "$REPRO_VARIANTS"
 fi
 META_LR="${REPRO_META_LR:-$META_LR}"
 BASELINES=(SGD Adam Adagrad "${TUNED[@]}")
