@@ -50,8 +50,12 @@ def tf_config(cluster, task_type, index):
 
 
 def _start(cluster, task_type, index, flags, log_dir, out):
-  """Starts one task; its output goes to ``<log_dir>/<type>-<index>.log``
-  (the chief's is also streamed by :func:`_stream`)."""
+  """Starts one task; its output goes to ``<log_dir>/<type>-<index>.log``.
+
+  The chief's stdout (progress lines) is also streamed by :func:`_stream`;
+  its stderr (TF's and gRPC's diagnostics, which repeat while a lost worker
+  is retried) goes to ``chief-0.err.log``.
+  """
   env = dict(os.environ, TF_CONFIG=tf_config(cluster, task_type, index),
              PYTHONPATH=os.pathsep.join(
                  [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
@@ -59,13 +63,16 @@ def _start(cluster, task_type, index, flags, log_dir, out):
   env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   log = os.path.join(log_dir, "{}-{}.log".format(task_type, index))
   chief = task_type == "chief"
-  with open(log, "w") as log_file:
+  err = log[:-len(".log")] + ".err.log" if chief else log
+  with open(log if not chief else err, "w") as log_file:
     proc = subprocess.Popen(
         [sys.executable, METARUN] + list(flags), cwd=ROOT, env=env,
         stdout=subprocess.PIPE if chief else log_file,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True)
-  out.write("{} {} at {}: pid {}, log {}\n".format(
-      task_type, index, cluster[task_type][index], proc.pid, log))
+        stderr=log_file if chief else subprocess.STDOUT, text=True,
+        start_new_session=True)
+  out.write("{} {} at {}: pid {}, log {}{}\n".format(
+      task_type, index, cluster[task_type][index], proc.pid, log,
+      ", stderr " + err if chief else ""))
   out.flush()
   return proc, log
 
@@ -79,6 +86,13 @@ def _stream(proc, log, out):
       out.write(line)
       out.flush()
   return proc.wait()
+
+
+def _print_tail(path, out, lines=20):
+  """The end of a failed chief's stderr, where its error is."""
+  with open(path) as f:
+    tail = f.readlines()[-lines:]
+  out.write("--- last lines of {} ---\n{}".format(path, "".join(tail)))
 
 
 def _stop(procs, timeout=10):
@@ -107,6 +121,8 @@ def launch(num_workers, flags, num_ps=1, log_dir=None, out=sys.stdout):
     chief, log = _start(cluster, "chief", 0, flags, log_dir, out)
     servers.append(chief)
     status = _stream(chief, log, out)
+    if status:
+      _print_tail(log[:-len(".log")] + ".err.log", out)
     out.write("chief exited with status {}; logs in {}\n".format(status,
                                                                 log_dir))
     return status
