@@ -486,15 +486,10 @@ def _train(strategy, coordinator, num_workers, lost, logdir, optimizer_spec,
     if (k + 1) % evaluation_period == 0:
       cost = dist.evaluate(eval_lengths, plan.mini_rows[-1],
                            plan.switches[-1], evaluation_epochs)
-      training._log(out, "evaluation {}, cost={:.6g}".format(
-          (k + 1) // evaluation_period, cost))
-      if summary_writer is not None:
-        with summary_writer.as_default(step=step):
-          tf.summary.scalar("EvaluationCost", cost)
-      if cost < best_evaluation:
+      if training.record_evaluation(cost, best_evaluation, k,
+                                    evaluation_period, summary_writer, step,
+                                    writer, progress, out):
         best_evaluation = cost
-        progress.best_evaluation.assign(cost)
-        writer.save(0)
         best_model_idx = k + 1
     if (k + 1) % save_period == 0:
       writer.save(k + 1)

@@ -540,15 +540,10 @@ def train_optimizer(logdir,
                                   fix_unroll_length, evaluation_epochs, out)
           best_evaluation = curriculum.best
         else:
-          _log(out, "evaluation {}, cost={:.6g}".format(
-              (k + 1) // evaluation_period, cost))
-          if summary_writer is not None:
-            with summary_writer.as_default(step=total_step):
-              tf.summary.scalar("EvaluationCost", cost)
-          if cost < best_evaluation:
+          if record_evaluation(cost, best_evaluation, k, evaluation_period,
+                               summary_writer, total_step, writer, progress,
+                               out):
             best_evaluation = cost
-            progress.best_evaluation.assign(cost)
-            writer.save(0)
             best_model_idx = k + 1
       if not if_cl and (k + 1) % save_period == 0:
         writer.save(k + 1)
@@ -570,6 +565,23 @@ def train_optimizer(logdir,
         nonfinite))
   return dict(best_evaluation=best_evaluation, last_checkpoint=writer.latest(),
               meta_iterations=k + 1, nonfinite_unrolls=nonfinite)
+
+
+def record_evaluation(cost, best_evaluation, k, evaluation_period,
+                      summary_writer, step, writer, progress, out):
+  """Logs an evaluation (line and summary) and, if it beats
+  ``best_evaluation``, keeps the model as ``model.ckpt-0``; True if it did.
+  Shared with the distributed chief so both write the same files."""
+  _log(out, "evaluation {}, cost={:.6g}".format(
+      (k + 1) // evaluation_period, cost))
+  if summary_writer is not None:
+    with summary_writer.as_default(step=step):
+      tf.summary.scalar("EvaluationCost", cost)
+  if cost < best_evaluation:
+    progress.best_evaluation.assign(cost)
+    writer.save(0)
+    return True
+  return False
 
 
 def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,

@@ -100,6 +100,14 @@ class _Launcher(object):
       time.sleep(0.2)
     return next(line for line in self.lines if text in line)
 
+  def finish(self, deadline):
+    """Waits for the launcher to succeed by ``deadline``; its output."""
+    self.proc.wait(timeout=max(1, deadline - time.time()))
+    self.reader.join(timeout=10)
+    output = "".join(self.lines)
+    assert self.proc.returncode == 0, output
+    return output
+
   def stop(self):
     """Ctrl-C to the launcher (it stops its cluster), then kill the group."""
     if self.proc.poll() is None:
@@ -133,11 +141,9 @@ def test_cluster_survives_a_killed_worker_and_resumes_after_restart(
     worker = first.wait_for("worker 1 at", deadline)
     first.wait_for("[meta-iteration 1/2] unroll 1/1", deadline)
     os.kill(int(worker.split("pid ")[1].split(",")[0]), signal.SIGKILL)
-    first.proc.wait(timeout=max(1, deadline - time.time()))
+    output = first.finish(deadline)
   finally:
     first.stop()
-  output = "".join(first.lines)
-  assert first.proc.returncode == 0, output
   assert "on /job:ps/replica:0/task:0" in output
   assert "lost worker /job:worker/replica:0/task:1" in output
   assert "[meta-iteration 2/2] unroll 1/1" in output
@@ -148,11 +154,9 @@ def test_cluster_survives_a_killed_worker_and_resumes_after_restart(
 
   second = _launch(tmp_path, 1, 3, data_dir)
   try:
-    second.proc.wait(timeout=max(1, deadline - time.time()))
+    output = second.finish(deadline)
   finally:
     second.stop()
-  output = "".join(second.lines)
-  assert second.proc.returncode == 0, output
   assert "model.ckpt-2 (TF2 checkpoint) at meta-iteration 2 of 3" in output
   assert "[meta-iteration 2/3]" not in output
   assert "[meta-iteration 3/3] unroll 1/1" in output
