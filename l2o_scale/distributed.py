@@ -49,6 +49,7 @@ from tensorflow.core.protobuf import config_pb2
 from l2o_scale import tf1_optimizers
 from l2o_scale import training
 from l2o_scale import unroll as unroll_lib
+from optimizer import utils
 
 JOBS = ("chief", "worker", "ps")
 
@@ -235,8 +236,9 @@ class DistributedTrainer(object):
     return tf.gather(data, rows), tf.gather(labels, rows)
 
   def _series(self, iterator, plan, step):
-    """Runs the partial unrolls of ``plan`` with ``step(u, ...) -> output``,
-    carrying the loop state between them; returns the outputs."""
+    """Runs the partial unrolls of ``plan``, each as ``step(*unroll_args)``
+    (the arguments of ``eval_unroll``; ``meta_step`` adds ``mode_mt``),
+    carrying the loop state from one to the next; returns their outputs."""
     data, labels = next(iterator)
     problem = self.trainer.problem
     carried = unroll_lib.zero_loop_state(problem, self.trainer.optimizer)
@@ -263,9 +265,8 @@ class DistributedTrainer(object):
       out, grads = self.trainer.meta_step(*args, False)
       nonfinite = tf.add_n([tf.reduce_sum(tf.cast(~tf.math.is_finite(g),
                                                   tf.int64)) for g in grads])
-      clipped = [tf.clip_by_value(tf.where(tf.math.is_finite(g), g,
-                                           tf.zeros_like(g)), -clip, clip)
-                 for g in grads]
+      clipped = [tf.clip_by_value(utils.make_finite(g, tf.zeros_like(g)),
+                                  -clip, clip) for g in grads]
       locked_rmsprop(self.trainer.meta_optimizer, clipped)
       self.trainer.meta_optimizer.iterations.assign_add(1)
       with tf.control_dependencies([out.metaobj]):
