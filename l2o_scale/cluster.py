@@ -133,6 +133,12 @@ def launch(num_workers, flags, num_ps=1, log_dir=None, out=sys.stdout):
     _stop(servers)
 
 
+def _interrupt(signum, frame):
+  """SIGTERM to the launcher stops the cluster as Ctrl-C does."""
+  del signum, frame
+  raise KeyboardInterrupt
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(
       description="Run metarun.py on a one-machine parameter-server cluster.",
@@ -149,6 +155,7 @@ def main(argv=None):
   flags = args.flags[1:] if args.flags[:1] == ["--"] else args.flags
   if args.workers < 1 or args.ps < 1:
     parser.error("--workers and --ps must be >= 1")
+  signal.signal(signal.SIGTERM, _interrupt)
   return launch(args.workers, flags, args.ps, args.log_dir)
 
 

@@ -109,14 +109,27 @@ class _Launcher(object):
     return output
 
   def stop(self):
-    """Ctrl-C to the launcher (it stops its cluster), then kill the group."""
+    """Ctrl-C to the launcher (it stops its cluster); if it hangs, kill it
+    and the tasks it reported starting that still run metarun.py."""
     if self.proc.poll() is None:
-      os.killpg(self.proc.pid, signal.SIGINT)
+      self.proc.send_signal(signal.SIGINT)
       try:
         self.proc.wait(timeout=20)
       except subprocess.TimeoutExpired:
-        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.kill()
         self.proc.wait()
+    for line in list(self.lines):
+      if ": pid " in line:
+        _kill_if_metarun(int(line.split(": pid ")[1].split(",")[0]))
+
+
+def _kill_if_metarun(pid):
+  try:
+    with open("/proc/{}/cmdline".format(pid), "rb") as f:
+      if b"metarun.py" in f.read():
+        os.kill(pid, signal.SIGKILL)
+  except (OSError, ProcessLookupError):
+    pass
 
 
 def _launch(tmp_path, workers, total, data_dir):
