@@ -328,8 +328,9 @@ def main(argv):
                      "or --resume=False.\n".format(e))
     return 2
   except distributed.ClusterLostError as e:
-    sys.stderr.write("metarun.py: lost the cluster ({}); restart it: the "
-                     "chief resumes from the last checkpoint.\n".format(e))
+    sys.stderr.write("metarun.py: lost the parameter server or every "
+                     "worker; restart the cluster: the chief resumes from the "
+                     "last checkpoint. ({})\n".format(str(e).splitlines()[0]))
     return 1
   finally:
     if FLAGS.set_profiling:

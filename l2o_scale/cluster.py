@@ -89,10 +89,13 @@ def _stream(proc, log, out):
 
 
 def _print_tail(path, out, lines=20):
-  """The end of a failed chief's stderr, where its error is."""
+  """A failed chief's own error lines (``metarun.py: ...``), else the end of
+  its stderr (gRPC retry messages can bury the error)."""
   with open(path) as f:
-    tail = f.readlines()[-lines:]
-  out.write("--- last lines of {} ---\n{}".format(path, "".join(tail)))
+    text = f.readlines()
+  own = [line for line in text if line.startswith("metarun.py:")]
+  out.write("--- {} of {} ---\n{}".format(
+      "errors" if own else "last lines", path, "".join(own or text[-lines:])))
 
 
 def _stop(procs, timeout=10):
