@@ -266,7 +266,10 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   errors = check_flags(FLAGS)
-  task = distributed.cluster_task()  # None: single process, as always.
+  try:
+    task = distributed.cluster_task()  # None: single process, as always.
+  except ValueError as e:
+    task, errors = None, errors + [str(e)]
   if task is not None:
     errors += distributed.flag_mismatches(FLAGS, *task)
     if task[0] == "chief":

@@ -59,7 +59,10 @@ def cluster_task():
   raw = os.environ.get("TF_CONFIG", "")
   if not raw.strip():
     return None
-  conf = json.loads(raw)
+  try:
+    conf = json.loads(raw)
+  except ValueError as e:
+    raise ValueError("TF_CONFIG is not valid JSON ({})".format(e)) from e
   task = conf.get("task", {})
   return task.get("type"), int(task.get("index", 0)), conf.get("cluster", {})
 
