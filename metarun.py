@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from l2o_scale import distributed
 from l2o_scale import metaopt
 from l2o_scale import optimizer_flags
 from problems import datasets
@@ -67,7 +68,8 @@ flags.DEFINE_integer("save_period", 1, "Meta-iterations between checkpoints.")
 
 # metaopt.py
 flags.DEFINE_integer("mini_batch_size", 10000, "mini batch size.")
-flags.DEFINE_integer("ps_tasks", 0, "Number of tasks in the ps job (unused).")
+flags.DEFINE_integer("ps_tasks", 0, "Number of tasks in the ps job (from "
+                     "TF_CONFIG in distributed mode, see README).")
 flags.DEFINE_float("nan_l2_reg", 1e-2,
                    "Strength of l2-reg when NaNs are encountered (unused, as "
                    "in the original).")
@@ -314,10 +316,20 @@ def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
   errors = check_flags(FLAGS)
+  try:
+    task = distributed.cluster_task()  # None: single process, as always.
+  except ValueError as e:
+    task, errors = None, errors + [str(e)]
+  if task is not None:
+    errors += distributed.flag_mismatches(FLAGS, *task)
+    if task[0] == "chief":
+      errors += distributed.unsupported(FLAGS)
   if errors:
     sys.stderr.write("metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
                      "\n")
     return 2
+  if task is not None and task[0] != "chief":
+    return distributed.serve(*task)
   for note in warnings_for(FLAGS):
     print("Note: " + note)
   if FLAGS.seed is not None:
@@ -345,7 +357,9 @@ def main(argv):
   if FLAGS.set_profiling:
     tf.profiler.experimental.start(logdir)
   try:
-    result = metaopt.train_optimizer(
+    train = (metaopt.train_optimizer if task is None
+             else distributed.train_optimizer)
+    result = train(
         logdir, spec, problems_and_data, FLAGS.num_problems,
         FLAGS.num_meta_iterations, num_unrolls, num_partial_unroll_itrs,
         learning_rate=FLAGS.meta_learning_rate,
@@ -366,6 +380,11 @@ def main(argv):
     sys.stderr.write("metarun.py: cannot resume: {}\nUse another --train_dir "
                      "or --resume=False.\n".format(e))
     return 2
+  except distributed.ClusterLostError as e:
+    sys.stderr.write("metarun.py: lost the parameter server or every "
+                     "worker; restart the cluster: the chief resumes from the "
+                     "last checkpoint. ({})\n".format(str(e).splitlines()[0]))
+    return 1
   finally:
     if FLAGS.set_profiling:
       tf.profiler.experimental.stop()

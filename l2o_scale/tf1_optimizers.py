@@ -93,7 +93,12 @@ class RMSProp(tf.Module):
 
   @property
   def learning_rate(self):
+    """The current learning rate (a Python float; eager only)."""
     return float(self._learning_rate_fn().numpy())
+
+  def learning_rate_tensor(self):
+    """The current learning rate as a tensor (inside compiled updates)."""
+    return tf.convert_to_tensor(self._learning_rate_fn())
 
   def set_learning_rate(self, learning_rate):
     """Changes the learning rate of the following updates."""

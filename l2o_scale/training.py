@@ -631,18 +631,16 @@ def train_optimizer(logdir,
                                   robust_best)
           best_evaluation = curriculum.best
         else:
-          _log(out, "evaluation {}, cost={:.6g}".format(
-              (k + 1) // evaluation_period, cost))
-          if summary_writer is not None:
-            with summary_writer.as_default(step=total_step):
-              tf.summary.scalar("EvaluationCost", cost)
+          score_fn = None
           if config.selection == "robust":
-            cost = _log_robust_score(trainer, k, evaluation_period,
-                                     summary_writer, total_step, out)
-          if cost < best_evaluation:
-            best_evaluation = cost
-            progress.best_evaluation.assign(cost)
-            writer.save(0)
+            score_fn = lambda: _log_robust_score(  # pylint: disable=g-long-lambda
+                trainer, k, evaluation_period, summary_writer, total_step, out)
+          new_best = record_evaluation(cost, best_evaluation, k,
+                                       evaluation_period, summary_writer,
+                                       total_step, writer, progress, out,
+                                       score_fn)
+          if new_best is not None:
+            best_evaluation = new_best
             best_model_idx = k + 1
       if not if_cl and (k + 1) % save_period == 0:
         writer.save(k + 1)
@@ -722,6 +720,29 @@ def _log_robust_score(trainer, k, evaluation_period, summary_writer,
     with summary_writer.as_default(step=total_step):
       tf.summary.scalar("SelectionScore", result.score)
   return result.score
+
+
+def record_evaluation(cost, best_evaluation, k, evaluation_period,
+                      summary_writer, step, writer, progress, out,
+                      score_fn=None):
+  """Logs an evaluation (line and summary) and keeps the model as
+  ``model.ckpt-0`` if its selection value beats ``best_evaluation``.
+
+  The selection value is ``cost`` (the original rule) or, with ``score_fn``
+  (``--selection=robust``), what it returns. Returns the new best value, or
+  None. Shared with the distributed chief so both write the same files.
+  """
+  _log(out, "evaluation {}, cost={:.6g}".format(
+      (k + 1) // evaluation_period, cost))
+  if summary_writer is not None:
+    with summary_writer.as_default(step=step):
+      tf.summary.scalar("EvaluationCost", cost)
+  value = cost if score_fn is None else score_fn()
+  if value < best_evaluation:
+    progress.best_evaluation.assign(value)
+    writer.save(0)
+    return value
+  return None
 
 
 def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,

@@ -1,0 +1,189 @@
+"""Distributed meta-training on a real loopback cluster (separate processes:
+metarun.py defines absl flags globally, and TF servers cannot be stopped).
+
+Every cluster is bounded by timeouts and its processes are killed in a
+finally, so a hung cluster fails the test instead of hanging CI.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from l2o_scale import checkpoints
+from l2o_scale import cluster
+from l2o_scale import distributed
+from l2o_scale import tf1_optimizers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUBDIR = "HierarchicalRNN_GRUCell_20_2"
+TINY = ["--fix_unroll=True", "--fix_unroll_length=10", "--fix_num_steps=10",
+        "--fix_num_steps_eval=10", "--mini_batch_size=256"]
+TIMEOUT = 240
+
+
+def test_locked_rmsprop_on_ps_equals_the_ports_rmsprop():
+  """The TF1 kernel used on the ps is the port's RMSProp, number for number."""
+  rng = np.random.RandomState(0)
+  values = [rng.normal(size=s).astype(np.float32) for s in [(3, 4), (5,)]]
+  port_vars = [tf.Variable(v) for v in values]
+  kernel_vars = [tf.Variable(v) for v in values]
+  port = tf1_optimizers.RMSProp(port_vars, 1e-2, decay=0.9, epsilon=1e-20)
+  kernel = tf1_optimizers.RMSProp(kernel_vars, 1e-2, decay=0.9, epsilon=1e-20)
+  for _ in range(3):
+    grads = [tf.constant(rng.normal(size=v.shape).astype(np.float32))
+             for v in values]
+    port.apply_gradients(grads)
+    tf.function(distributed.locked_rmsprop)(kernel, grads)
+  for a, b in zip(port_vars + port.ms + port.mom,
+                  kernel_vars + kernel.ms + kernel.mom):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-6, atol=1e-7)
+  assert not np.allclose(port_vars[0].numpy(), values[0])
+
+
+def test_unsupported_modes_are_refused_in_one_line(tmp_path):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=cluster.tf_config(
+      cluster.cluster_spec(1, 1), "chief", 0))
+  result = subprocess.run(
+      [sys.executable, "metarun.py", "--train_dir={}".format(tmp_path),
+       "--if_cl=True", "--worker_tasks=3", "--selection=robust"],
+      capture_output=True, text=True,
+      env=env, cwd=ROOT, timeout=120)
+  assert result.returncode == 2
+  assert "--if_cl (curriculum) is not supported in distributed mode" in (
+      result.stderr)
+  assert "distributed mode needs --fix_unroll=True" in result.stderr
+  assert "--worker_tasks=3 disagrees with TF_CONFIG (1)" in result.stderr
+  assert "--selection=robust is single-process only for now" in result.stderr
+  assert not os.listdir(tmp_path)
+
+
+def _progress(path):
+  return int(tf.train.load_checkpoint(path).get_tensor(
+      "progress/meta_iteration/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
+def _variables(logdir, number, prefix):
+  """Values of the checkpoint entries whose keys start with ``prefix``."""
+  reader = tf.train.load_checkpoint(
+      os.path.join(logdir, "model.ckpt-{}".format(number)))
+  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+          if k.startswith(prefix)}
+
+
+class _Launcher(object):
+  """``python -m l2o_scale.cluster`` in the background, its output collected."""
+
+  def __init__(self, args):
+    self.lines = []
+    self.proc = subprocess.Popen(
+        [sys.executable, "-m", "l2o_scale.cluster"] + args, cwd=ROOT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    self.reader = threading.Thread(target=self._read, daemon=True)
+    self.reader.start()
+
+  def _read(self):
+    for line in self.proc.stdout:
+      self.lines.append(line)
+
+  def wait_for(self, text, deadline):
+    while not any(text in line for line in self.lines):
+      if time.time() > deadline or self.proc.poll() is not None:
+        raise AssertionError("no {!r} in:\n{}".format(text,
+                                                      "".join(self.lines)))
+      time.sleep(0.2)
+    return next(line for line in self.lines if text in line)
+
+  def finish(self, deadline):
+    """Waits for the launcher to succeed by ``deadline``; its output."""
+    self.proc.wait(timeout=max(1, deadline - time.time()))
+    self.reader.join(timeout=10)
+    output = "".join(self.lines)
+    assert self.proc.returncode == 0, output
+    return output
+
+  def stop(self):
+    """Ctrl-C to the launcher (it stops its cluster); if it hangs, kill it
+    and the tasks it reported starting that still run metarun.py."""
+    if self.proc.poll() is None:
+      self.proc.send_signal(signal.SIGINT)
+      try:
+        self.proc.wait(timeout=20)
+      except subprocess.TimeoutExpired:
+        self.proc.kill()
+        self.proc.wait()
+    for line in list(self.lines):
+      if ": pid " in line:
+        _kill_if_metarun(int(line.split(": pid ")[1].split(",")[0]))
+
+
+def _kill_if_metarun(pid):
+  try:
+    with open("/proc/{}/cmdline".format(pid), "rb") as f:
+      if b"metarun.py" in f.read():
+        os.kill(pid, signal.SIGKILL)
+  except (OSError, ProcessLookupError):
+    pass
+
+
+def _launch(tmp_path, workers, total, data_dir):
+  return _Launcher(
+      ["--workers={}".format(workers),
+       "--log_dir={}".format(tmp_path / "logs{}".format(total)), "--",
+       "--train_dir={}".format(tmp_path),
+       "--num_meta_iterations={}".format(total), "--evaluation_epochs=2",
+       "--data_dir={}".format(data_dir)] + TINY)
+
+
+def test_cluster_survives_a_killed_worker_and_resumes_after_restart(
+    tmp_path, data_dir):
+  """2 workers; worker 1 is killed -9 once meta-iteration 1 has reported:
+  both meta-iterations complete, on the ps, with the usual checkpoints and
+  summaries, and the run names the lost worker. A restarted cluster (its
+  chief and ps are new: nothing survives but the checkpoints) continues at
+  meta-iteration 3 instead of starting over."""
+  deadline = time.time() + TIMEOUT
+  first = _launch(tmp_path, 2, 2, data_dir)
+  try:
+    worker = first.wait_for("worker 1 at", deadline)
+    first.wait_for("[meta-iteration 1/2] unroll 1/1", deadline)
+    os.kill(int(worker.split("pid ")[1].split(",")[0]), signal.SIGKILL)
+    output = first.finish(deadline)
+  finally:
+    first.stop()
+  assert "on /job:ps/replica:0/task:0" in output
+  assert "lost worker /job:worker/replica:0/task:1" in output
+  assert "[meta-iteration 2/2] unroll 1/1" in output
+  logdir = str(tmp_path / SUBDIR)
+  assert [_progress(os.path.join(logdir, "model.ckpt-{}".format(k)))
+          for k in (1, 2)] == [1, 2]
+  assert any(f.startswith("events.out.tfevents") for f in os.listdir(logdir))
+
+  second = _launch(tmp_path, 1, 3, data_dir)
+  try:
+    output = second.finish(deadline)
+  finally:
+    second.stop()
+  assert "model.ckpt-2 (TF2 checkpoint) at meta-iteration 2 of 3" in output
+  assert "[meta-iteration 2/3]" not in output
+  assert "[meta-iteration 3/3] unroll 1/1" in output
+  assert _progress(os.path.join(logdir, "model.ckpt-3")) == 3
+  # Closures run ahead of the chief's reports, so a checkpoint may already
+  # hold later updates; what it must show is that updates happened: RMSProp's
+  # momentum starts at 0 and each update moves a variable by it.
+  meta = _variables(logdir, 3, checkpoints.TF2_ROOT + "/meta/")
+  mom = _variables(logdir, 3, "meta_optimizer/mom/")
+  assert len(meta) == len(mom) == 31
+  assert all(np.all(np.isfinite(v)) for v in list(meta.values()) +
+             list(mom.values()))
+  assert sum(np.count_nonzero(v) for v in mom.values()) > 1000
+  assert _variables(logdir, 3, "meta_optimizer/iterations/")[
+      "meta_optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"] >= 3
