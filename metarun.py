@@ -31,6 +31,7 @@ from l2o_scale import checkpoints
 from l2o_scale import distributed
 from l2o_scale import metaopt
 from l2o_scale import optimizer_flags
+from l2o_scale import run_record
 from problems import datasets
 from problems import problem_sets as ps
 
@@ -312,6 +313,24 @@ def training_config(flag_values):
       selection_seeds=tuple(int(s) for s in flag_values.selection_seeds))
 
 
+def write_run_record(logdir, flag_values):
+  """Writes ``run_record.json`` beside the checkpoints (metatest and the Keras
+  optimizer rebuild the optimizer from it). A resumed run must keep the
+  recorded optimizer flags: ValueError naming the first that differs."""
+  record = run_record.build(flag_values, [
+      f.name for f in flag_values.get_flags_for_module(sys.modules[__name__])])
+  old = run_record.read(logdir) if flag_values.resume else None
+  if old is not None:
+    for name, value in sorted(old["optimizer_flags"].items()):
+      if record["optimizer_flags"].get(name, value) != value:
+        raise ValueError(
+            "{} was trained with --{}={}; this run gives --{}={}. Use the "
+            "same optimizer flags, another --train_dir, or --resume=False."
+            .format(logdir, name, value, name,
+                    record["optimizer_flags"][name]))
+  run_record.write(logdir, record)
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -345,6 +364,11 @@ def main(argv):
     return 2
   logdir = os.path.join(FLAGS.train_dir,
                         optimizer_flags.checkpoint_subdir(FLAGS))
+  try:
+    write_run_record(logdir, FLAGS)
+  except (run_record.RunRecordError, ValueError) as e:
+    sys.stderr.write("metarun.py: {}\n".format(e))
+    return 2
 
   def num_unrolls():
     return metaopt.sample_numiter(FLAGS.num_unroll_scale, FLAGS.min_num_unrolls)

@@ -48,6 +48,7 @@ import tensorflow as tf
 from l2o_scale import baselines
 from l2o_scale import checkpoints
 from l2o_scale import optimizer_flags
+from l2o_scale import run_record
 from l2o_scale import testing
 from problems import curvature
 from problems import datasets
@@ -263,6 +264,9 @@ def build_optimizer(flag_values):
         "metarun.py writes (optimizer flags --optimizer/--cell_cls/"
         "--cell_size/--num_cells choose its name).".format(
             logdir, optimizer_flags.checkpoint_subdir(flag_values)))
+  record = run_record.read(logdir)
+  if record is not None:
+    run_record.apply_to_flags(record, flag_values, where=logdir)
   opt = optimizer_flags.optimizer_spec(flag_values).build()
   path = testing.restore_if_needed(opt, logdir, flag_values.restore_model_name)
   print("using optimizer L2o ({}) restored from {}".format(
@@ -401,7 +405,7 @@ def main(argv):
   try:
     run(FLAGS)
   except (FileNotFoundError, checkpoints.CheckpointMismatchError,
-          datasets.DataNotFoundError, ValueError) as e:
+          datasets.DataNotFoundError, ValueError) as e:  # RunRecordError too
     sys.exit("metatest.py: error: {}".format(e))
   return 0
 

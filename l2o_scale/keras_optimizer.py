@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from l2o_scale import checkpoints
 from l2o_scale import optimizer_flags
+from l2o_scale import run_record
 from optimizer import hierarchical_rnn
 
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
@@ -81,19 +82,23 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
 
     ``path`` is a checkpoint prefix (``.../model.ckpt-0``) or a folder with a
     ``checkpoint`` file, TF1 (original code) or TF2 (this port).
-    ``optimizer_kwargs`` override :func:`default_hrnn_kwargs`; they must match
+    The options are those of the ``run_record.json`` beside the checkpoint
+    (written by ``metarun.py``, shipped with the pretrained optimizers), else
+    :func:`default_hrnn_kwargs`; ``optimizer_kwargs`` override them and must match
     the configuration the checkpoint was trained with, or a
     ``CheckpointMismatchError`` names the variable that does not fit. A
     missing checkpoint raises ``FileNotFoundError`` listing those that exist.
     """
-    kwargs = default_hrnn_kwargs()
+    resolved = checkpoints.resolve_checkpoint_path(path)
+    record = run_record.read(resolved)
+    kwargs = (default_hrnn_kwargs() if record is None
+              else run_record.optimizer_kwargs(record))
     if optimizer_kwargs:
       unknown = set(optimizer_kwargs) - set(kwargs) - {"random_seed"}
       if unknown:
         raise TypeError("Unknown HierarchicalRNN options: {}".format(
             ", ".join(sorted(unknown))))
       kwargs.update(optimizer_kwargs)
-    resolved = checkpoints.resolve_checkpoint_path(path)
     learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
     checkpoints.restore_optimizer(resolved, learned)
     return cls(learned, checkpoint_path=resolved,

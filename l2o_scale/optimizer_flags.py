@@ -116,9 +116,13 @@ def default_optimizer_kwargs():
   flags: the configuration ``metarun.py`` trains by default, and so the one a
   checkpoint has unless told otherwise (e.g. for the Keras optimizer).
   """
-  return optimizer_kwargs(types.SimpleNamespace(
-      **{name: default for name, default, _ in _BOOL_FLAGS},
-      **_VALUE_DEFAULTS, **hierarchical_rnn.INIT_DEFAULTS))
+  return optimizer_kwargs(types.SimpleNamespace(**default_flag_values()))
+
+
+def default_flag_values():
+  """Default of every optimizer flag that sets a HierarchicalRNN option."""
+  return dict(**{name: default for name, default, _ in _BOOL_FLAGS},
+              **_VALUE_DEFAULTS, **hierarchical_rnn.INIT_DEFAULTS)
 
 
 def optimizer_kwargs(flag_values):

@@ -44,7 +44,7 @@ def test_missing_data_gives_one_clear_message(tmp_path):
   assert "Traceback" not in result.stderr
 
 
-def test_resume_with_other_optimizer_options_names_the_variable(tmp_path,
+def test_resume_with_other_optimizer_options_names_the_flag(tmp_path,
                                                                 data_dir):
   train_dir = "--train_dir={}".format(tmp_path)
   data = "--data_dir={}".format(data_dir)
@@ -52,10 +52,19 @@ def test_resume_with_other_optimizer_options_names_the_variable(tmp_path,
   assert first.returncode == 0, first.stderr[-2000:]
   logdir = tmp_path / "HierarchicalRNN_GRUCell_20_2"
   before = sorted(os.listdir(logdir))
+  record = (logdir / "run_record.json").read_text()
   second = _metarun(train_dir, data, *TINY)
   assert second.returncode == 2
-  assert "cannot resume" in second.stderr and "'LOL/" in second.stderr
+  assert ("was trained with --num_gradient_scales=3; this run gives "
+          "--num_gradient_scales=4") in second.stderr
   assert sorted(os.listdir(logdir)) == before  # nothing written or lost
+  assert (logdir / "run_record.json").read_text() == record
+  # Without the record (e.g. a TF1 train dir) the checkpoint check names the
+  # first variable that does not fit.
+  (logdir / "run_record.json").unlink()
+  third = _metarun(train_dir, data, *TINY)
+  assert third.returncode == 2
+  assert "cannot resume" in third.stderr and "'LOL/" in third.stderr
 
 
 def test_paper_command_quirk_is_reported(tmp_path, data_dir):
