@@ -222,3 +222,289 @@ def load_train_logs(logs_dir):
     variant, tseed = split_name(name)
     out.setdefault(variant, {})[tseed] = parse_train_log(path)
   return out
+
+
+# ------------------------------------------------------------ aggregation
+def pool_losses(losses, keep_all_tuned=False, finals=None):
+  """``losses[problem][name][test_seed]`` -> ``[problem][variant][(train,
+  test)]`` (all runs of a variant pooled); tuned-LR baselines other than the
+  best per optimizer and problem dropped unless ``keep_all_tuned``."""
+  out = {}
+  for problem, by_name in losses.items():
+    grouped = group_runs(by_name)
+    keep = set(grouped)
+    if not keep_all_tuned:
+      best = set(best_tuned({v: finals(problem, v) for v in grouped}).values())
+      keep = {v for v in grouped if not tuned_lr(v) or v in best}
+    out[problem] = {
+        v: {(t or 0, s): c for t, runs in grouped[v].items()
+            for s, c in runs.items()} for v in keep}
+  return out
+
+
+def _heldout_value(record, key):
+  v = record.get(key)
+  if isinstance(v, list):
+    v = v[-1] if v else None
+  try:
+    return float(v) if v is not None else float("nan")
+  except (TypeError, ValueError):
+    return float("nan")
+
+
+def variant_stats(losses, heldout, final_losses_fn):
+  """``stats[problem][variant][metric]`` = pooled_stats dict for metrics
+  ``loss``, ``accuracy``, ``trace``, ``top_eig``."""
+  keys = {"accuracy": "heldout_accuracy", "trace": "hessian_trace",
+          "top_eig": "hessian_top_eigenvalue"}
+  stats = {}
+  for problem, by_name in losses.items():
+    g_loss = group_runs(by_name)
+    g_held = group_runs(heldout.get(problem, {}))
+    for v, runs in g_loss.items():
+      per = {"loss": {t: final_losses_fn(c) for t, c in runs.items()}}
+      for metric, key in keys.items():
+        per[metric] = {t: np.asarray([_heldout_value(r, key) for _, r in
+                                      sorted(recs.items())])
+                       for t, recs in g_held.get(v, {}).items()}
+      stats.setdefault(problem, {})[v] = {m: pooled_stats(p)
+                                          for m, p in per.items()}
+  return stats
+
+
+def _ms(s, fmt="{:.4g}"):
+  if s["n_train"] == 0 or not math.isfinite(s["mean"]):
+    return "—"
+  return (fmt + " ± {:.2g}").format(s["mean"], s["std"])
+
+
+def _n(s):
+  return "{} × {}".format(s["n_train"], s["n_test"]) if s["n_train"] else "—"
+
+
+def medium_tables(stats, problem_label):
+  """The per-problem tables, regularizer effect and LR sweep (Markdown)."""
+  lines = []
+  for problem in stats:
+    st = stats[problem]
+    finals = {v: st[v]["loss"]["values"] for v in st}
+    best = set(best_tuned(finals).values())
+    shown = [v for v in ordered_variants(st)
+             if not tuned_lr(v) or v in best]
+    lines += ["", "### {}".format(problem_label(problem)), "",
+              "Mean ± std: for learned optimizers over training seeds of the "
+              "per-training-seed mean over test seeds; for baselines (one "
+              "training run) over test seeds. n = training seeds × test "
+              "seeds. Final train loss: mean of the last minibatch losses; "
+              "Hessian trace (Hutchinson) and top eigenvalue (power "
+              "iteration) at the final parameters on the training split.", "",
+              "| optimizer | n | final train loss | held-out accuracy | "
+              "Hessian trace | top eigenvalue |", "|---|---|---|---|---|---|"]
+    for v in shown:
+      s = st[v]
+      lines.append("| {} | {} | {} | {} | {} | {} |".format(
+          variant_label(v), _n(s["loss"]), _ms(s["loss"]),
+          _ms(s["accuracy"], "{:.4f}"), _ms(s["trace"]), _ms(s["top_eig"])))
+    regs = [v for v in ordered_variants(st)
+            if v != "l2o-scale" and not is_baseline(v)]
+    if "l2o-scale" in st and regs:
+      lines += ["", "#### Regularizer effect ({})".format(
+          problem_label(problem)), "",
+                "Δ = mean(variant) − mean(L2O-Scale, no reg.) over "
+                "per-training-seed means; verdict: " + VERDICT_RULE + ".", "",
+                "| variant | Δ held-out accuracy | Δ Hessian trace | "
+                "Δ top eigenvalue |", "|---|---|---|---|"]
+      for v in regs:
+        cells = []
+        for metric in ("accuracy", "trace", "top_eig"):
+          c = compare(st[v][metric]["values"],
+                      st["l2o-scale"][metric]["values"])
+          cells.append("—" if not math.isfinite(c["delta"]) else
+                       "{:+.4g} ({})".format(round(c["delta"], 12) + 0.,
+                                             c["verdict"]))
+        lines.append("| {} | {} |".format(variant_label(v), " | ".join(cells)))
+    sweep = [v for v in ordered_variants(st) if tuned_lr(v)]
+    if sweep:
+      lines += ["", "#### Learning-rate sweep ({})".format(
+          problem_label(problem)), "",
+                "Every swept learning rate; the lowest mean final train loss "
+                "per optimizer (marked *) is the one shown above and in the "
+                "figures. Mean ± std over test seeds.", "",
+                "| optimizer | lr | final train loss | held-out accuracy |",
+                "|---|---|---|---|"]
+      for v in sweep:
+        opt, lr = tuned_lr(v)
+        lines.append("| {}{} | {} | {} | {} |".format(
+            opt, " *" if v in best else "", v.split("-lr", 1)[1],
+            _ms(st[v]["loss"]), _ms(st[v]["accuracy"], "{:.4f}")))
+  return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- figures
+def _pyplot():
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  return plt
+
+
+def _save(fig, plt, out_prefix):
+  os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
+  paths = []
+  for ext in ("png", "pdf"):
+    path = "{}.{}".format(out_prefix, ext)
+    fig.savefig(path, dpi=110 if ext == "png" else None)
+    paths.append(path)
+  plt.close(fig)
+  return paths
+
+
+def _grid(plt, n, width=6.0, height=4.0, ncols=2):
+  ncols = min(ncols, n)
+  nrows = int(math.ceil(n / ncols))
+  fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols,
+                                                  height * nrows),
+                           squeeze=False, layout="constrained")
+  for ax in list(axes.flat)[n:]:
+    ax.axis("off")
+  return fig, axes
+
+
+def _legend(fig, handles):
+  fig.legend(list(handles.values()), list(handles), loc="outside lower center",
+             ncol=min(4, len(handles)), frameon=False, fontsize=9)
+
+
+def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
+  """Held-out accuracy vs step, one panel per problem, mean ± std band over
+  all runs of a variant (best tuned LR only). Returns paths or []."""
+  problems = [p for p in heldout if heldout[p]]
+  if not problems:
+    return []
+  plt = _pyplot()
+  fig, axes = _grid(plt, len(problems))
+  handles = {}
+  for ax, problem in zip(axes.flat, problems):
+    grouped = group_runs(heldout[problem])
+    for i, v in enumerate(ordered_variants(grouped)):
+      recs = [r for runs in grouped[v].values() for r in runs.values()
+              if r.get("heldout_accuracy")]
+      if not recs:
+        continue
+      n = min(len(r["heldout_accuracy"]) for r in recs)
+      acc = np.asarray([r["heldout_accuracy"][:n] for r in recs], np.float64)
+      steps = np.asarray(recs[0].get("iteration", list(range(n)))[:n])
+      color, ls = variant_style(v, i)
+      mean, std = acc.mean(0), acc.std(0)
+      (line,) = ax.plot(steps, mean, color=color, linestyle=ls, lw=1.5)
+      ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.12,
+                      lw=0)
+      handles.setdefault(variant_label(v), line)
+    ax.set_title(problem_label(problem), fontsize=11)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("held-out test accuracy")
+    ax.grid(True, alpha=0.3)
+  _legend(fig, handles)
+  fig.suptitle((title + "\n" if title else "") + "held-out accuracy: mean "
+               "over all runs (training × test seeds), band ± 1 std",
+               fontsize=10.5)
+  return _save(fig, plt, out_prefix)
+
+
+def plot_meta_training(logs, out_prefix, title=None):
+  """One panel per variant: robust selection score (or evaluation cost)
+  per evaluation, one line per training seed, log y; rollbacks as
+  vertical dotted lines; diverged (inf) scores as x at the top edge."""
+  variants = [v for v in ordered_variants(logs)
+              if any(l["evaluations"] or l["selections"]
+                     for l in logs[v].values())]
+  if not variants:
+    return []
+  plt = _pyplot()
+  fig, axes = _grid(plt, len(variants), 5.0, 3.4, ncols=3)
+  cmap = plt.get_cmap("viridis")
+  notes = False
+  for ax, v in zip(axes.flat, variants):
+    seeds = sorted(logs[v], key=lambda s: -1 if s is None else s)
+    finite_max = 0.
+    infs = []
+    for j, s in enumerate(seeds):
+      log = logs[v][s]
+      color = cmap(j / max(1, len(seeds) - 1) * 0.85)
+      lab = "train seed {}".format(s if s is not None else "—")
+      for pts, style, what in ((log["selections"], "-", "selection"),
+                               ([(k, c) for k, _, c in log["evaluations"]],
+                                ":", "evaluation")):
+        if not pts:
+          continue
+        k = np.asarray([p[0] for p in pts], np.float64)
+        y = np.asarray([p[1] for p in pts], np.float64)
+        ok = np.isfinite(y) & (y > 0)
+        ax.plot(k[ok], y[ok], style, marker=".", color=color, lw=1.2,
+                label="{}, {}".format(lab, what))
+        if np.any(ok):
+          finite_max = max(finite_max, float(np.max(y[ok])))
+        infs += [(kk, color) for kk in k[~np.isfinite(y)]]
+      for r in log["rollbacks"]:
+        ax.axvline(r, color=color, ls=":", lw=0.8, alpha=0.7)
+        notes = True
+    ax.set_yscale("log")
+    if infs and finite_max > 0:
+      top = finite_max * 2
+      for kk, color in infs:
+        ax.plot([kk], [top], "x", color=color, ms=7, clip_on=False)
+      ax.set_ylim(top=top * 1.2)
+      notes = True
+    ax.set_title("{} ({} training seed{})".format(
+        variant_label(v), len(seeds), "" if len(seeds) == 1 else "s"),
+                 fontsize=10)
+    ax.set_xlabel("evaluation / meta-iteration")
+    ax.set_ylabel("score (lower is better)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=6.5, frameon=False)
+  sub = ("solid: robust selection score (mean final objective of meta-test "
+         "runs); dotted: evaluation cost")
+  if notes:
+    sub += "; x at top: diverged (inf); vertical dotted: rolled back"
+  fig.suptitle((title + "\n" if title else "") + sub, fontsize=10)
+  return _save(fig, plt, out_prefix)
+
+
+def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):
+  """Per problem a row: final held-out accuracy, Hessian trace, top
+  eigenvalue per variant (bars, error bars = the pooled std)."""
+  problems = [p for p in stats if any(
+      stats[p][v]["accuracy"]["n_train"] for v in stats[p])]
+  if not problems:
+    return []
+  plt = _pyplot()
+  fig, axes = plt.subplots(len(problems), 3, squeeze=False,
+                           figsize=(15, 3.8 * len(problems)),
+                           layout="constrained")
+  metrics = (("accuracy", "final held-out accuracy", False),
+             ("trace", "Hessian trace (Hutchinson)", True),
+             ("top_eig", "top Hessian eigenvalue", True))
+  for row, problem in zip(axes, problems):
+    st = stats[problem]
+    best = set(best_tuned({v: st[v]["loss"]["values"] for v in st}).values())
+    shown = [v for v in ordered_variants(st) if not tuned_lr(v) or v in best]
+    for ax, (metric, name, log) in zip(row, metrics):
+      x, labels = 0, []
+      for i, v in enumerate(shown):
+        s = st[v][metric]
+        labels.append(variant_label(v))
+        if s["n_train"] and math.isfinite(s["mean"]):
+          color, ls = variant_style(v, i)
+          ax.bar(x, s["mean"], yerr=s["std"], color=color, capsize=3,
+                 hatch="//" if ls == "--" else None, edgecolor="white")
+        x += 1
+      ax.set_xticks(range(len(labels)))
+      ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7.5)
+      if log and ax.has_data():
+        ax.set_yscale("log")
+      ax.set_title("{}: {}".format(problem_label(problem), name), fontsize=10)
+      ax.grid(True, axis="y", alpha=0.3)
+  fig.suptitle((title + "\n" if title else "") + "error bars: std over "
+               "training seeds (learned, solid) or test seeds "
+               "(baselines, hatched)", fontsize=10)
+  return _save(fig, plt, out_prefix)

@@ -35,10 +35,13 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 # Display names and order of the optimizers and problems all.sh produces;
 # unknown names are shown as they are, after the known ones.
 OPTIMIZER_LABELS = {
-    "l2o-scale": "L2O-Scale",
+    "l2o-scale": "L2O-Scale (no reg.)",
     "l2o-entropy-paper-cmd": "L2O-Scale + Hessian reg. (paper cmd: reg. off)",
     "l2o-entropy-reg": "L2O-Scale + Hessian reg. (active)",
     "l2o-entropy-reg-cl-mt": "L2O-Entropy (reg. + CL + MT)",
@@ -85,7 +88,9 @@ def _ordered(names, reference):
 
 
 def optimizer_label(name):
-  return OPTIMIZER_LABELS.get(name, name)
+  if name in OPTIMIZER_LABELS:
+    return OPTIMIZER_LABELS[name]
+  return medium.variant_label(name)
 
 
 def problem_label(name):
@@ -241,6 +246,8 @@ def identical_groups(curves_by_optimizer, rtol=1e-4):
 def _style(opt, index):
   if opt in OPTIMIZER_STYLES:
     return OPTIMIZER_STYLES[opt]
+  if opt in medium.VARIANT_COLORS or medium.is_baseline(opt):
+    return medium.variant_style(opt)
   return _EXTRA_COLORS[index % len(_EXTRA_COLORS)], "-."
 
 
@@ -378,16 +385,42 @@ def main(argv=None):
   parser.add_argument("--title", default=None)
   parser.add_argument("--name", default="loss_curves",
                       help="file name of the figure, without extension")
+  parser.add_argument("--logs_dir", default=None,
+                      help="folder with metarun logs train-<name>.log: "
+                      "draws meta_training.png/.pdf")
   args = parser.parse_args(argv)
-  losses, heldout = load_results(args.results_dir)
-  if not losses:
+  raw_losses, raw_heldout = load_results(args.results_dir)
+  if not raw_losses:
     sys.exit("plot.py: error: no seed*_eval_loss_record.pickle-* files under "
              "{}/<problem>/".format(args.results_dir))
   os.makedirs(args.out_dir, exist_ok=True)
-  paths = plot_curves(losses, os.path.join(args.out_dir, args.name),
-                      band=args.band, smooth_window=args.smooth,
-                      title=args.title)
+  out = lambda name: os.path.join(args.out_dir, name)
+  # Curves and the first table: all runs of a variant (<variant>.t<k>)
+  # pooled, of the tuned learning rates only the best per optimizer.
+  finals = lambda problem, v: np.concatenate([final_losses(c) for c in
+                                              medium.group_runs(raw_losses[
+                                                  problem])[v].values()])
+  losses = medium.pool_losses(raw_losses, finals=finals)
+  heldout = medium.pool_losses(raw_heldout, keep_all_tuned=True)
+  heldout = {p: {v: r for v, r in by.items() if v in losses.get(p, {})}
+             for p, by in heldout.items()}
+  paths = plot_curves(losses, out(args.name), band=args.band,
+                      smooth_window=args.smooth, title=args.title)
+  stats = medium.variant_stats(raw_losses, raw_heldout, final_losses)
+  stats = {p: stats[p] for p in _ordered(stats, PROBLEM_LABELS)}
+  best_heldout = {p: {n: r for n, r in raw_heldout[p].items()
+                      if medium.split_name(n)[0] in losses.get(p, {})}
+                  for p in _ordered(raw_heldout, PROBLEM_LABELS)}
+  paths += medium.plot_heldout_accuracy(best_heldout, out("heldout_accuracy"),
+                                        problem_label, args.title)
+  paths += medium.plot_accuracy_flatness(stats, out("accuracy_flatness"),
+                                         problem_label, args.title)
+  if args.logs_dir:
+    paths += medium.plot_meta_training(
+        medium.load_train_logs(args.logs_dir), out("meta_training"),
+        args.title)
   table = results_table(losses, heldout)
+  table += "\n## Per problem\n" + medium.medium_tables(stats, problem_label)
   table_path = os.path.join(args.out_dir, "results.md")
   with open(table_path, "w") as f:
     if args.title:
