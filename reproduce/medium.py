@@ -41,7 +41,7 @@ VARIANT_COLORS = {
 }
 VARIANT_ORDER = list(VARIANT_COLORS)
 BASELINE_COLORS = {"SGD": "tab:gray", "Adam": "tab:purple",
-                   "Adagrad": "tab:brown"}
+                   "Adagrad": "tab:brown"}  # as plot.OPTIMIZER_STYLES
 # The verdict rule, quoted in results.md.
 VERDICT_RULE = ("a difference counts as real when |Δ| > 2 × pooled std "
                 "(sqrt of the mean of the two sample variances, ddof=1) and "
@@ -370,9 +370,10 @@ def _grid(plt, n, width=6.0, height=4.0, ncols=2):
   return fig, axes
 
 
-def _legend(fig, handles):
+def _legend(fig, handles, panels_across):
   fig.legend(list(handles.values()), list(handles), loc="outside lower center",
-             ncol=min(4, len(handles)), frameon=False, fontsize=9)
+             ncol=min(2 * panels_across, len(handles)), frameon=False,
+             fontsize=9)
 
 
 def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
@@ -386,6 +387,7 @@ def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
   handles = {}
   for ax, problem in zip(axes.flat, problems):
     grouped = group_runs(heldout[problem])
+    runs = 0
     for i, v in enumerate(ordered_variants(grouped)):
       recs = [r for runs in grouped[v].values() for r in runs.values()
               if r.get("heldout_accuracy")]
@@ -400,11 +402,13 @@ def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
       ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.12,
                       lw=0)
       handles.setdefault(variant_label(v), line)
-    ax.set_title(problem_label(problem), fontsize=11)
+      runs = max(runs, len(recs))
+    ax.set_title("{} (up to {} runs)".format(problem_label(problem), runs),
+                 fontsize=11)
     ax.set_xlabel("iteration")
     ax.set_ylabel("held-out test accuracy")
     ax.grid(True, alpha=0.3)
-  _legend(fig, handles)
+  _legend(fig, handles, axes.shape[1])
   fig.suptitle((title + "\n" if title else "") + "held-out accuracy: mean "
                "over all runs (training × test seeds), band ± 1 std",
                fontsize=10.5)
@@ -458,6 +462,7 @@ def plot_meta_training(logs, out_prefix, title=None):
     ax.set_title("{} ({} training seed{})".format(
         variant_label(v), len(seeds), "" if len(seeds) == 1 else "s"),
                  fontsize=10)
+    ax.xaxis.set_major_locator(plt.MaxNLocator(6, integer=True))
     ax.set_xlabel("evaluation / meta-iteration")
     ax.set_ylabel("score (lower is better)")
     ax.grid(True, which="major", alpha=0.3)
@@ -495,8 +500,10 @@ def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):
         labels.append(variant_label(v))
         if s["n_train"] and math.isfinite(s["mean"]):
           color, ls = variant_style(v, i)
-          ax.bar(x, s["mean"], yerr=s["std"], color=color, capsize=3,
-                 hatch="//" if ls == "--" else None, edgecolor="white")
+          # Points, not bars: the axes zoom in on the differences.
+          ax.errorbar(x, s["mean"], yerr=s["std"], color=color, capsize=4,
+                      marker="o" if ls == "-" else "s", ms=7,
+                      mfc=color if ls == "-" else "white", mew=1.5)
         x += 1
       ax.set_xticks(range(len(labels)))
       ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7.5)
@@ -504,7 +511,7 @@ def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):
         ax.set_yscale("log")
       ax.set_title("{}: {}".format(problem_label(problem), name), fontsize=10)
       ax.grid(True, axis="y", alpha=0.3)
-  fig.suptitle((title + "\n" if title else "") + "error bars: std over "
-               "training seeds (learned, solid) or test seeds "
-               "(baselines, hatched)", fontsize=10)
+  fig.suptitle((title + "\n" if title else "") + "mean; error bars: std "
+               "over training seeds (learned, filled circles) or over test "
+               "seeds (baselines, open squares)", fontsize=10)
   return _save(fig, plt, out_prefix)

@@ -69,10 +69,11 @@ OPTIMIZER_STYLES = {
     "l2o-entropy-reg": ("tab:orange", "-"),
     "l2o-entropy-reg-cl-mt": ("tab:red", "-"),
     "SGD": ("tab:gray", "--"),
-    "Adam": ("tab:green", "--"),
-    "Adagrad": ("tab:purple", "--"),
+    # Not green/orange/red: the medium size's regularized variants use those.
+    "Adam": ("tab:purple", "--"),
+    "Adagrad": ("tab:brown", "--"),
 }
-_EXTRA_COLORS = ["tab:brown", "tab:pink", "tab:olive", "black"]
+_EXTRA_COLORS = ["tab:pink", "tab:olive", "black", "tab:cyan"]
 
 LOSS_PATTERN = re.compile(r"^seed(-?\d+)_eval_loss_record\.pickle-(.+)$")
 HELDOUT_PATTERN = re.compile(r"^seed(-?\d+)_heldout_record-(.+)\.json$")
@@ -84,7 +85,12 @@ FINAL_WINDOW = 10
 
 def _ordered(names, reference):
   known = [n for n in reference if n in names]
-  return known + sorted(n for n in names if n not in reference)
+  rest = [n for n in names if n not in reference]
+  if reference is OPTIMIZER_LABELS:  # learned first, then baselines
+    rest = medium.ordered_variants(rest)
+    learned = [n for n in known + rest if not medium.is_baseline(n)]
+    return learned + [n for n in known + rest if n not in learned]
+  return known + sorted(rest)
 
 
 def optimizer_label(name):
@@ -328,13 +334,17 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
       y_hi = max(y_hi, float(np.max(hi)))
     for k, group in enumerate(groups):
       ax.text(0.02, 0.03 + 0.07 * k, "identical (rel. diff. < 1e-4): " +
-              " = ".join(SHORT_LABELS.get(o, o) for o in group),
+              " = ".join(SHORT_LABELS.get(o, optimizer_label(o))
+                                    for o in group),
               transform=ax.transAxes, fontsize=8, color="0.25",
               va="bottom", ha="left",
               bbox=dict(facecolor="white", alpha=0.8, edgecolor="none"))
     seeds = sorted({len(losses[problem][o]) for o in opts})
-    ax.set_title("{} ({} seed{})".format(
-        problem_label(problem), "/".join(str(s) for s in seeds),
+    # Pooled variants (keys (training seed, test seed)): runs, not seeds.
+    word = "run" if any(isinstance(k, tuple) for o in opts
+                        for k in losses[problem][o]) else "seed"
+    ax.set_title("{} ({} {}{})".format(
+        problem_label(problem), "/".join(str(s) for s in seeds), word,
         "" if seeds == [1] else "s"), fontsize=11)
     ax.set_yscale("log")
     if 0 < y_lo < y_hi < np.inf:
@@ -349,13 +359,13 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
   for ax in list(axes.flat)[len(problems):]:
     ax.axis("off")
   order = _ordered(handles, OPTIMIZER_LABELS)
-  band_text = ("min-max over seeds" if band == "minmax"
-               else "± 1 std over seeds")
+  band_text = ("min-max over runs" if band == "minmax"
+               else "± 1 std over runs")
   legend_cols = min(len(order), 4 if ncols > 1 else 2)
   fig.legend([handles[o] for o in order], [optimizer_label(o) for o in order],
              loc="outside lower center", ncol=legend_cols, frameon=False,
              fontsize=9.5)
-  subtitle = "line: mean over seeds, band: {}{}".format(
+  subtitle = "line: mean over runs (test seeds × training seeds), band: {}{}".format(
       band_text, "" if used_window <= 1 else
       ", moving average over {} steps".format(used_window))
   width_chars = 60 * ncols
