@@ -348,7 +348,8 @@ def _pyplot():
   return plt
 
 
-def _save(fig, plt, out_prefix):
+def save_figure(fig, plt, out_prefix):
+  """Writes ``out_prefix``.png and .pdf, closes ``fig``; returns the paths."""
   os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
   paths = []
   for ext in ("png", "pdf"):
@@ -412,7 +413,7 @@ def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
   fig.suptitle((title + "\n" if title else "") + "held-out accuracy: mean "
                "over all runs (training × test seeds), band ± 1 std",
                fontsize=10.5)
-  return _save(fig, plt, out_prefix)
+  return save_figure(fig, plt, out_prefix)
 
 
 def plot_meta_training(logs, out_prefix, title=None):
@@ -472,7 +473,7 @@ def plot_meta_training(logs, out_prefix, title=None):
   if notes:
     sub += "; x at top: diverged (inf); vertical dotted: rolled back"
   fig.suptitle((title + "\n" if title else "") + sub, fontsize=10)
-  return _save(fig, plt, out_prefix)
+  return save_figure(fig, plt, out_prefix)
 
 
 def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):
@@ -514,4 +515,4 @@ def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):
   fig.suptitle((title + "\n" if title else "") + "mean; error bars: std "
                "over training seeds (learned, filled circles) or over test "
                "seeds (baselines, open squares)", fontsize=10)
-  return _save(fig, plt, out_prefix)
+  return save_figure(fig, plt, out_prefix)

@@ -371,14 +371,7 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
   width_chars = 60 * ncols
   head = textwrap.fill(title, width_chars) + "\n" if title else ""
   fig.suptitle(head + subtitle, fontsize=10.5)
-  os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
-  paths = []
-  for ext in ("png", "pdf"):
-    path = "{}.{}".format(out_prefix, ext)
-    fig.savefig(path, dpi=110 if ext == "png" else None)
-    paths.append(path)
-  plt.close(fig)
-  return paths
+  return medium.save_figure(fig, plt, out_prefix)
 
 
 def main(argv=None):
