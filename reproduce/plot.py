@@ -20,6 +20,17 @@ Input layout (what all.sh writes; one folder per problem, the optimizer is the
   <results_dir>/<problem>/seed<S>_eval_loss_record.pickle-<optimizer>
   <results_dir>/<problem>/seed<S>_heldout_record-<optimizer>.json   (optional)
 
+Medium size (reproduce/medium.py has the details): ``<variant>.t<k>`` names
+are runs of one learned variant meta-trained with training seed ``k`` and are
+pooled per variant (mean ± std over training seeds of the per-training-seed
+mean); ``<Opt>-lr<value>`` are tuned baselines, of which only the best per
+optimizer and problem is drawn (all are listed in results.md's learning-rate
+sweep). Further outputs: ``heldout_accuracy``, ``accuracy_flatness`` (held-out
+accuracy, ``hessian_trace``, ``hessian_top_eigenvalue`` of the JSONs) and,
+with ``--logs_dir`` (metarun logs ``train-<name>.log``), ``meta_training``;
+results.md gains per-problem tables, the regularizer effect against
+``l2o-scale`` and the learning-rate sweep.
+
 The aggregation functions are plain numpy so they can be unit-tested on
 synthetic pickles (tests/test_reproduce.py).
 """
