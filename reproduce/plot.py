@@ -20,6 +20,17 @@ Input layout (what all.sh writes; one folder per problem, the optimizer is the
   <results_dir>/<problem>/seed<S>_eval_loss_record.pickle-<optimizer>
   <results_dir>/<problem>/seed<S>_heldout_record-<optimizer>.json   (optional)
 
+Medium size (reproduce/medium.py has the details): ``<variant>.t<k>`` names
+are runs of one learned variant meta-trained with training seed ``k`` and are
+pooled per variant (mean ± std over training seeds of the per-training-seed
+mean); ``<Opt>-lr<value>`` are tuned baselines, of which only the best per
+optimizer and problem is drawn (all are listed in results.md's learning-rate
+sweep). Further outputs: ``heldout_accuracy``, ``accuracy_flatness`` (held-out
+accuracy, ``hessian_trace``, ``hessian_top_eigenvalue`` of the JSONs) and,
+with ``--logs_dir`` (metarun logs ``train-<name>.log``), ``meta_training``;
+results.md gains per-problem tables, the regularizer effect against
+``l2o-scale`` and the learning-rate sweep.
+
 The aggregation functions are plain numpy so they can be unit-tested on
 synthetic pickles (tests/test_reproduce.py).
 """
@@ -35,10 +46,13 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+
 # Display names and order of the optimizers and problems all.sh produces;
 # unknown names are shown as they are, after the known ones.
 OPTIMIZER_LABELS = {
-    "l2o-scale": "L2O-Scale",
+    "l2o-scale": "L2O-Scale (no reg.)",
     "l2o-entropy-paper-cmd": "L2O-Scale + Hessian reg. (paper cmd: reg. off)",
     "l2o-entropy-reg": "L2O-Scale + Hessian reg. (active)",
     "l2o-entropy-reg-cl-mt": "L2O-Entropy (reg. + CL + MT)",
@@ -66,10 +80,11 @@ OPTIMIZER_STYLES = {
     "l2o-entropy-reg": ("tab:orange", "-"),
     "l2o-entropy-reg-cl-mt": ("tab:red", "-"),
     "SGD": ("tab:gray", "--"),
-    "Adam": ("tab:green", "--"),
-    "Adagrad": ("tab:purple", "--"),
+    # Not green/orange/red: the medium size's regularized variants use those.
+    "Adam": ("tab:purple", "--"),
+    "Adagrad": ("tab:brown", "--"),
 }
-_EXTRA_COLORS = ["tab:brown", "tab:pink", "tab:olive", "black"]
+_EXTRA_COLORS = ["tab:pink", "tab:olive", "black", "tab:cyan"]
 
 LOSS_PATTERN = re.compile(r"^seed(-?\d+)_eval_loss_record\.pickle-(.+)$")
 HELDOUT_PATTERN = re.compile(r"^seed(-?\d+)_heldout_record-(.+)\.json$")
@@ -81,11 +96,18 @@ FINAL_WINDOW = 10
 
 def _ordered(names, reference):
   known = [n for n in reference if n in names]
-  return known + sorted(n for n in names if n not in reference)
+  rest = [n for n in names if n not in reference]
+  if reference is OPTIMIZER_LABELS:  # learned first, then baselines
+    rest = medium.ordered_variants(rest)
+    learned = [n for n in known + rest if not medium.is_baseline(n)]
+    return learned + [n for n in known + rest if n not in learned]
+  return known + sorted(rest)
 
 
 def optimizer_label(name):
-  return OPTIMIZER_LABELS.get(name, name)
+  if name in OPTIMIZER_LABELS:
+    return OPTIMIZER_LABELS[name]
+  return medium.variant_label(name)
 
 
 def problem_label(name):
@@ -241,6 +263,8 @@ def identical_groups(curves_by_optimizer, rtol=1e-4):
 def _style(opt, index):
   if opt in OPTIMIZER_STYLES:
     return OPTIMIZER_STYLES[opt]
+  if opt in medium.VARIANT_COLORS or medium.is_baseline(opt):
+    return medium.variant_style(opt)
   return _EXTRA_COLORS[index % len(_EXTRA_COLORS)], "-."
 
 
@@ -321,13 +345,17 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
       y_hi = max(y_hi, float(np.max(hi)))
     for k, group in enumerate(groups):
       ax.text(0.02, 0.03 + 0.07 * k, "identical (rel. diff. < 1e-4): " +
-              " = ".join(SHORT_LABELS.get(o, o) for o in group),
+              " = ".join(SHORT_LABELS.get(o, optimizer_label(o))
+                                    for o in group),
               transform=ax.transAxes, fontsize=8, color="0.25",
               va="bottom", ha="left",
               bbox=dict(facecolor="white", alpha=0.8, edgecolor="none"))
     seeds = sorted({len(losses[problem][o]) for o in opts})
-    ax.set_title("{} ({} seed{})".format(
-        problem_label(problem), "/".join(str(s) for s in seeds),
+    # Pooled variants (keys (training seed, test seed)): runs, not seeds.
+    word = "run" if any(isinstance(k, tuple) for o in opts
+                        for k in losses[problem][o]) else "seed"
+    ax.set_title("{} ({} {}{})".format(
+        problem_label(problem), "/".join(str(s) for s in seeds), word,
         "" if seeds == [1] else "s"), fontsize=11)
     ax.set_yscale("log")
     if 0 < y_lo < y_hi < np.inf:
@@ -342,26 +370,19 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
   for ax in list(axes.flat)[len(problems):]:
     ax.axis("off")
   order = _ordered(handles, OPTIMIZER_LABELS)
-  band_text = ("min-max over seeds" if band == "minmax"
-               else "± 1 std over seeds")
+  band_text = ("min-max over runs" if band == "minmax"
+               else "± 1 std over runs")
   legend_cols = min(len(order), 4 if ncols > 1 else 2)
   fig.legend([handles[o] for o in order], [optimizer_label(o) for o in order],
              loc="outside lower center", ncol=legend_cols, frameon=False,
              fontsize=9.5)
-  subtitle = "line: mean over seeds, band: {}{}".format(
+  subtitle = "line: mean over runs (test seeds × training seeds), band: {}{}".format(
       band_text, "" if used_window <= 1 else
       ", moving average over {} steps".format(used_window))
   width_chars = 60 * ncols
   head = textwrap.fill(title, width_chars) + "\n" if title else ""
   fig.suptitle(head + subtitle, fontsize=10.5)
-  os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
-  paths = []
-  for ext in ("png", "pdf"):
-    path = "{}.{}".format(out_prefix, ext)
-    fig.savefig(path, dpi=110 if ext == "png" else None)
-    paths.append(path)
-  plt.close(fig)
-  return paths
+  return medium.save_figure(fig, plt, out_prefix)
 
 
 def main(argv=None):
@@ -378,16 +399,42 @@ def main(argv=None):
   parser.add_argument("--title", default=None)
   parser.add_argument("--name", default="loss_curves",
                       help="file name of the figure, without extension")
+  parser.add_argument("--logs_dir", default=None,
+                      help="folder with metarun logs train-<name>.log: "
+                      "draws meta_training.png/.pdf")
   args = parser.parse_args(argv)
-  losses, heldout = load_results(args.results_dir)
-  if not losses:
+  raw_losses, raw_heldout = load_results(args.results_dir)
+  if not raw_losses:
     sys.exit("plot.py: error: no seed*_eval_loss_record.pickle-* files under "
              "{}/<problem>/".format(args.results_dir))
   os.makedirs(args.out_dir, exist_ok=True)
-  paths = plot_curves(losses, os.path.join(args.out_dir, args.name),
-                      band=args.band, smooth_window=args.smooth,
-                      title=args.title)
+  out = lambda name: os.path.join(args.out_dir, name)
+  # Curves and the first table: all runs of a variant (<variant>.t<k>)
+  # pooled, of the tuned learning rates only the best per optimizer.
+  finals = lambda problem, v: np.concatenate([final_losses(c) for c in
+                                              medium.group_runs(raw_losses[
+                                                  problem])[v].values()])
+  losses = medium.pool_losses(raw_losses, finals=finals)
+  heldout = medium.pool_losses(raw_heldout, keep_all_tuned=True)
+  heldout = {p: {v: r for v, r in by.items() if v in losses.get(p, {})}
+             for p, by in heldout.items()}
+  paths = plot_curves(losses, out(args.name), band=args.band,
+                      smooth_window=args.smooth, title=args.title)
+  stats = medium.variant_stats(raw_losses, raw_heldout, final_losses)
+  stats = {p: stats[p] for p in _ordered(stats, PROBLEM_LABELS)}
+  best_heldout = {p: {n: r for n, r in raw_heldout[p].items()
+                      if medium.split_name(n)[0] in losses.get(p, {})}
+                  for p in _ordered(raw_heldout, PROBLEM_LABELS)}
+  paths += medium.plot_heldout_accuracy(best_heldout, out("heldout_accuracy"),
+                                        problem_label, args.title)
+  paths += medium.plot_accuracy_flatness(stats, out("accuracy_flatness"),
+                                         problem_label, args.title)
+  if args.logs_dir:
+    paths += medium.plot_meta_training(
+        medium.load_train_logs(args.logs_dir), out("meta_training"),
+        args.title)
   table = results_table(losses, heldout)
+  table += "\n## Per problem\n" + medium.medium_tables(stats, problem_label)
   table_path = os.path.join(args.out_dir, "results.md")
   with open(table_path, "w") as f:
     if args.title:

@@ -120,7 +120,7 @@ def test_results_table(synthetic):
   rows = [l for l in table.splitlines() if l.startswith("| MNIST")]
   # Problems and optimizers in the fixed order: MLPs first, learned first.
   assert len(rows) == 3
-  assert rows[0].startswith("| MNIST MLP 784-20-10, sigmoid | L2O-Scale | 3 | 4 |")
+  assert rows[0].startswith("| MNIST MLP 784-20-10, sigmoid | L2O-Scale (no reg.) | 3 | 4 |")
   assert "| 1 ± 0.71 |" in rows[0]        # last losses .5, .5, 2
   assert rows[0].endswith("| — |")        # no held-out record
   assert rows[1].startswith("| MNIST MLP 784-20-10, sigmoid | Adam (lr 1e-4) | 2 | 3 |")
@@ -147,6 +147,168 @@ def test_plot_cli(synthetic, tmp_path):
   with pytest.raises(SystemExit):
     plot.main(["--results_dir", str(tmp_path / "empty"), "--out_dir",
                str(out)])
+
+
+# ------------------------------------------------- medium size (medium.py)
+import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def _write_final(folder, seed, name, final):
+  """A curve whose last plot.FINAL_WINDOW losses equal ``final``."""
+  _write_pickle(folder, seed, name, [5.] + [final] * plot.FINAL_WINDOW)
+
+
+def _write_flat(folder, seed, name, acc, trace=None, eig=None):
+  os.makedirs(folder, exist_ok=True)
+  record = {"iteration": [0, 10], "heldout_accuracy": [0.1, acc],
+            "heldout_loss": [1., .5], "train_loss": [1., .5],
+            "train_accuracy": [.1, .9]}
+  if trace is not None:
+    record.update(hessian_trace=trace, hessian_top_eigenvalue=eig)
+  with open(os.path.join(folder, "seed{}_heldout_record-{}.json".format(
+      seed, name)), "w") as f:
+    json.dump(record, f)
+
+
+@pytest.fixture
+def medium_results(tmp_path):
+  """mnist-mlp-sigmoid: l2o-scale and hess-1e-3 with 3 training seeds x 2
+  test seeds, jacob-1e-2 (same as l2o-scale), two Adam and SGD LRs, the
+  original baselines; logs of two training runs."""
+  mlp = str(tmp_path / "test" / "mnist-mlp-sigmoid")
+  # final loss of (train seed t, test seed s): l2o-scale t + s/10
+  for t in (1, 2, 3):
+    for s in (6, 12):
+      _write_final(mlp, s, "l2o-scale.t%d" % t, t + s / 10.)
+      _write_flat(mlp, s, "l2o-scale.t%d" % t, 0.80 + 0.001 * t + 0.0001 * s,
+                  trace=100. + t, eig=10. + t)
+      # hess-1e-3: clearly higher accuracy, flatter
+      _write_final(mlp, s, "hess-1e-3.t%d" % t, t)
+      _write_flat(mlp, s, "hess-1e-3.t%d" % t, 0.90 + 0.001 * t,
+                  trace=50. + t, eig=5. + t)
+      # jacob-1e-2: the same as l2o-scale up to tiny noise
+      _write_final(mlp, s, "jacob-1e-2.t%d" % t, t + s / 10.)
+      _write_flat(mlp, s, "jacob-1e-2.t%d" % t,
+                  0.80 + 0.001 * (4 - t) + 0.0001 * s, trace=100. + t,
+                  eig=10. + t)
+  for s in (6, 12):
+    for name, final in (("Adam", 3.), ("Adam-lr1e-3", 1.), ("Adam-lr3e-4", 2.),
+                        ("SGD", 4.), ("SGD-lr0.1", 3.5), ("SGD-lr0.3", 0.5)):
+      _write_final(mlp, s, name, final)
+      _write_flat(mlp, s, name, 0.7)
+  logs = tmp_path / "logs"
+  logs.mkdir()
+  (logs / "train-hess-1e-3.t1.log").write_text(
+      "evaluation 1, cost=2.5\n"
+      "selection 1, robust score=0.75 (mean of 2 runs)\n"
+      "[meta-iteration 2/3] objective diverged: rolled back to iteration 1\n"
+      "evaluation 2, cost=inf\nselection 2, robust score=inf (diverged)\n"
+      "evaluation 3, cost=1.5e-1\nselection 3, robust score=0.5 (ok)\n"
+      "best model index=3\n")
+  (logs / "train-l2o-entropy-reg-cl-mt.t2.log").write_text(
+      "evaluation 1, num_steps=100, cost=3.0\n"
+      "evaluation 2, num_steps=200, cost=2.0\n")
+  return str(tmp_path / "test"), str(logs)
+
+
+def test_split_and_tuned_names():
+  assert medium.split_name("hess-1e-3.t2") == ("hess-1e-3", 2)
+  assert medium.split_name("l2o-scale") == ("l2o-scale", None)
+  assert medium.tuned_lr("Adam-lr3e-4") == ("Adam", 3e-4)
+  assert medium.tuned_lr("SGD-lr0.1") == ("SGD", 0.1)
+  assert medium.tuned_lr("Adam") is None
+  assert medium.variant_label("hess-1e-3") == "Hessian-ESD reg. α=1e-3"
+  assert medium.variant_label("jacob-1e-2") == "Jacobian reg. α=1e-2"
+  assert medium.variant_label("Adam-lr1e-3") == "Adam (tuned, lr 1e-3)"
+  assert medium.variant_style("Adam-lr1e-3")[1] == "--"
+  assert medium.variant_style("hess-1e-2")[1] == "-"
+
+
+def test_variant_pooling_over_training_seeds(medium_results):
+  losses, heldout = plot.load_results(medium_results[0])
+  stats = medium.variant_stats(losses, heldout, plot.final_losses)
+  st = stats["mnist-mlp-sigmoid"]["l2o-scale"]
+  # per-training-seed means of the final losses t + s/10 over s in (6, 12)
+  per_seed = [t + 0.9 for t in (1, 2, 3)]
+  assert st["loss"]["n_train"] == 3 and st["loss"]["n_test"] == 2
+  np.testing.assert_allclose(st["loss"]["per_seed"], per_seed, rtol=1e-6)
+  assert st["loss"]["mean"] == pytest.approx(2.9, rel=1e-6)
+  assert st["loss"]["std"] == pytest.approx(np.std(per_seed), rel=1e-5)
+  acc = [0.80 + 0.001 * t + 0.0009 for t in (1, 2, 3)]
+  assert st["accuracy"]["mean"] == pytest.approx(np.mean(acc))
+  assert st["accuracy"]["std"] == pytest.approx(np.std(acc))
+  assert st["trace"]["mean"] == pytest.approx(102.)
+  # A baseline (one run): mean and std over test seeds.
+  adam = stats["mnist-mlp-sigmoid"]["Adam-lr1e-3"]["loss"]
+  assert adam["n_train"] == 1 and adam["n_test"] == 2
+  assert adam["mean"] == pytest.approx(1.) and adam["std"] == 0.
+  assert stats["mnist-mlp-sigmoid"]["Adam"]["trace"]["n_train"] == 0
+
+
+def test_best_tuned_learning_rate(medium_results):
+  losses, _ = plot.load_results(medium_results[0])
+  finals = {n: plot.final_losses(c)
+            for n, c in losses["mnist-mlp-sigmoid"].items()}
+  assert medium.best_tuned(finals) == {"Adam": "Adam-lr1e-3",
+                                       "SGD": "SGD-lr0.3"}
+  finals["Adam-lr1e-3"] = np.array([np.nan])  # diverged: not chosen
+  assert medium.best_tuned(finals)["Adam"] == "Adam-lr3e-4"
+
+
+def test_compare_verdict():
+  clear = medium.compare([0.90, 0.91, 0.92], [0.80, 0.81, 0.82])
+  assert clear["delta"] == pytest.approx(0.1)
+  assert clear["pooled_std"] == pytest.approx(0.01)
+  assert clear["welch_t"] == pytest.approx(0.1 / math.sqrt(2 * 1e-4 / 3))
+  assert clear["significant"] and clear["verdict"] == "differs"
+  none = medium.compare([0.80, 0.82, 0.81], [0.81, 0.80, 0.82])
+  assert none["delta"] == pytest.approx(0.)
+  assert not none["significant"]
+  assert none["verdict"] == "within seed spread"
+  assert medium.compare([1.], [2., 3.])["verdict"] == "too few seeds"
+  assert medium.compare([], [2.])["verdict"] == "no data"
+
+
+def test_parse_train_logs(medium_results):
+  logs = medium.load_train_logs(medium_results[1])
+  hess = logs["hess-1e-3"][1]
+  assert hess["evaluations"] == [(1, None, 2.5), (2, None, math.inf),
+                                 (3, None, 0.15)]
+  assert hess["selections"] == [(1, 0.75), (2, math.inf), (3, 0.5)]
+  assert hess["rollbacks"] == [2]
+  assert hess["best"] == 3
+  cl = logs["l2o-entropy-reg-cl-mt"][2]
+  assert cl["evaluations"] == [(1, 100, 3.0), (2, 200, 2.0)]
+  assert cl["selections"] == [] and cl["best"] is None
+
+
+def test_medium_cli_writes_everything(medium_results, tmp_path):
+  out = tmp_path / "fig"
+  assert plot.main(["--results_dir", medium_results[0], "--out_dir", str(out),
+                    "--logs_dir", medium_results[1], "--title", "medium"]) == 0
+  for name in ("loss_curves", "heldout_accuracy", "meta_training",
+               "accuracy_flatness"):
+    for ext in ("png", "pdf"):
+      assert (out / (name + "." + ext)).stat().st_size > 1000, name
+  text = (out / "results.md").read_text()
+  rows = {}
+  for l in text.splitlines():   # the first row of each label: the main table
+    if l.startswith("| "):
+      rows.setdefault(l.split("|")[1].strip(), l)
+  assert "| 3 × 2 | 2.9 ± 0.82 |" in rows["L2O-Scale (no reg.)"]
+  assert "Adam (tuned, lr 1e-3)" in rows
+  assert "Adam (tuned, lr 3e-4)" not in rows    # only in the sweep
+  assert "| Adam | 3e-4 | 2 ± 0 |" in text
+  assert "| Adam * | 1e-3 | 1 ± 0 |" in text
+  hess = rows["Hessian-ESD reg. α=1e-3"]
+  assert "Regularizer effect" in text and "2 × pooled std" in text
+  effect = [l for l in text.splitlines()
+            if l.startswith("| Hessian-ESD reg. α=1e-3 | +")]
+  assert len(effect) == 1 and effect[0].count("(differs)") == 3, effect
+  jac = [l for l in text.splitlines() if l.startswith("| Jacobian reg. α=1e-2 | ")
+         and "seed spread" in l]
+  assert len(jac) == 1 and jac[0].count("+0 (within seed spread)") == 3, jac
+  assert "| 52 ± 0.82 |" in hess
 
 
 # ------------------------------------------------------------------ bench
@@ -302,7 +464,7 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
   assert (figures / "loss_curves.png").stat().st_size > 1000
   assert (figures / "loss_curves.pdf").stat().st_size > 1000
   rows = _table_rows(figures / "results.md")
-  for label in ("L2O-Scale", "SGD (lr 1e-3)", "Adam (lr 1e-4)",
+  for label in ("L2O-Scale (no reg.)", "SGD (lr 1e-3)", "Adam (lr 1e-4)",
                 "Adagrad (lr 1e-5)"):
     assert label in rows, rows
     loss, acc = _number(rows[label][4]), _number(rows[label][5])
