@@ -1,0 +1,54 @@
+"""The shipped pretrained optimizers (reproduce/pretrained/): they load with
+their cards (no extra flags) and optimize the MNIST MLP better than a tuned
+Adam over a short run from the same start and batches."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from l2o_scale import baselines
+from l2o_scale import keras_optimizer
+from l2o_scale import testing
+from problems import problem_sets
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRETRAINED = os.path.join(ROOT, "reproduce", "pretrained")
+VARIANTS = ["l2o-scale", "l2o-entropy-reg", "l2o-entropy-reg-cl-mt"]
+SUBDIR = "HierarchicalRNN_GRUCell_20_2"
+
+
+def _final(optimizer, problem, dataset, batch_size, steps=300, seed=6):
+  objectives, _, _ = testing.test_optimizer(
+      optimizer, problem, steps, dataset=dataset, batch_size=batch_size,
+      seed=seed, progress=False)
+  objectives = np.asarray(objectives, np.float64)
+  assert np.all(np.isfinite(objectives))
+  return objectives[-10:].mean()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_card_describes_the_checkpoint(variant):
+  folder = os.path.join(PRETRAINED, variant, SUBDIR)
+  assert os.path.exists(os.path.join(folder, "model.ckpt-0.index"))
+  with open(os.path.join(folder, "run_record.json")) as f:
+    record = json.load(f)
+  assert record["optimizer_flags"]["max_log_lr"] == -4.6
+  card = record["card"]
+  assert card["name"] == variant and card["meta_iterations"] == 30
+  assert card["training_seed"] == 1 and card["wall_time_seconds"] > 0
+  assert "/work/" not in json.dumps(record)  # no local paths shipped
+
+
+def test_pretrained_beat_tuned_adam_on_the_mlp(data_dir):
+  spec, dataset, batch_size = problem_sets.get("test_mnist_mlp_problems",
+                                               data_dir=data_dir)[0]
+  problem = spec.build()
+  adam = _final(baselines.build("Adam", 1e-3), problem, dataset, batch_size)
+  for variant in VARIANTS:
+    learned = keras_optimizer.LearnedOptimizer.from_checkpoint(
+        os.path.join(PRETRAINED, variant, SUBDIR, "model.ckpt-0"))
+    assert learned.learned_optimizer.max_log_lr == -4.6  # from the card
+    final = _final(learned.learned_optimizer, problem, dataset, batch_size)
+    assert final < adam, (variant, final, adam)
