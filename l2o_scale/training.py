@@ -29,6 +29,7 @@ checkpoint, and a clear message when ``mini_batch_size`` exceeds the data.
 """
 
 import dataclasses
+import json
 import os
 import random
 import sys
@@ -131,6 +132,20 @@ class CarriedState(object):
   def update(self, final_state):
     self.value = final_state
 
+  def to_arrays(self):
+    """The carried tensors, flattened, for the resume state."""
+    return [t.numpy() for t in tf.nest.flatten(self.value)]
+
+  def load_arrays(self, arrays):
+    """Restores what :meth:`to_arrays` saved (same problem and optimizer)."""
+    flat = tf.nest.flatten(self.value)
+    if len(arrays) != len(flat) or any(
+        tuple(a.shape) != tuple(f.shape) for a, f in zip(arrays, flat)):
+      raise ValueError("saved carried state does not fit this problem")
+    self.value = tf.nest.pack_sequence_as(
+        self.value, [tf.constant(a, dtype=f.dtype) for a, f in
+                     zip(arrays, flat)])
+
 
 class TrainingProgress(tf.Module):
   """Counters saved in checkpoints so an interrupted run resumes."""
@@ -146,12 +161,65 @@ class TrainingProgress(tf.Module):
     self.improved = tf.Variable(False, trainable=False)
 
 
+RESUME_STATE_SUFFIX = ".resume.npz"
+
+
+def resume_state_path(checkpoint_path):
+  """The sidecar of ``model.ckpt-K``: what the next meta-iteration depends on
+  besides the checkpoint's variables (issue 13: exact resume)."""
+  return checkpoint_path + RESUME_STATE_SUFFIX
+
+
+def write_resume_state(path, carried, best_model_idx):
+  """Writes numpy's and Python's random states, the carried optimizer/optimizee
+  state and the best model's meta-iteration, atomically (tmp + os.replace).
+
+  Saving the random states (rather than re-seeding per meta-iteration) keeps
+  the single random stream of the original, so a run with ``--seed`` draws
+  exactly what the original would, interrupted or not.
+  """
+  arrays = {"carried_{}".format(i): a
+            for i, a in enumerate(carried.to_arrays())}
+  np_state = np.random.get_state()
+  meta = dict(numpy=[np_state[0], np_state[2], np_state[3], np_state[4]],
+              python=random.getstate(), best_model_idx=best_model_idx,
+              num_carried=len(arrays))
+  tmp = path + ".tmp"
+  with open(tmp, "wb") as f:
+    np.savez(f, numpy_keys=np_state[1], meta=np.array(json.dumps(meta)),
+             **arrays)
+  os.replace(tmp, path)
+
+
+def read_resume_state(path, carried):
+  """Restores what :func:`write_resume_state` wrote; returns best_model_idx.
+
+  Returns ``False`` (nothing restored) when the checkpoint has no sidecar,
+  e.g. one written before exact resume existed.
+  """
+  if not os.path.exists(path):
+    return False
+  with np.load(path) as saved:
+    meta = json.loads(str(saved["meta"]))
+    keys = saved["numpy_keys"]
+    arrays = [saved["carried_{}".format(i)] for i in range(meta["num_carried"])]
+  name, pos, has_gauss, cached = meta["numpy"]
+  np.random.set_state((name, keys, pos, has_gauss, cached))
+  version, internal, gauss = meta["python"]
+  random.setstate((version, tuple(internal), gauss))
+  carried.load_arrays(arrays)
+  return meta["best_model_idx"]
+
+
 class CheckpointWriter(object):
-  """``model.ckpt-K`` checkpoints of optimizer, meta-optimizer and progress."""
+  """``model.ckpt-K`` checkpoints of optimizer, meta-optimizer and progress,
+  each with its resume-state sidecar (written first, so a checkpoint that the
+  ``checkpoint`` file lists always has one)."""
 
   def __init__(self, logdir, optimizer, meta_optimizer, progress):
     self.logdir = logdir
     self.optimizer = optimizer
+    self.resume_state = None  # () -> (CarriedState, best_model_idx)
     self.ckpt = checkpoints.tf2_checkpoint(optimizer,
                                            meta_optimizer=meta_optimizer,
                                            progress=progress)
@@ -160,6 +228,11 @@ class CheckpointWriter(object):
         checkpoint_name=checkpoints.CHECKPOINT_BASENAME)
 
   def save(self, number):
+    if self.resume_state is not None:
+      carried, best_model_idx = self.resume_state()
+      write_resume_state(resume_state_path(os.path.join(
+          self.logdir, "{}-{}".format(checkpoints.CHECKPOINT_BASENAME,
+                                      number))), carried, best_model_idx)
     return self.manager.save(checkpoint_number=number)
 
   def latest(self):
@@ -511,6 +584,15 @@ def train_optimizer(logdir,
     trainer = _Trainer(problem, name, dataset, batch_size, optimizer,
                        meta_optimizer, config, gradient_clip,
                        obj_train_max_multiplier, summary_writer, out)
+    writer.resume_state = lambda t=trainer: (t.carried, best_model_idx)
+    if latest and problem_itr == 0 and start_k > 0:
+      restored = read_resume_state(resume_state_path(latest), trainer.carried)
+      if restored is False:
+        _log(out, "Note: {} has no resume state (written by an older "
+             "version): random streams and carried optimizer state restart, "
+             "so the run differs from an uninterrupted one.".format(latest))
+      else:
+        best_model_idx = restored
     stop = False
     for k in range(start_k, num_meta_iterations):
       mt_training = config.if_mt and random.random() < config.mt_ratio
