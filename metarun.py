@@ -17,6 +17,7 @@ model.ckpt-K`` (``model.ckpt-0`` is the best evaluated model).
 
 import os
 import random
+import shutil
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -28,8 +29,10 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from l2o_scale import dir_lock
 from l2o_scale import metaopt
 from l2o_scale import optimizer_flags
+from l2o_scale import run_record
 from problems import datasets
 from problems import problem_sets as ps
 
@@ -114,6 +117,10 @@ flags.DEFINE_integer("seed", None, "Seed numpy, Python and TF random streams.")
 flags.DEFINE_boolean("resume", True,
                      "Continue from the latest checkpoint in the log dir.")
 flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
+flags.DEFINE_boolean("overwrite", False,
+                     "With --resume=False, delete the earlier run's "
+                     "checkpoints and record in the log dir first (without it "
+                     "such a dir is refused).")
 
 optimizer_flags.define_optimizer_flags()
 
@@ -260,6 +267,51 @@ def training_config(flag_values):
       hessian_itrs=flag_values.hessian_itrs)
 
 
+def record_sections(flag_values):
+  """(optimizer flags, training flags) of the run record: name -> value."""
+  names = set(optimizer_flags.optimizer_flag_names())
+  own = [f.name for f in flag_values.get_key_flags_for_module(
+      sys.modules[__name__])]
+  return ({n: flag_values[n].value for n in optimizer_flags.optimizer_flag_names()},
+          {n: flag_values[n].value for n in sorted(own) if n not in names})
+
+
+def prepare_logdir(logdir, flag_values):
+  """Checks the log dir against this run and writes the run record.
+
+  Returns an error line, or None. ``--resume=False`` on a dir with
+  checkpoints needs ``--overwrite`` (which deletes the old run first), so two
+  runs never mix; a run whose flags differ from the record is refused with
+  the first differing flag named.
+  """
+  existing = checkpoints.list_checkpoints(logdir)
+  if not flag_values.resume and (existing or os.path.exists(
+      run_record.path(logdir))):
+    if not flag_values.overwrite:
+      return ("{} holds a run ({}); --resume=False would mix two runs. Add "
+              "--overwrite to delete it first, or use another "
+              "--train_dir.".format(logdir, ", ".join(existing) or
+                                    run_record.FILENAME))
+    shutil.rmtree(logdir)
+    os.makedirs(logdir)
+  record = run_record.read(logdir)
+  optimizer_values, training_values = record_sections(flag_values)
+  if record is not None:
+    differ = run_record.mismatches(record, dict(training_values,
+                                                **optimizer_values))
+    if differ:
+      name, recorded, given = differ[0]
+      return ("{} was trained with {}; this run gives {}. Use the same "
+              "flags, another --train_dir, or --resume=False --overwrite to "
+              "start over.".format(flag_values.train_dir,
+                                   run_record.format_flag(name, recorded),
+                                   run_record.format_flag(name, given)))
+    return None
+  run_record.write(logdir, flag_values.optimizer, optimizer_values,
+                   training_values, " ".join(sys.argv))
+  return None
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
@@ -283,6 +335,31 @@ def main(argv):
     return 2
   logdir = os.path.join(FLAGS.train_dir,
                         optimizer_flags.checkpoint_subdir(FLAGS))
+  if os.path.exists(FLAGS.train_dir) and not os.path.isdir(FLAGS.train_dir):
+    sys.stderr.write("metarun.py: --train_dir={} is a file, not a folder; "
+                     "give a folder.\n".format(FLAGS.train_dir))
+    return 2
+  try:
+    os.makedirs(logdir, exist_ok=True)
+    lock = dir_lock.acquire(FLAGS.train_dir, " ".join(sys.argv))
+  except (OSError, dir_lock.LockedError) as e:
+    sys.stderr.write("metarun.py: {}\n".format(e))
+    return 2
+  try:
+    return _train_locked(logdir, spec, problems_and_data)
+  finally:
+    dir_lock.release(lock)
+
+
+def _train_locked(logdir, spec, problems_and_data):
+  """The run itself, while this process holds the train dir's lock."""
+  try:
+    problem = prepare_logdir(logdir, FLAGS)
+  except (OSError, ValueError) as e:
+    problem = str(e)
+  if problem:
+    sys.stderr.write("metarun.py: {}\n".format(problem))
+    return 2
 
   def num_unrolls():
     return metaopt.sample_numiter(FLAGS.num_unroll_scale, FLAGS.min_num_unrolls)
@@ -314,7 +391,7 @@ def main(argv):
         summaries=FLAGS.summaries)
   except checkpoints.CheckpointMismatchError as e:
     sys.stderr.write("metarun.py: cannot resume: {}\nUse another --train_dir "
-                     "or --resume=False.\n".format(e))
+                     "or --resume=False --overwrite.\n".format(e))
     return 2
   finally:
     if FLAGS.set_profiling:

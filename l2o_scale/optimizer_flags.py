@@ -121,6 +121,25 @@ def default_optimizer_kwargs():
       **_VALUE_DEFAULTS, **hierarchical_rnn.INIT_DEFAULTS))
 
 
+def optimizer_flag_names():
+  """Names of the flags :func:`define_optimizer_flags` defines (the run
+  record's ``optimizer_flags`` section)."""
+  return (["optimizer", "cell_size", "num_cells", "cell_cls", "min_lr",
+           "max_lr"] + [name for name, _, _ in _BOOL_FLAGS] +
+          list(_VALUE_DEFAULTS)[2:] + list(hierarchical_rnn.INIT_DEFAULTS))
+
+
+def optimizer_kwargs_from_values(values):
+  """HierarchicalRNN keyword arguments from a ``{flag name: value}`` dict
+  (e.g. a run record's optimizer flags); missing flags take their defaults."""
+  defaults = dict(optimizer="HierarchicalRNN", cell_size=20, num_cells=2,
+                  cell_cls="GRUCell",
+                  **{name: default for name, default, _ in _BOOL_FLAGS},
+                  **_VALUE_DEFAULTS, **hierarchical_rnn.INIT_DEFAULTS)
+  defaults.update({k: v for k, v in values.items() if k in defaults})
+  return optimizer_kwargs(types.SimpleNamespace(**defaults))
+
+
 def optimizer_kwargs(flag_values):
   """The keyword arguments the original passed to the optimizer class."""
   kwargs = {

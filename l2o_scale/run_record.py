@@ -1,0 +1,81 @@
+"""The run record: ``<logdir>/run_record.json``, the flags a train dir was
+trained with (issue 13), next to its ``model.ckpt-K`` files.
+
+One format for metarun (writes it, refuses a run with other flags),
+metatest and ``LearnedOptimizer.from_checkpoint`` (rebuild the optimizer
+from it) and the pretrained optimizers' cards (which add a ``card`` key).
+Readers ignore keys they do not know.
+"""
+
+import datetime
+import json
+import os
+
+FORMAT = "l2o-scale run record"
+VERSION = 1
+FILENAME = "run_record.json"
+# Flags that may change between runs on one train dir: paths, what a run
+# does with the dir, and how long it trains.
+NOT_COMPARED = frozenset(["train_dir", "data_dir", "resume", "overwrite",
+                          "summaries", "num_meta_iterations", "set_profiling"])
+
+
+def path(logdir):
+  return os.path.join(logdir, FILENAME)
+
+
+def write(logdir, optimizer, optimizer_flags, training_flags, command,
+          **extra):
+  """Writes the record atomically (tmp + os.replace); returns its path."""
+  record = dict(format=FORMAT, version=VERSION, optimizer=optimizer,
+                optimizer_flags=dict(optimizer_flags),
+                training_flags=dict(training_flags),
+                created=datetime.datetime.now(
+                    datetime.timezone.utc).isoformat(timespec="seconds"),
+                command=command, **extra)
+  target = path(logdir)
+  tmp = target + ".tmp"
+  with open(tmp, "w") as f:
+    json.dump(record, f, indent=1, sort_keys=True)
+    f.write("\n")
+  os.replace(tmp, target)
+  return target
+
+
+def read(logdir):
+  """The record in ``logdir`` (a dict), or None when there is none.
+
+  Raises ValueError naming the file when it is not a run record.
+  """
+  target = path(logdir)
+  if not os.path.exists(target):
+    return None
+  try:
+    with open(target) as f:
+      record = json.load(f)
+  except (OSError, ValueError) as e:
+    raise ValueError("{} is not readable JSON ({}); delete it or restore "
+                     "it".format(target, e))
+  if not isinstance(record, dict) or record.get("format") != FORMAT:
+    raise ValueError("{} is not an l2o-scale run record".format(target))
+  return record
+
+
+def optimizer_flag_values(record):
+  """``{flag: value}`` of the optimizer flags a record holds ({} for None)."""
+  return dict((record or {}).get("optimizer_flags", {}))
+
+
+def mismatches(record, flag_values):
+  """``[(flag, recorded, given)]`` for recorded flags that ``flag_values``
+  (a dict) gives otherwise, paths and run-length flags excepted."""
+  recorded = dict(record.get("training_flags", {}))
+  recorded.update(record.get("optimizer_flags", {}))
+  return [(name, recorded[name], flag_values[name])
+          for name in sorted(recorded)
+          if name not in NOT_COMPARED and name in flag_values and
+          flag_values[name] != recorded[name]]
+
+
+def format_flag(name, value):
+  return "--{}={}".format(name, value)

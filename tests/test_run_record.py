@@ -1,0 +1,104 @@
+"""The run record and the train dir's lock (issue 13, item 2)."""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+from l2o_scale import dir_lock
+from l2o_scale import run_record
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUBDIR = "HierarchicalRNN_GRUCell_20_2"
+TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
+        "--fix_unroll_length=2", "--fix_num_steps=2", "--fix_num_steps_eval=2",
+        "--evaluation_epochs=1", "--mini_batch_size=256", "--summaries=False"]
+
+
+def _metarun(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, os.path.join(ROOT, "metarun.py")] +
+                        list(args), capture_output=True, text=True, env=env,
+                        cwd=ROOT, timeout=600)
+
+
+def _tree_hash(folder):
+  digest = hashlib.sha256()
+  for base, _, files in sorted(os.walk(folder)):
+    for name in sorted(files):
+      full = os.path.join(base, name)
+      digest.update(full.encode())
+      with open(full, "rb") as f:
+        digest.update(f.read())
+  return digest.hexdigest()
+
+
+def test_record_round_trip_ignores_unknown_keys_and_names_mismatches(tmp_path):
+  run_record.write(str(tmp_path), "HierarchicalRNN", {"max_log_lr": 33.},
+                   {"seed": 1, "train_dir": "a"}, "metarun.py", card={"x": 1})
+  record = run_record.read(str(tmp_path))
+  assert record["format"] == "l2o-scale run record" and record["version"] == 1
+  assert run_record.optimizer_flag_values(record) == {"max_log_lr": 33.}
+  assert run_record.mismatches(record, {"max_log_lr": 33., "seed": 1,
+                                        "train_dir": "b"}) == []
+  assert run_record.mismatches(record, {"max_log_lr": -4.6, "seed": 2}) == [
+      ("max_log_lr", 33., -4.6), ("seed", 1, 2)]
+  assert run_record.read(str(tmp_path / "none")) is None
+  assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+
+
+def test_lock_refuses_a_live_holder_and_takes_over_a_stale_one(tmp_path):
+  held = dir_lock.acquire(str(tmp_path), "first")
+  try:
+    dir_lock.acquire(str(tmp_path), "second")
+    raise AssertionError("second lock granted")
+  except dir_lock.LockedError as e:
+    assert "pid {}".format(os.getpid()) in str(e) and "first" in str(e)
+  dir_lock.release(held)
+  assert not os.path.exists(held)
+  dead = subprocess.run([sys.executable, "-c", "import os;print(os.getpid())"],
+                        capture_output=True, text=True).stdout.strip()
+  with open(held, "w") as f:
+    json.dump(dict(pid=int(dead), host=os.uname().nodename,
+                   started="earlier"), f)
+  os.utime(held, (0, 0))
+  assert dir_lock.acquire(str(tmp_path)) == held
+
+
+def test_metarun_record_mismatch_resume_false_overwrite_and_lock(tmp_path,
+                                                                 data_dir):
+  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir)]
+  first = _metarun(*args, *TINY)
+  assert first.returncode == 0, first.stderr[-2000:]
+  record = run_record.read(str(tmp_path / SUBDIR))
+  assert record["optimizer"] == "HierarchicalRNN"
+  assert record["optimizer_flags"]["max_log_lr"] == 33
+  assert record["training_flags"]["fix_num_steps"] == 2
+  assert "max_log_lr" not in record["training_flags"]
+  before = _tree_hash(tmp_path)
+
+  other = _metarun(*args, *TINY, "--max_log_lr=-4.6")
+  assert other.returncode == 2
+  assert other.stderr.strip().splitlines()[-1] == (
+      "metarun.py: {} was trained with --max_log_lr=33.0; this run gives "
+      "--max_log_lr=-4.6. Use the same flags, another --train_dir, or "
+      "--resume=False --overwrite to start over.".format(tmp_path))
+  fresh = _metarun(*args, *TINY, "--resume=False")
+  assert fresh.returncode == 2
+  assert "--overwrite" in fresh.stderr.strip().splitlines()[-1]
+  with open(tmp_path / dir_lock.FILENAME, "w") as f:
+    json.dump(dict(pid=os.getpid(), host=os.uname().nodename,
+                   started="now", command="pytest"), f)
+  locked = _metarun(*args, *TINY)
+  assert locked.returncode == 2
+  assert "in use by another run (pid {}".format(os.getpid()) in locked.stderr
+  os.remove(tmp_path / dir_lock.FILENAME)
+  assert _tree_hash(tmp_path) == before
+
+  over = _metarun(*args, *TINY, "--resume=False", "--overwrite",
+                  "--max_log_lr=-4.6", "--num_meta_iterations=2")
+  assert over.returncode == 0, over.stderr[-2000:]
+  record = run_record.read(str(tmp_path / SUBDIR))
+  assert record["optimizer_flags"]["max_log_lr"] == -4.6
+  assert not os.path.exists(tmp_path / dir_lock.FILENAME)
