@@ -39,6 +39,7 @@ import os
 import pickle
 import sys
 import time
+import types
 
 from absl import app
 from absl import flags
@@ -47,6 +48,7 @@ import tensorflow as tf
 from l2o_scale import baselines
 from l2o_scale import checkpoints
 from l2o_scale import optimizer_flags
+from l2o_scale import run_record
 from l2o_scale import testing
 from problems import datasets
 from problems import problem_sets as ps
@@ -239,11 +241,28 @@ def build_optimizer(flag_values):
         "metarun.py writes (optimizer flags --optimizer/--cell_cls/"
         "--cell_size/--num_cells choose its name).".format(
             logdir, optimizer_flags.checkpoint_subdir(flag_values)))
-  opt = optimizer_flags.optimizer_spec(flag_values).build()
+  opt = optimizer_flags.optimizer_spec(recorded_flags(flag_values,
+                                                      logdir)).build()
   path = testing.restore_if_needed(opt, logdir, flag_values.restore_model_name)
   print("using optimizer L2o ({}) restored from {}".format(
       flag_values.optimizer, path))
   return opt, path
+
+
+def recorded_flags(flag_values, logdir):
+  """The optimizer flags to rebuild the trained optimizer with: the run
+  record's (``run_record.json`` next to the checkpoints), except those given
+  on the command line; without a record (TF1 checkpoints), the flags."""
+  names = optimizer_flags.optimizer_flag_names()
+  given = {name: flag_values[name].value for name in names}
+  record = run_record.read(logdir)
+  if record is None:
+    return types.SimpleNamespace(**given)
+  values, notes = run_record.merge_optimizer_flags(
+      record, given, {name for name in names if flag_values[name].present})
+  for note in notes:
+    print(note)
+  return types.SimpleNamespace(**values)
 
 
 def _result_name(pattern, seed, model_name, problem_index, num_problems):

@@ -27,11 +27,14 @@ distribution strategy is supported (the joint update cannot be split per
 replica variable).
 """
 
+import os
+
 import keras
 import tensorflow as tf
 
 from l2o_scale import checkpoints
 from l2o_scale import optimizer_flags
+from l2o_scale import run_record
 from optimizer import hierarchical_rnn
 
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
@@ -43,6 +46,7 @@ def default_hrnn_kwargs():
   return optimizer_flags.default_optimizer_kwargs()
 
 
+@keras.saving.register_keras_serializable(package="l2o_scale")
 class LearnedOptimizer(keras.optimizers.Optimizer):
   """Keras optimizer driven by a trained learned optimizer.
 
@@ -81,19 +85,23 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
 
     ``path`` is a checkpoint prefix (``.../model.ckpt-0``) or a folder with a
     ``checkpoint`` file, TF1 (original code) or TF2 (this port).
-    ``optimizer_kwargs`` override :func:`default_hrnn_kwargs`; they must match
+    The options are those of the ``run_record.json`` in the checkpoint's
+    folder (what metarun.py wrote), else :func:`default_hrnn_kwargs` (TF1
+    checkpoints); ``optimizer_kwargs`` override them; they must match
     the configuration the checkpoint was trained with, or a
     ``CheckpointMismatchError`` names the variable that does not fit. A
     missing checkpoint raises ``FileNotFoundError`` listing those that exist.
     """
-    kwargs = default_hrnn_kwargs()
+    resolved = checkpoints.resolve_checkpoint_path(path)
+    record = run_record.read(os.path.dirname(resolved) or ".")
+    kwargs = optimizer_flags.optimizer_kwargs_from_values(
+        run_record.optimizer_flag_values(record))
     if optimizer_kwargs:
       unknown = set(optimizer_kwargs) - set(kwargs) - {"random_seed"}
       if unknown:
         raise TypeError("Unknown HierarchicalRNN options: {}".format(
             ", ".join(sorted(unknown))))
       kwargs.update(optimizer_kwargs)
-    resolved = checkpoints.resolve_checkpoint_path(path)
     learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
     checkpoints.restore_optimizer(resolved, learned)
     return cls(learned, checkpoint_path=resolved,

@@ -66,6 +66,28 @@ def optimizer_flag_values(record):
   return dict((record or {}).get("optimizer_flags", {}))
 
 
+def merge_optimizer_flags(record, given, explicit):
+  """Optimizer flag values to rebuild a recorded optimizer with.
+
+  ``given``: ``{flag: value}`` of this run; ``explicit``: the flags named on
+  its command line, which win over the record (with a note when they
+  differ). Returns ``(values, notes)``.
+  """
+  recorded = optimizer_flag_values(record)
+  values, notes = dict(given), []
+  for name, value in recorded.items():
+    if name not in given:
+      continue
+    if name in explicit:
+      if given[name] != value:
+        notes.append("Note: {} differs from the run record's {}; using the "
+                     "command line's.".format(format_flag(name, given[name]),
+                                              format_flag(name, value)))
+    else:
+      values[name] = value
+  return values, notes
+
+
 def mismatches(record, flag_values):
   """``[(flag, recorded, given)]`` for recorded flags that ``flag_values``
   (a dict) gives otherwise, paths and run-length flags excepted."""

@@ -144,3 +144,21 @@ def test_no_problem_selected():
   _parse("--test_optimizer=Adam")
   with pytest.raises(ValueError, match="include_mnist_mlp_relu_problems"):
     metatest.run(FLAGS)
+
+
+def test_recorded_flags_come_from_the_run_record_unless_given(tmp_path,
+                                                              capsys):
+  """run_record.json rebuilds the optimizer; an explicit flag wins, noted."""
+  from l2o_scale import run_record
+  logdir = str(tmp_path)
+  assert metatest.recorded_flags(_parse(), logdir).num_gradient_scales == 4
+  run_record.write(logdir, "HierarchicalRNN",
+                   {"num_gradient_scales": 3, "max_log_lr": -4.6}, {}, "t")
+  values = metatest.recorded_flags(_parse(), logdir)
+  assert (values.num_gradient_scales, values.max_log_lr) == (3, -4.6)
+  assert capsys.readouterr().out == ""
+  values = metatest.recorded_flags(_parse("--num_gradient_scales=5"), logdir)
+  assert (values.num_gradient_scales, values.max_log_lr) == (5, -4.6)
+  assert capsys.readouterr().out == (
+      "Note: --num_gradient_scales=5 differs from the run record's "
+      "--num_gradient_scales=3; using the command line's.\n")
