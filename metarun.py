@@ -206,6 +206,28 @@ def selected_problems(flag_values, out=sys.stdout):
   return problems_and_data
 
 
+REGULARIZE_TIMES = ("posterior", "prior", "none", "always")
+
+
+def stray_arguments(argv):
+  """Error line for positional words absl left over, or None.
+
+  ``--fix_unroll False`` parses as --fix_unroll (True) plus a stray "False":
+  the message shows the ``--flag=False`` form.
+  """
+  stray = argv[1:]
+  if not stray:
+    return None
+  for word in stray:
+    if word.lower() in ("true", "false"):
+      index = sys.argv.index(word) if word in sys.argv else 0
+      flag = sys.argv[index - 1].lstrip("-") if index > 0 else "FLAG"
+      return ("unexpected argument {!r}: boolean flags take their value "
+              "after '=', e.g. --{}={}".format(word, flag, word))
+  return "unexpected arguments: {} (flags are --name=value)".format(
+      " ".join(stray))
+
+
 def check_flags(flag_values):
   """Rejects flag combinations the original would crash on or silently misuse."""
   errors = []
@@ -226,6 +248,21 @@ def check_flags(flag_values):
                "mini_batch_size"):
     if getattr(flag_values, name) < 1:
       errors.append("--{} must be >= 1".format(name))
+  if not flag_values.gradient_clip_level > 0:
+    errors.append("--gradient_clip_level must be > 0 (it clips each "
+                  "meta-gradient entry to [-level, level])")
+  if not flag_values.meta_learning_rate > 0:
+    errors.append("--meta_learning_rate must be > 0")
+  if not 0. <= flag_values.rms_decay < 1.:
+    errors.append("--rms_decay must be in [0, 1)")
+  if not flag_values.rms_epsilon > 0:
+    errors.append("--rms_epsilon must be > 0")
+  if flag_values.regularize_time not in REGULARIZE_TIMES:
+    errors.append("--regularize_time={!r} is not one of {} (the original "
+                  "read any other word as always; only 'always' is accepted "
+                  "so a typo is not)".format(flag_values.regularize_time,
+                                             ", ".join(REGULARIZE_TIMES)))
+  errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
   if not 0. <= flag_values.mt_ratio <= 1.:
     errors.append("--mt_ratio must be in [0, 1]")
   if flag_values.reg_option not in metaopt.REG_OPTIONS:
@@ -313,8 +350,11 @@ def prepare_logdir(logdir, flag_values):
 
 
 def main(argv):
-  del argv
   logging.set_verbosity(logging.WARNING)
+  stray = stray_arguments(argv)
+  if stray:
+    sys.stderr.write("metarun.py: {}\n".format(stray))
+    return 2
   errors = check_flags(FLAGS)
   if errors:
     sys.stderr.write("metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
@@ -396,7 +436,32 @@ def _train_locked(logdir, spec, problems_and_data):
   finally:
     if FLAGS.set_profiling:
       tf.profiler.experimental.stop()
-  print("Done. Latest checkpoint: {}".format(result["last_checkpoint"]))
+  return report_end(result, logdir)
+
+
+def report_end(result, logdir):
+  """The end-of-run line: which checkpoint is the best model; a run whose
+  every evaluation was non-finite (diverged) exits 3 saying what to try."""
+  if (not FLAGS.if_cl and result.get("evaluations") and
+      not np.isfinite(result["best_evaluation"])):
+    sys.stderr.write(
+        "metarun.py: meta-training diverged: all {} evaluation(s) gave a "
+        "non-finite cost, so no best model (model.ckpt-0) was written; the "
+        "latest checkpoint {} holds diverged meta-parameters. Try a smaller "
+        "--meta_learning_rate (now {}) or --gradient_clip_level (now {}), "
+        "and --resume=False --overwrite.\n".format(
+            result["evaluations"], result["last_checkpoint"],
+            FLAGS.meta_learning_rate, FLAGS.gradient_clip_level))
+    return 3
+  best = os.path.join(logdir, checkpoints.CHECKPOINT_BASENAME + "-0")
+  if result.get("best_model_idx") is not None:
+    print("Done. Best model: {} (evaluation cost {:.6g}, from meta-iteration "
+          "{}); latest checkpoint: {}".format(
+              best, result["best_evaluation"], result["best_model_idx"],
+              result["last_checkpoint"]))
+  else:
+    print("Done. Best model: {}; latest checkpoint: {}".format(
+        best, result["last_checkpoint"]))
   return 0
 
 

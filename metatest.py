@@ -272,11 +272,26 @@ def _result_name(pattern, seed, model_name, problem_index, num_problems):
   return name
 
 
+def check_flags(flag_values):
+  """Error lines for flags that make no sense, found before any work."""
+  errors = []
+  if flag_values.num_testing_itrs < 1:
+    errors.append("--num_testing_itrs must be >= 1")
+  bad = [s for s in flag_values.seeds if not s.strip().lstrip("-").isdigit()]
+  if bad or not flag_values.seeds:
+    errors.append("--seeds must be a comma-separated list of integers (got "
+                  "{!r})".format(",".join(flag_values.seeds)))
+  if flag_values.test_optimizer == "L2o":
+    errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
+  return errors
+
+
 def run(flag_values):
   """Runs every selected problem with every seed; returns written paths."""
+  errors = check_flags(flag_values)
+  if errors:
+    raise ValueError("invalid flags: " + "; ".join(errors))
   seeds = [int(s) for s in flag_values.seeds]
-  if not seeds:
-    raise ValueError("--seeds is empty.")
   problems = build_problems(flag_values)
   if not problems:
     raise ValueError(

@@ -408,18 +408,26 @@ class _Trainer(object):
       total_step += 1
       self.log_unroll(log_prefix, unroll_itr, num_unrolls, length, objective,
                       sub_obj, time.time() - start, mt_training, total_step)
+      if self.pending_warning:
+        _log(self.out, self.pending_warning)
     return last, total_step
 
   def apply(self, grads, objective, unroll_itr, k):
     """make_finite + clip_by_value on the meta-gradients, then RMSProp (l.215-240)."""
     finite = [utils.make_finite(g, tf.zeros_like(g)) for g in grads]
     nonfinite = sum(int(np.sum(~np.isfinite(g.numpy()))) for g in grads)
+    self.pending_warning = None
     if nonfinite or not np.isfinite(objective.numpy()):
       self.num_nonfinite += 1
-      _log(self.out, "warning: non-finite meta-objective or meta-gradient at "
-           "meta-iteration {} unroll {} ({} non-finite gradient entries); "
-           "replaced by zeros as the original does.".format(
-               k, unroll_itr, nonfinite))
+      # Printed after the unroll's progress line, numbered as it is.
+      what = ("meta-objective {:.6g}".format(float(objective.numpy()))
+              if not np.isfinite(objective.numpy()) else None)
+      counted = "{} of {} meta-gradient entries non-finite{}".format(
+          nonfinite, sum(int(np.size(g)) for g in grads),
+          ", replaced by zeros as the original does" if nonfinite else "")
+      self.pending_warning = (
+          "warning: [meta-iteration {}] unroll {}: {}{}.".format(
+              k + 1, unroll_itr + 1, what + "; " if what else "", counted))
     clipped = [tf.clip_by_value(g, -self.gradient_clip, self.gradient_clip)
                for g in finite]
     self.meta_optimizer.apply_gradients(clipped)
@@ -577,6 +585,7 @@ def train_optimizer(logdir,
   best_model_idx = None
   total_step = int(meta_optimizer.iterations.numpy())
   nonfinite = 0
+  num_evaluations = 0
   k = start_k
   for problem_itr, (problem_spec, dataset, batch_size) in enumerate(sampler):
     problem = problem_spec.build()
@@ -616,6 +625,7 @@ def train_optimizer(logdir,
           eval_lengths = ([fix_unroll_length] *
                           (fix_num_steps_eval // fix_unroll_length))
         cost = trainer.evaluate(k, eval_lengths, switch, evaluation_epochs)
+        num_evaluations += 1
         if if_cl:
           stop = _curriculum_step(curriculum, cost, k, evaluation_period,
                                   writer, progress, trainer, switch,
@@ -651,7 +661,8 @@ def train_optimizer(logdir,
     _log(out, "{} unroll(s) had non-finite values (gradients zeroed).".format(
         nonfinite))
   return dict(best_evaluation=best_evaluation, last_checkpoint=writer.latest(),
-              meta_iterations=k + 1, nonfinite_unrolls=nonfinite)
+              meta_iterations=k + 1, nonfinite_unrolls=nonfinite,
+              best_model_idx=best_model_idx, evaluations=num_evaluations)
 
 
 def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,
