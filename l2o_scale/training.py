@@ -563,6 +563,15 @@ def train_optimizer(logdir,
             best=progress.best_evaluation.numpy()))
     _log(out, "Resuming from {} ({} checkpoint) at meta-iteration {} of {}."
          .format(latest, fmt.upper(), start_k, num_meta_iterations))
+  finished = (_read_finished(logdir, num_meta_iterations)
+              if resume and if_cl else None)
+  if finished is not None:
+    _log(out, "Training already complete (the curriculum run ended at "
+         "meta-iteration {}); nothing to do. Checkpoints are in {}; "
+         "model.ckpt-0 is the best model.".format(finished, logdir))
+    return dict(best_evaluation=float(progress.best_evaluation.numpy()),
+                last_checkpoint=latest, meta_iterations=finished,
+                nonfinite_unrolls=0)
   if start_k >= num_meta_iterations:
     _log(out, "Training already complete ({} of {} meta-iterations); nothing "
          "to do. Checkpoints are in {}.".format(start_k, num_meta_iterations,
@@ -645,6 +654,7 @@ def train_optimizer(logdir,
       if not if_cl and (k + 1) % save_period == 0:
         writer.save(k + 1)
       if stop:
+        _write_finished(logdir, k + 1, stopped=True)
         break
     nonfinite += trainer.num_nonfinite
     if not if_cl:
@@ -653,6 +663,8 @@ def train_optimizer(logdir,
     start_k = 0
     if stop:
       break
+  if if_cl and not stop:
+    _write_finished(logdir, k + 1, stopped=False)
   if summary_writer is not None:
     summary_writer.flush()
   if not if_cl:
@@ -663,6 +675,31 @@ def train_optimizer(logdir,
   return dict(best_evaluation=best_evaluation, last_checkpoint=writer.latest(),
               meta_iterations=k + 1, nonfinite_unrolls=nonfinite,
               best_model_idx=best_model_idx, evaluations=num_evaluations)
+
+
+FINISHED_FILE = "curriculum_finished.json"
+
+
+def _write_finished(logdir, meta_iteration, stopped):
+  """Marks a curriculum run that stopped as finished (atomically), so the same
+  command run again says so instead of training on (issue 13)."""
+  path = os.path.join(logdir, FINISHED_FILE)
+  with open(path + ".tmp", "w") as f:
+    json.dump({"meta_iteration": meta_iteration, "stopped": stopped}, f)
+  os.replace(path + ".tmp", path)
+
+
+def _read_finished(logdir, num_meta_iterations):
+  """The meta-iteration a finished curriculum run ended at, or None when it
+  has not finished (or ran to fewer meta-iterations than now asked for)."""
+  path = os.path.join(logdir, FINISHED_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    done = json.load(f)
+  if done["stopped"] or done["meta_iteration"] >= num_meta_iterations:
+    return int(done["meta_iteration"])
+  return None
 
 
 def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,

@@ -102,3 +102,19 @@ def test_metarun_record_mismatch_resume_false_overwrite_and_lock(tmp_path,
   record = run_record.read(str(tmp_path / SUBDIR))
   assert record["optimizer_flags"]["max_log_lr"] == -4.6
   assert not os.path.exists(tmp_path / dir_lock.FILENAME)
+
+
+def test_finished_curriculum_run_is_not_retrained(tmp_path, data_dir):
+  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir),
+          "--if_cl=True", "--num_meta_iterations=2", "--fix_unroll_length=10",
+          "--evaluation_epochs=1", "--mini_batch_size=256",
+          "--summaries=False"]
+  first = _metarun(*args)
+  assert first.returncode == 0, first.stderr[-2000:]
+  before = _tree_hash(tmp_path)
+  again = _metarun(*args)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "Training already complete (the curriculum run ended at " \
+         "meta-iteration 2)" in again.stdout
+  assert "[meta-iteration" not in again.stdout
+  assert _tree_hash(tmp_path) == before
