@@ -123,6 +123,8 @@ flags.DEFINE_boolean("overwrite", False,
                      "such a dir is refused).")
 
 optimizer_flags.define_optimizer_flags()
+# --help lists the optimizer flags too (they are defined in optimizer_flags).
+flags.adopt_module_key_flags(optimizer_flags)
 
 # include_* flag -> problem set (original metarun.py main(), in its order).
 INCLUDE_FLAGS = [
@@ -321,6 +323,10 @@ def prepare_logdir(logdir, flag_values):
   runs never mix; a run whose flags differ from the record is refused with
   the first differing flag named.
   """
+  for name in os.listdir(logdir):  # Left by a save that was interrupted.
+    if name.endswith("_temp") and name.startswith(
+        checkpoints.CHECKPOINT_BASENAME):
+      shutil.rmtree(os.path.join(logdir, name), ignore_errors=True)
   existing = checkpoints.list_checkpoints(logdir)
   if not flag_values.resume and (existing or os.path.exists(
       run_record.path(logdir))):
@@ -432,6 +438,15 @@ def _train_locked(logdir, spec, problems_and_data):
   except checkpoints.CheckpointMismatchError as e:
     sys.stderr.write("metarun.py: cannot resume: {}\nUse another --train_dir "
                      "or --resume=False --overwrite.\n".format(e))
+    return 2
+  except (tf.errors.OpError, OSError) as e:
+    first = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
+    sys.stderr.write(
+        "metarun.py: reading or writing {} failed: {}. If the disk is full or "
+        "read-only, free space or give another --train_dir; if a checkpoint "
+        "is damaged (truncated .data, empty .index), delete that "
+        "model.ckpt-K.* or start over with --resume=False --overwrite.\n"
+        .format(logdir, first))
     return 2
   finally:
     if FLAGS.set_profiling:

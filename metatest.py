@@ -394,6 +394,8 @@ def main(argv):
 
 
 define_flags()
+# --help lists the optimizer flags too (they are defined in optimizer_flags).
+flags.adopt_module_key_flags(optimizer_flags)
 
 if __name__ == "__main__":
   app.run(main)

@@ -244,12 +244,18 @@ class CheckpointWriter(object):
     The configuration check runs first (CheckpointMismatchError names the
     first variable that does not fit); nothing is assigned before it passes.
     """
-    checkpoints.read_meta_parameters(path, self.optimizer)
-    if checkpoints.checkpoint_format(path) == "tf1":
-      checkpoints.restore_optimizer(path, self.optimizer)
-      return "tf1"
-    self.ckpt.read(path).assert_existing_objects_matched()
-    return "tf2"
+    try:
+      checkpoints.read_meta_parameters(path, self.optimizer)
+      if checkpoints.checkpoint_format(path) == "tf1":
+        checkpoints.restore_optimizer(path, self.optimizer)
+        return "tf1"
+      self.ckpt.read(path).assert_existing_objects_matched()
+      return "tf2"
+    except (tf.errors.OpError, IndexError) as e:
+      # The checkpoint reader's errors for a truncated .data / empty .index.
+      message = (getattr(e, "message", None) or str(e)).strip()
+      raise OSError("checkpoint {} is damaged ({})".format(
+          path, message.splitlines()[0] if message else type(e).__name__))
 
 
 def _log(out, message):
@@ -381,6 +387,10 @@ class _Trainer(object):
                                                  len(self.problem.param_shapes))
       else:
         mt_labels = unroll_lib.zero_mt_labels(self.problem.param_shapes, length)
+      if not getattr(self, "compiled", False):
+        _log(self.out, "compiling the unroll (tf.function), ~30 s the first "
+             "time...")
+        self.compiled = True
       start = time.time()
       out, grads = self.meta_step(
           tf.constant(weights[unroll_itr]),

@@ -118,3 +118,34 @@ def test_finished_curriculum_run_is_not_retrained(tmp_path, data_dir):
          "meta-iteration 2)" in again.stdout
   assert "[meta-iteration" not in again.stdout
   assert _tree_hash(tmp_path) == before
+
+
+def test_damaged_checkpoint_is_one_line_and_temp_folders_are_cleaned(
+    tmp_path, data_dir):
+  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir)]
+  first = _metarun(*args, *TINY)
+  assert first.returncode == 0, first.stderr[-2000:]
+  assert "Best model: {}".format(tmp_path / SUBDIR / "model.ckpt-0") in (
+      first.stdout)
+  logdir = tmp_path / SUBDIR
+  (logdir / "model.ckpt-7_temp").mkdir()
+  data = [f for f in os.listdir(logdir) if f.startswith("model.ckpt-1.data")]
+  with open(logdir / data[0], "r+b") as f:
+    f.truncate(10)
+  again = _metarun(*args, *TINY, "--num_meta_iterations=2")
+  assert again.returncode == 2
+  last = again.stderr.strip().splitlines()[-1]
+  assert last.startswith("metarun.py: reading or writing {} failed: ".format(
+      logdir)) and "delete that model.ckpt-K.*" in last, again.stderr[-2000:]
+  assert "Traceback" not in again.stderr
+  assert not (logdir / "model.ckpt-7_temp").exists()
+
+
+def test_help_lists_the_optimizer_flags():
+  for script in ("metarun.py", "metatest.py"):
+    result = subprocess.run([sys.executable, script, "--helpshort"],
+                            capture_output=True, text=True, cwd=ROOT,
+                            timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert "--num_gradient_scales" in result.stdout, script
+    assert "--max_log_lr" in result.stdout, script
