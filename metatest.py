@@ -341,8 +341,9 @@ def run(flag_values):
       path = os.path.join(save_dir, _result_name(
           "seed{seed}_eval_loss_record.pickle-{model_name}", seed,
           flag_values.model_name, k, len(problems)))
-      with open(path, "wb") as f:
+      with open(path + ".tmp", "wb") as f:  # Atomic: tmp + os.replace.
         pickle.dump(objective_values, f)
+      os.replace(path + ".tmp", path)
       written.append(path)
       print("  wrote {} (final objective {:.5g}, {:.1f} s)".format(
           path, float(objective_values[-1]), elapsed), flush=True)
@@ -350,10 +351,11 @@ def run(flag_values):
         path = os.path.join(save_dir, _result_name(
             "seed{seed}_heldout_record-{model_name}.json", seed,
             flag_values.model_name, k, len(problems)))
-        with open(path, "w") as f:
+        with open(path + ".tmp", "w") as f:
           json.dump(heldout_report(records, flag_name, spec, seed,
                                    flag_values, dataset, heldout), f,
                     indent=1)
+        os.replace(path + ".tmp", path)
         written.append(path)
         print("  wrote {} (held-out loss {:.5g}, accuracy {:.4f})".format(
             path, records["heldout_loss"][-1],

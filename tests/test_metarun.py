@@ -16,6 +16,14 @@ def _metarun(*args, env=None):
                         env=full_env, cwd=ROOT, timeout=600)
 
 
+def _python(code):
+  """Runs ``python -c code`` in the repository root (absl flags are global,
+  so in-process checks of metarun's functions need their own process)."""
+  return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                        text=True, cwd=ROOT, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+
 TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
         "--fix_unroll_length=2", "--fix_num_steps=2", "--fix_num_steps_eval=2",
         "--evaluation_epochs=1", "--mini_batch_size=256", "--summaries=False"]
@@ -85,9 +93,7 @@ def test_default_optimizer_kwargs_are_the_flag_defaults():
       "assert o.optimizer_kwargs(flags.FLAGS) == o.default_optimizer_kwargs()"
       ", (o.optimizer_kwargs(flags.FLAGS), o.default_optimizer_kwargs())\n"
       "print('same', len(o.default_optimizer_kwargs()))\n")
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = _python(code)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.startswith("same ")
 
@@ -109,9 +115,7 @@ def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
       "rc = metarun.report_end(dict(evaluations=2, best_evaluation=float('inf'),"
       " last_checkpoint='x/model.ckpt-2', best_model_idx=None), 'x')\n"
       "print('RC', rc)\n")
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = _python(code)
   lines = result.stdout.splitlines()
   errors = [l[2:] for l in lines if l.startswith("E ")]
   for flag in ("--gradient_clip_level must be > 0",
