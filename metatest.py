@@ -299,6 +299,9 @@ def run(flag_values):
             "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
   opt, _ = build_optimizer(flag_values)
   save_dir = flag_values.save_dir
+  if not flag_values["save_dir"].present:
+    print("results go to --save_dir={} (the original's default; pass "
+          "--save_dir to choose)".format(save_dir))
   os.makedirs(save_dir, exist_ok=True)
   written = []
   for k, (flag_name, spec, dataset, batch_size, heldout) in enumerate(
