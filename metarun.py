@@ -17,6 +17,7 @@ model.ckpt-K`` (``model.ckpt-0`` is the best evaluated model).
 
 import os
 import random
+import shutil
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -28,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from l2o_scale import dir_lock
 from l2o_scale import distributed
 from l2o_scale import metaopt
 from l2o_scale import optimizer_flags
@@ -150,7 +152,15 @@ flags.DEFINE_list("selection_seeds", ["1001", "1002", "1003"],
                   "Seeds of the --selection=robust runs (each fixes the "
                   "initial parameters, initial learning rates and batches).")
 
+
+flags.DEFINE_boolean("overwrite", False,
+                     "With --resume=False, delete the earlier run's "
+                     "checkpoints and record in the log dir first (without it "
+                     "such a dir is refused).")
+
 optimizer_flags.define_optimizer_flags()
+# --help lists the optimizer flags too (they are defined in optimizer_flags).
+flags.adopt_module_key_flags(optimizer_flags)
 
 # include_* flag -> problem set (original metarun.py main(), in its order).
 INCLUDE_FLAGS = [
@@ -234,6 +244,28 @@ def selected_problems(flag_values, out=sys.stdout):
   return problems_and_data
 
 
+REGULARIZE_TIMES = ("posterior", "prior", "none", "always")
+
+
+def stray_arguments(argv):
+  """Error line for positional words absl left over, or None.
+
+  ``--fix_unroll False`` parses as --fix_unroll (True) plus a stray "False":
+  the message shows the ``--flag=False`` form.
+  """
+  stray = argv[1:]
+  if not stray:
+    return None
+  for word in stray:
+    if word.lower() in ("true", "false"):
+      index = sys.argv.index(word) if word in sys.argv else 0
+      flag = sys.argv[index - 1].lstrip("-") if index > 0 else "FLAG"
+      return ("unexpected argument {!r}: boolean flags take their value "
+              "after '=', e.g. --{}={}".format(word, flag, word))
+  return "unexpected arguments: {} (flags are --name=value)".format(
+      " ".join(stray))
+
+
 def check_flags(flag_values):
   """Rejects flag combinations the original would crash on or silently misuse."""
   errors = []
@@ -265,6 +297,23 @@ def check_flags(flag_values):
         ",".join(flag_values.selection_seeds)))
   if not 0. < flag_values.divergence_lr_decay <= 1.:
     errors.append("--divergence_lr_decay must be in (0, 1]")
+
+
+  if not flag_values.gradient_clip_level > 0:
+    errors.append("--gradient_clip_level must be > 0 (it clips each "
+                  "meta-gradient entry to [-level, level])")
+  if not flag_values.meta_learning_rate > 0:
+    errors.append("--meta_learning_rate must be > 0")
+  if not 0. <= flag_values.rms_decay < 1.:
+    errors.append("--rms_decay must be in [0, 1)")
+  if not flag_values.rms_epsilon > 0:
+    errors.append("--rms_epsilon must be > 0")
+  if flag_values.regularize_time not in REGULARIZE_TIMES:
+    errors.append("--regularize_time={!r} is not one of {} (the original "
+                  "read any other word as always; only 'always' is accepted "
+                  "so a typo is not)".format(flag_values.regularize_time,
+                                             ", ".join(REGULARIZE_TIMES)))
+  errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
   if not 0. <= flag_values.mt_ratio <= 1.:
     errors.append("--mt_ratio must be in [0, 1]")
   if flag_values.reg_option not in metaopt.REG_OPTIONS:
@@ -313,27 +362,61 @@ def training_config(flag_values):
       selection_seeds=tuple(int(s) for s in flag_values.selection_seeds))
 
 
-def write_run_record(logdir, flag_values):
-  """Writes ``run_record.json`` beside the checkpoints (metatest and the Keras
-  optimizer rebuild the optimizer from it). A resumed run must keep the
-  recorded optimizer flags: ValueError naming the first that differs."""
-  record = run_record.build(flag_values, [
-      f.name for f in flag_values.get_flags_for_module(sys.modules[__name__])])
-  old = run_record.read(logdir) if flag_values.resume else None
-  if old is not None:
-    for name, value in sorted(old["optimizer_flags"].items()):
-      if record["optimizer_flags"].get(name, value) != value:
-        raise ValueError(
-            "{} was trained with --{}={}; this run gives --{}={}. Use the "
-            "same optimizer flags, another --train_dir, or --resume=False."
-            .format(logdir, name, value, name,
-                    record["optimizer_flags"][name]))
-  run_record.write(logdir, record)
+def record_sections(flag_values):
+  """(optimizer flags, training flags) of the run record: name -> value."""
+  names = set(optimizer_flags.optimizer_flag_names())
+  own = [f.name for f in flag_values.get_key_flags_for_module(
+      sys.modules[__name__])]
+  return ({n: flag_values[n].value for n in optimizer_flags.optimizer_flag_names()},
+          {n: flag_values[n].value for n in sorted(own) if n not in names})
+
+
+def prepare_logdir(logdir, flag_values):
+  """Checks the log dir against this run and writes the run record.
+
+  Returns an error line, or None. ``--resume=False`` on a dir with
+  checkpoints needs ``--overwrite`` (which deletes the old run first), so two
+  runs never mix; a run whose flags differ from the record is refused with
+  the first differing flag named.
+  """
+  for name in os.listdir(logdir):  # Left by a save that was interrupted.
+    if name.endswith("_temp") and name.startswith(
+        checkpoints.CHECKPOINT_BASENAME):
+      shutil.rmtree(os.path.join(logdir, name), ignore_errors=True)
+  existing = checkpoints.list_checkpoints(logdir)
+  if not flag_values.resume and (existing or os.path.exists(
+      run_record.path(logdir))):
+    if not flag_values.overwrite:
+      return ("{} holds a run ({}); --resume=False would mix two runs. Add "
+              "--overwrite to delete it first, or use another "
+              "--train_dir.".format(logdir, ", ".join(existing) or
+                                    run_record.FILENAME))
+    shutil.rmtree(logdir)
+    os.makedirs(logdir)
+  record = run_record.read(logdir)
+  optimizer_values, training_values = record_sections(flag_values)
+  if record is not None:
+    differ = run_record.mismatches(record, dict(training_values,
+                                                **optimizer_values))
+    if differ:
+      name, recorded, given = differ[0]
+      return ("{} was trained with {}; this run gives {}. Use the same "
+              "flags, another --train_dir, or --resume=False --overwrite to "
+              "start over.".format(flag_values.train_dir,
+                                   run_record.format_flag(name, recorded),
+                                   run_record.format_flag(name, given)))
+    return None
+  run_record.write(logdir, flag_values.optimizer, optimizer_values,
+                   training_values, " ".join(sys.argv))
+  return None
 
 
 def main(argv):
-  del argv
   logging.set_verbosity(logging.WARNING)
+  stray = stray_arguments(argv)
+  if stray:
+    sys.stderr.write("metarun.py: {}\n".format(stray))
+    return 2
   errors = check_flags(FLAGS)
   try:
     task = distributed.cluster_task()  # None: single process, as always.
@@ -364,10 +447,30 @@ def main(argv):
     return 2
   logdir = os.path.join(FLAGS.train_dir,
                         optimizer_flags.checkpoint_subdir(FLAGS))
+  if os.path.exists(FLAGS.train_dir) and not os.path.isdir(FLAGS.train_dir):
+    sys.stderr.write("metarun.py: --train_dir={} is a file, not a folder; "
+                     "give a folder.\n".format(FLAGS.train_dir))
+    return 2
   try:
-    write_run_record(logdir, FLAGS)
-  except (run_record.RunRecordError, ValueError) as e:
+    os.makedirs(logdir, exist_ok=True)
+    lock = dir_lock.acquire(FLAGS.train_dir, " ".join(sys.argv))
+  except (OSError, dir_lock.LockedError) as e:
     sys.stderr.write("metarun.py: {}\n".format(e))
+    return 2
+  try:
+    return _train_locked(logdir, spec, problems_and_data, task)
+  finally:
+    dir_lock.release(lock)
+
+
+def _train_locked(logdir, spec, problems_and_data, task):
+  """The run itself, while this process holds the train dir's lock."""
+  try:
+    problem = prepare_logdir(logdir, FLAGS)
+  except (OSError, ValueError) as e:
+    problem = str(e)
+  if problem:
+    sys.stderr.write("metarun.py: {}\n".format(problem))
     return 2
 
   def num_unrolls():
@@ -402,7 +505,16 @@ def main(argv):
         summaries=FLAGS.summaries)
   except checkpoints.CheckpointMismatchError as e:
     sys.stderr.write("metarun.py: cannot resume: {}\nUse another --train_dir "
-                     "or --resume=False.\n".format(e))
+                     "or --resume=False --overwrite.\n".format(e))
+    return 2
+  except (tf.errors.OpError, OSError) as e:
+    first = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
+    sys.stderr.write(
+        "metarun.py: reading or writing {} failed: {}. If the disk is full or "
+        "read-only, free space or give another --train_dir; if a checkpoint "
+        "is damaged (truncated .data, empty .index), delete that "
+        "model.ckpt-K.* or start over with --resume=False --overwrite.\n"
+        .format(logdir, first))
     return 2
   except distributed.ClusterLostError as e:
     sys.stderr.write("metarun.py: lost the parameter server or every "
@@ -412,9 +524,36 @@ def main(argv):
   finally:
     if FLAGS.set_profiling:
       tf.profiler.experimental.stop()
-  print("Done. Latest checkpoint: {}".format(result["last_checkpoint"]))
   if result.get("stopped_by_divergence"):
+    print("Done (stopped: --on_divergence=stop). Latest checkpoint: "
+          "{}".format(result["last_checkpoint"]))
     return 3
+  return report_end(result, logdir)
+
+
+def report_end(result, logdir):
+  """The end-of-run line: which checkpoint is the best model; a run whose
+  every evaluation was non-finite (diverged) exits 3 saying what to try."""
+  if (not FLAGS.if_cl and result.get("evaluations") and
+      not np.isfinite(result["best_evaluation"])):
+    sys.stderr.write(
+        "metarun.py: meta-training diverged: all {} evaluation(s) gave a "
+        "non-finite cost, so no best model (model.ckpt-0) was written; the "
+        "latest checkpoint {} holds diverged meta-parameters. Try a smaller "
+        "--meta_learning_rate (now {}) or --gradient_clip_level (now {}), "
+        "and --resume=False --overwrite.\n".format(
+            result["evaluations"], result["last_checkpoint"],
+            FLAGS.meta_learning_rate, FLAGS.gradient_clip_level))
+    return 3
+  best = os.path.join(logdir, checkpoints.CHECKPOINT_BASENAME + "-0")
+  if result.get("best_model_idx") is not None:
+    print("Done. Best model: {} (evaluation cost {:.6g}, from meta-iteration "
+          "{}); latest checkpoint: {}".format(
+              best, result["best_evaluation"], result["best_model_idx"],
+              result["last_checkpoint"]))
+  else:
+    print("Done. Best model: {}; latest checkpoint: {}".format(
+        best, result["last_checkpoint"]))
   return 0
 
 

@@ -39,6 +39,7 @@ import os
 import pickle
 import sys
 import time
+import types
 
 from absl import app
 from absl import flags
@@ -264,14 +265,28 @@ def build_optimizer(flag_values):
         "metarun.py writes (optimizer flags --optimizer/--cell_cls/"
         "--cell_size/--num_cells choose its name).".format(
             logdir, optimizer_flags.checkpoint_subdir(flag_values)))
-  record = run_record.read(logdir)
-  if record is not None:
-    run_record.apply_to_flags(record, flag_values, where=logdir)
-  opt = optimizer_flags.optimizer_spec(flag_values).build()
+  opt = optimizer_flags.optimizer_spec(recorded_flags(flag_values,
+                                                      logdir)).build()
   path = testing.restore_if_needed(opt, logdir, flag_values.restore_model_name)
   print("using optimizer L2o ({}) restored from {}".format(
       flag_values.optimizer, path))
   return opt, path
+
+
+def recorded_flags(flag_values, logdir):
+  """The optimizer flags to rebuild the trained optimizer with: the run
+  record's (``run_record.json`` next to the checkpoints), except those given
+  on the command line; without a record (TF1 checkpoints), the flags."""
+  names = optimizer_flags.optimizer_flag_names()
+  given = {name: flag_values[name].value for name in names}
+  record = run_record.read(logdir)
+  if record is None:
+    return types.SimpleNamespace(**given)
+  values, notes = run_record.merge_optimizer_flags(
+      record, given, {name for name in names if flag_values[name].present})
+  for note in notes:
+    print(note)
+  return types.SimpleNamespace(**values)
 
 
 def _result_name(pattern, seed, model_name, problem_index, num_problems):
@@ -281,11 +296,26 @@ def _result_name(pattern, seed, model_name, problem_index, num_problems):
   return name
 
 
+def check_flags(flag_values):
+  """Error lines for flags that make no sense, found before any work."""
+  errors = []
+  if flag_values.num_testing_itrs < 1:
+    errors.append("--num_testing_itrs must be >= 1")
+  bad = [s for s in flag_values.seeds if not s.strip().lstrip("-").isdigit()]
+  if bad or not flag_values.seeds:
+    errors.append("--seeds must be a comma-separated list of integers (got "
+                  "{!r})".format(",".join(flag_values.seeds)))
+  if flag_values.test_optimizer == "L2o":
+    errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
+  return errors
+
+
 def run(flag_values):
   """Runs every selected problem with every seed; returns written paths."""
+  errors = check_flags(flag_values)
+  if errors:
+    raise ValueError("invalid flags: " + "; ".join(errors))
   seeds = [int(s) for s in flag_values.seeds]
-  if not seeds:
-    raise ValueError("--seeds is empty.")
   if flag_values.flatness_probes and flag_values.heldout_every <= 0:
     raise ValueError("--flatness_probes measures the solution of a "
                      "--heldout_every run; pass --heldout_every=N too.")
@@ -296,6 +326,9 @@ def run(flag_values):
             "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
   opt, _ = build_optimizer(flag_values)
   save_dir = flag_values.save_dir
+  if not flag_values["save_dir"].present:
+    print("results go to --save_dir={} (the original's default; pass "
+          "--save_dir to choose)".format(save_dir))
   os.makedirs(save_dir, exist_ok=True)
   written = []
   for k, (flag_name, spec, dataset, batch_size, heldout) in enumerate(
@@ -338,8 +371,9 @@ def run(flag_values):
       path = os.path.join(save_dir, _result_name(
           "seed{seed}_eval_loss_record.pickle-{model_name}", seed,
           flag_values.model_name, k, len(problems)))
-      with open(path, "wb") as f:
+      with open(path + ".tmp", "wb") as f:  # Atomic: tmp + os.replace.
         pickle.dump(objective_values, f)
+      os.replace(path + ".tmp", path)
       written.append(path)
       print("  wrote {} (final objective {:.5g}, {:.1f} s)".format(
           path, float(objective_values[-1]), elapsed), flush=True)
@@ -356,8 +390,9 @@ def run(flag_values):
                 "top eigenvalue {:.5g}".format(
                     report["hessian_trace"],
                     report["hessian_top_eigenvalue"]), flush=True)
-        with open(path, "w") as f:
+        with open(path + ".tmp", "w") as f:
           json.dump(report, f, indent=1)
+        os.replace(path + ".tmp", path)
         written.append(path)
         print("  wrote {} (held-out loss {:.5g}, accuracy {:.4f})".format(
             path, records["heldout_loss"][-1],
@@ -411,6 +446,8 @@ def main(argv):
 
 
 define_flags()
+# --help lists the optimizer flags too (they are defined in optimizer_flags).
+flags.adopt_module_key_flags(optimizer_flags)
 
 if __name__ == "__main__":
   app.run(main)

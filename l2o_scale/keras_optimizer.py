@@ -27,6 +27,8 @@ distribution strategy is supported (the joint update cannot be split per
 replica variable).
 """
 
+import os
+
 import keras
 import tensorflow as tf
 
@@ -44,6 +46,7 @@ def default_hrnn_kwargs():
   return optimizer_flags.default_optimizer_kwargs()
 
 
+@keras.saving.register_keras_serializable(package="l2o_scale")
 class LearnedOptimizer(keras.optimizers.Optimizer):
   """Keras optimizer driven by a trained learned optimizer.
 
@@ -82,17 +85,17 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
 
     ``path`` is a checkpoint prefix (``.../model.ckpt-0``) or a folder with a
     ``checkpoint`` file, TF1 (original code) or TF2 (this port).
-    The options are those of the ``run_record.json`` beside the checkpoint
-    (written by ``metarun.py``, shipped with the pretrained optimizers), else
-    :func:`default_hrnn_kwargs`; ``optimizer_kwargs`` override them and must match
+    The options are those of the ``run_record.json`` in the checkpoint's
+    folder (what metarun.py wrote), else :func:`default_hrnn_kwargs` (TF1
+    checkpoints); ``optimizer_kwargs`` override them; they must match
     the configuration the checkpoint was trained with, or a
     ``CheckpointMismatchError`` names the variable that does not fit. A
     missing checkpoint raises ``FileNotFoundError`` listing those that exist.
     """
     resolved = checkpoints.resolve_checkpoint_path(path)
-    record = run_record.read(resolved)
-    kwargs = (default_hrnn_kwargs() if record is None
-              else run_record.optimizer_kwargs(record))
+    record = run_record.read(os.path.dirname(resolved) or ".")
+    kwargs = optimizer_flags.optimizer_kwargs_from_values(
+        run_record.optimizer_flag_values(record))
     if optimizer_kwargs:
       unknown = set(optimizer_kwargs) - set(kwargs) - {"random_seed"}
       if unknown:

@@ -36,6 +36,33 @@ def optimizer_class(name):
   return getattr(importlib.import_module(OPTIMIZER_MODULES[name]), name)
 
 
+# RNN cell names --cell_cls may give (the TF1 rnn_cell classes the original's
+# optimizers accepted; HierarchicalRNN uses its own GRU and ignores the flag,
+# which only names the checkpoint folder).
+CELL_NAMES = ("GRUCell", "LSTMCell", "BasicLSTMCell")
+
+
+def check_optimizer_flags(flag_values):
+  """Error lines for optimizer flags that make no sense (both scripts)."""
+  errors = []
+  if flag_values.optimizer == "CoordinatewiseRNN":
+    errors.append("--optimizer=CoordinatewiseRNN cannot be built from these "
+                  "flags (the original's metarun.py passed it no cell sizes "
+                  "and crashed too); use --optimizer=HierarchicalRNN")
+  elif flag_values.optimizer not in OPTIMIZER_MODULES:
+    errors.append("--optimizer={!r} is not one of {}".format(
+        flag_values.optimizer, ", ".join(sorted(OPTIMIZER_MODULES))))
+  if flag_values.cell_cls not in CELL_NAMES:
+    errors.append("--cell_cls={!r} is not one of {}".format(
+        flag_values.cell_cls, ", ".join(CELL_NAMES)))
+  for name in ("cell_size", "num_cells", "num_gradient_scales"):
+    if getattr(flag_values, name) < 1:
+      errors.append("--{} must be >= 1".format(name))
+  if not 0 < flag_values.min_lr <= flag_values.max_lr:
+    errors.append("--min_lr and --max_lr must satisfy 0 < min_lr <= max_lr")
+  return errors
+
+
 def register_optimizers():
   """Optimizer name -> class (original ``register_optimizers``)."""
   return {name: optimizer_class(name) for name in OPTIMIZER_MODULES}
@@ -123,6 +150,25 @@ def default_flag_values():
   """Default of every optimizer flag that sets a HierarchicalRNN option."""
   return dict(**{name: default for name, default, _ in _BOOL_FLAGS},
               **_VALUE_DEFAULTS, **hierarchical_rnn.INIT_DEFAULTS)
+
+
+def optimizer_flag_names():
+  """Names of the flags :func:`define_optimizer_flags` defines (the run
+  record's ``optimizer_flags`` section)."""
+  return (["optimizer", "cell_size", "num_cells", "cell_cls", "min_lr",
+           "max_lr"] + [name for name, _, _ in _BOOL_FLAGS] +
+          list(_VALUE_DEFAULTS)[2:] + list(hierarchical_rnn.INIT_DEFAULTS))
+
+
+def optimizer_kwargs_from_values(values):
+  """HierarchicalRNN keyword arguments from a ``{flag name: value}`` dict
+  (e.g. a run record's optimizer flags); missing flags take their defaults."""
+  defaults = dict(optimizer="HierarchicalRNN", cell_size=20, num_cells=2,
+                  cell_cls="GRUCell",
+                  **{name: default for name, default, _ in _BOOL_FLAGS},
+                  **_VALUE_DEFAULTS, **hierarchical_rnn.INIT_DEFAULTS)
+  defaults.update({k: v for k, v in values.items() if k in defaults})
+  return optimizer_kwargs(types.SimpleNamespace(**defaults))
 
 
 def optimizer_kwargs(flag_values):

@@ -30,6 +30,7 @@ checkpoint, and a clear message when ``mini_batch_size`` exceeds the data.
 
 import collections
 import dataclasses
+import json
 import os
 import random
 import sys
@@ -150,6 +151,20 @@ class CarriedState(object):
   def update(self, final_state):
     self.value = final_state
 
+  def to_arrays(self):
+    """The carried tensors, flattened, for the resume state."""
+    return [t.numpy() for t in tf.nest.flatten(self.value)]
+
+  def load_arrays(self, arrays):
+    """Restores what :meth:`to_arrays` saved (same problem and optimizer)."""
+    flat = tf.nest.flatten(self.value)
+    if len(arrays) != len(flat) or any(
+        tuple(a.shape) != tuple(f.shape) for a, f in zip(arrays, flat)):
+      raise ValueError("saved carried state does not fit this problem")
+    self.value = tf.nest.pack_sequence_as(
+        self.value, [tf.constant(a, dtype=f.dtype) for a, f in
+                     zip(arrays, flat)])
+
 
 class TrainingProgress(tf.Module):
   """Counters saved in checkpoints so an interrupted run resumes."""
@@ -165,12 +180,65 @@ class TrainingProgress(tf.Module):
     self.improved = tf.Variable(False, trainable=False)
 
 
+RESUME_STATE_SUFFIX = ".resume.npz"
+
+
+def resume_state_path(checkpoint_path):
+  """The sidecar of ``model.ckpt-K``: what the next meta-iteration depends on
+  besides the checkpoint's variables (issue 13: exact resume)."""
+  return checkpoint_path + RESUME_STATE_SUFFIX
+
+
+def write_resume_state(path, carried, best_model_idx):
+  """Writes numpy's and Python's random states, the carried optimizer/optimizee
+  state and the best model's meta-iteration, atomically (tmp + os.replace).
+
+  Saving the random states (rather than re-seeding per meta-iteration) keeps
+  the single random stream of the original, so a run with ``--seed`` draws
+  exactly what the original would, interrupted or not.
+  """
+  arrays = {"carried_{}".format(i): a
+            for i, a in enumerate(carried.to_arrays())}
+  np_state = np.random.get_state()
+  meta = dict(numpy=[np_state[0], np_state[2], np_state[3], np_state[4]],
+              python=random.getstate(), best_model_idx=best_model_idx,
+              num_carried=len(arrays))
+  tmp = path + ".tmp"
+  with open(tmp, "wb") as f:
+    np.savez(f, numpy_keys=np_state[1], meta=np.array(json.dumps(meta)),
+             **arrays)
+  os.replace(tmp, path)
+
+
+def read_resume_state(path, carried):
+  """Restores what :func:`write_resume_state` wrote; returns best_model_idx.
+
+  Returns ``False`` (nothing restored) when the checkpoint has no sidecar,
+  e.g. one written before exact resume existed.
+  """
+  if not os.path.exists(path):
+    return False
+  with np.load(path) as saved:
+    meta = json.loads(str(saved["meta"]))
+    keys = saved["numpy_keys"]
+    arrays = [saved["carried_{}".format(i)] for i in range(meta["num_carried"])]
+  name, pos, has_gauss, cached = meta["numpy"]
+  np.random.set_state((name, keys, pos, has_gauss, cached))
+  version, internal, gauss = meta["python"]
+  random.setstate((version, tuple(internal), gauss))
+  carried.load_arrays(arrays)
+  return meta["best_model_idx"]
+
+
 class CheckpointWriter(object):
-  """``model.ckpt-K`` checkpoints of optimizer, meta-optimizer and progress."""
+  """``model.ckpt-K`` checkpoints of optimizer, meta-optimizer and progress,
+  each with its resume-state sidecar (written first, so a checkpoint that the
+  ``checkpoint`` file lists always has one)."""
 
   def __init__(self, logdir, optimizer, meta_optimizer, progress):
     self.logdir = logdir
     self.optimizer = optimizer
+    self.resume_state = None  # () -> (CarriedState, best_model_idx)
     self.ckpt = checkpoints.tf2_checkpoint(optimizer,
                                            meta_optimizer=meta_optimizer,
                                            progress=progress)
@@ -179,6 +247,11 @@ class CheckpointWriter(object):
         checkpoint_name=checkpoints.CHECKPOINT_BASENAME)
 
   def save(self, number):
+    if self.resume_state is not None:
+      carried, best_model_idx = self.resume_state()
+      write_resume_state(resume_state_path(os.path.join(
+          self.logdir, "{}-{}".format(checkpoints.CHECKPOINT_BASENAME,
+                                      number))), carried, best_model_idx)
     return self.manager.save(checkpoint_number=number)
 
   def meta_optimizer_iterations(self):
@@ -193,12 +266,18 @@ class CheckpointWriter(object):
     The configuration check runs first (CheckpointMismatchError names the
     first variable that does not fit); nothing is assigned before it passes.
     """
-    checkpoints.read_meta_parameters(path, self.optimizer)
-    if checkpoints.checkpoint_format(path) == "tf1":
-      checkpoints.restore_optimizer(path, self.optimizer)
-      return "tf1"
-    self.ckpt.read(path).assert_existing_objects_matched()
-    return "tf2"
+    try:
+      checkpoints.read_meta_parameters(path, self.optimizer)
+      if checkpoints.checkpoint_format(path) == "tf1":
+        checkpoints.restore_optimizer(path, self.optimizer)
+        return "tf1"
+      self.ckpt.read(path).assert_existing_objects_matched()
+      return "tf2"
+    except (tf.errors.OpError, IndexError) as e:
+      # The checkpoint reader's errors for a truncated .data / empty .index.
+      message = (getattr(e, "message", None) or str(e)).strip()
+      raise OSError("checkpoint {} is damaged ({})".format(
+          path, message.splitlines()[0] if message else type(e).__name__))
 
 
 def _log(out, message):
@@ -362,6 +441,10 @@ class _Trainer(object):
                                                  len(self.problem.param_shapes))
       else:
         mt_labels = unroll_lib.zero_mt_labels(self.problem.param_shapes, length)
+      if not getattr(self, "compiled", False):
+        _log(self.out, "compiling the unroll (tf.function), ~30 s the first "
+             "time...")
+        self.compiled = True
       start = time.time()
       out, grads = self.meta_step(
           tf.constant(weights[unroll_itr]),
@@ -384,10 +467,9 @@ class _Trainer(object):
           break
       reason = stability.divergence_reason(
           sub_obj, objective, grads, self.config.divergence_growth_limit)
-      if reason:
+      if reason and self.config.on_divergence != "continue":
         self.warn_divergence(log_prefix, unroll_itr, num_unrolls, reason)
-        if self.config.on_divergence != "continue":
-          return SeriesResult(last, total_step, reason)
+        return SeriesResult(last, total_step, reason)
       self.apply(grads, objective, unroll_itr, k)
       if unroll_itr + 1 < num_unrolls:
         self.carried.update(out.final_state)
@@ -395,6 +477,11 @@ class _Trainer(object):
       total_step += 1
       self.log_unroll(log_prefix, unroll_itr, num_unrolls, length, objective,
                       sub_obj, time.time() - start, mt_training, total_step)
+      # Warnings after the unroll's progress line, numbered as it is.
+      if self.pending_warning:
+        _log(self.out, self.pending_warning)
+      elif reason:
+        self.warn_divergence(log_prefix, unroll_itr, num_unrolls, reason)
     self.reset_next_series = False
     return SeriesResult(last, total_step, None)
 
@@ -412,12 +499,18 @@ class _Trainer(object):
     """make_finite + clip_by_value on the meta-gradients, then RMSProp (l.215-240)."""
     finite = [utils.make_finite(g, tf.zeros_like(g)) for g in grads]
     nonfinite = sum(int(np.sum(~np.isfinite(g.numpy()))) for g in grads)
+    self.pending_warning = None
     if nonfinite or not np.isfinite(objective.numpy()):
       self.num_nonfinite += 1
-      _log(self.out, "warning: non-finite meta-objective or meta-gradient at "
-           "meta-iteration {} unroll {} ({} non-finite gradient entries); "
-           "replaced by zeros as the original does.".format(
-               k, unroll_itr, nonfinite))
+      # Printed after the unroll's progress line, numbered as it is.
+      what = ("meta-objective {:.6g}".format(float(objective.numpy()))
+              if not np.isfinite(objective.numpy()) else None)
+      counted = "{} of {} meta-gradient entries non-finite{}".format(
+          nonfinite, sum(int(np.size(g)) for g in grads),
+          ", replaced by zeros as the original does" if nonfinite else "")
+      self.pending_warning = (
+          "warning: [meta-iteration {}] unroll {}: {}{}.".format(
+              k + 1, unroll_itr + 1, what + "; " if what else "", counted))
     clipped = [tf.clip_by_value(g, -self.gradient_clip, self.gradient_clip)
                for g in finite]
     self.meta_optimizer.apply_gradients(clipped)
@@ -553,6 +646,15 @@ def train_optimizer(logdir,
             best=progress.best_evaluation.numpy()))
     _log(out, "Resuming from {} ({} checkpoint) at meta-iteration {} of {}."
          .format(latest, fmt.upper(), start_k, num_meta_iterations))
+  finished = (_read_finished(logdir, num_meta_iterations)
+              if resume and if_cl else None)
+  if finished is not None:
+    _log(out, "Training already complete (the curriculum run ended at "
+         "meta-iteration {}); nothing to do. Checkpoints are in {}; "
+         "model.ckpt-0 is the best model.".format(finished, logdir))
+    return dict(best_evaluation=float(progress.best_evaluation.numpy()),
+                last_checkpoint=latest, meta_iterations=finished,
+                nonfinite_unrolls=0)
   if start_k >= num_meta_iterations:
     _log(out, "Training already complete ({} of {} meta-iterations); nothing "
          "to do. Checkpoints are in {}.".format(start_k, num_meta_iterations,
@@ -580,6 +682,7 @@ def train_optimizer(logdir,
   robust_best = [float("inf")] if config.selection == "robust" else None
   total_step = int(meta_optimizer.iterations.numpy())
   nonfinite = 0
+  num_evaluations = 0
   k = start_k
   for problem_itr, (problem_spec, dataset, batch_size) in enumerate(sampler):
     problem = problem_spec.build()
@@ -587,6 +690,15 @@ def train_optimizer(logdir,
     trainer = _Trainer(problem, name, dataset, batch_size, optimizer,
                        meta_optimizer, config, gradient_clip,
                        obj_train_max_multiplier, summary_writer, out)
+    writer.resume_state = lambda t=trainer: (t.carried, best_model_idx)
+    if latest and problem_itr == 0 and start_k > 0:
+      restored = read_resume_state(resume_state_path(latest), trainer.carried)
+      if restored is False:
+        _log(out, "Note: {} has no resume state (written by an older "
+             "version): random streams and carried optimizer state restart, "
+             "so the run differs from an uninterrupted one.".format(latest))
+      else:
+        best_model_idx = restored
     stop = False
     snapshot = stability.MetaSnapshot(meta_optimizer, optimizer.meta_variables)
     for k in range(start_k, num_meta_iterations):
@@ -624,6 +736,7 @@ def train_optimizer(logdir,
           eval_lengths = ([fix_unroll_length] *
                           (fix_num_steps_eval // fix_unroll_length))
         cost = trainer.evaluate(k, eval_lengths, switch, evaluation_epochs)
+        num_evaluations += 1
         if if_cl:
           stop = _curriculum_step(curriculum, cost, k, evaluation_period,
                                   writer, progress, trainer, switch,
@@ -645,6 +758,7 @@ def train_optimizer(logdir,
       if not if_cl and (k + 1) % save_period == 0:
         writer.save(k + 1)
       if stop:
+        _write_finished(logdir, k + 1, stopped=True)
         break
     nonfinite += trainer.num_nonfinite
     if not if_cl:
@@ -653,6 +767,8 @@ def train_optimizer(logdir,
     start_k = 0
     if stop or stopped_by_divergence:
       break
+  if if_cl and not stop and not stopped_by_divergence:
+    _write_finished(logdir, k + 1, stopped=False)
   if summary_writer is not None:
     summary_writer.flush()
   if not if_cl:
@@ -666,7 +782,8 @@ def train_optimizer(logdir,
   return dict(best_evaluation=best_evaluation, last_checkpoint=writer.latest(),
               meta_iterations=k + 1, nonfinite_unrolls=nonfinite,
               divergences=divergences,
-              stopped_by_divergence=stopped_by_divergence)
+              stopped_by_divergence=stopped_by_divergence,
+              best_model_idx=best_model_idx, evaluations=num_evaluations)
 
 
 def _best_checkpoint(writer):
@@ -742,6 +859,31 @@ def record_evaluation(cost, best_evaluation, k, evaluation_period,
     progress.best_evaluation.assign(value)
     writer.save(0)
     return value
+  return None
+
+
+FINISHED_FILE = "curriculum_finished.json"
+
+
+def _write_finished(logdir, meta_iteration, stopped):
+  """Marks a curriculum run that stopped as finished (atomically), so the same
+  command run again says so instead of training on (issue 13)."""
+  path = os.path.join(logdir, FINISHED_FILE)
+  with open(path + ".tmp", "w") as f:
+    json.dump({"meta_iteration": meta_iteration, "stopped": stopped}, f)
+  os.replace(path + ".tmp", path)
+
+
+def _read_finished(logdir, num_meta_iterations):
+  """The meta-iteration a finished curriculum run ended at, or None when it
+  has not finished (or ran to fewer meta-iterations than now asked for)."""
+  path = os.path.join(logdir, FINISHED_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    done = json.load(f)
+  if done["stopped"] or done["meta_iteration"] >= num_meta_iterations:
+    return int(done["meta_iteration"])
   return None
 
 

@@ -11,6 +11,7 @@ import collections
 import gzip
 import os
 import pickle
+import zlib
 
 import numpy as np
 
@@ -48,8 +49,12 @@ def _find_file(folder, stem):
 def _read_idx(path):
   """Reads an IDX file (optionally gzipped); the shape comes from its header."""
   opener = gzip.open if path.endswith(".gz") else open
-  with opener(path, "rb") as f:
-    raw = f.read()
+  try:
+    with opener(path, "rb") as f:
+      raw = f.read()
+  except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+    raise DataNotFoundError("{} is truncated or corrupt ({}); download it "
+                            "again.".format(path, e or type(e).__name__))
   magic = int.from_bytes(raw[0:4], "big")
   ndim = magic & 0xFF
   dtype_code = (magic >> 8) & 0xFF
@@ -59,6 +64,9 @@ def _read_idx(path):
   dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
   offset = 4 + 4 * ndim
   count = int(np.prod(dims))
+  if len(raw) < offset + count:
+    raise DataNotFoundError("{} is truncated ({} of {} bytes); download it "
+                            "again.".format(path, len(raw), offset + count))
   arr = np.frombuffer(raw, dtype=np.uint8, count=count, offset=offset)
   return arr.reshape(dims)
 

@@ -18,6 +18,19 @@ class Spec(object):
     return self.callable(*self.args, **self.kwargs)
 
   def __repr__(self):
-    return "Spec({}, {}, {})".format(
-        getattr(self.callable, "__name__", self.callable), self.args,
-        self.kwargs)
+    """Callables (e.g. an activation) by name, not ``<function ... at 0x>``."""
+    return "Spec({}, ({}), {{{}}})".format(
+        _named(self.callable), ", ".join(_named(a) for a in self.args),
+        ", ".join("{!r}: {}".format(k, _named(v))
+                  for k, v in self.kwargs.items()))
+
+
+def _named(value):
+  """``repr`` of a value, with functions and classes by their name."""
+  if callable(value) and hasattr(value, "__name__"):
+    return value.__name__
+  if isinstance(value, (list, tuple)):
+    inner = ", ".join(_named(v) for v in value)
+    return "[{}]".format(inner) if isinstance(value, list) else "({})".format(
+        inner)
+  return repr(value)

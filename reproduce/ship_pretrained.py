@@ -106,11 +106,10 @@ def ship(out_dir, stage, name, description, dest_root):
   optimizer = optimizer_flags.optimizer_spec(FLAGS).build()
   checkpoints.restore_optimizer(source, optimizer)
   checkpoints.save_optimizer(os.path.join(dest, "model.ckpt-0"), optimizer)
-  record = run_record.build(FLAGS, [
-      f.name for f in FLAGS.get_flags_for_module(metarun)], argv=argv)
+  optimizer_values, training_values = metarun.record_sections(FLAGS)
   data = open(os.path.join(out_dir, "data.txt")).read().strip() if \
       os.path.exists(os.path.join(out_dir, "data.txt")) else None
-  record["card"] = dict(
+  card = dict(
       name=name, description=description,
       trained_by="reproduce/all.sh (REPRO_MEDIUM=1), stage train-" + stage,
       data=data, training_seed=FLAGS.seed,
@@ -119,8 +118,11 @@ def ship(out_dir, stage, name, description, dest_root):
                                       "train-" + stage),
       meta_test=meta_test_metrics(os.path.join(out_dir, "test"), stage),
       **log_facts(log))
-  run_record.write(dest, _without_local_paths(record, out_dir,
-                                              FLAGS.data_dir, dest_root, name))
+  record = _without_local_paths(
+      dict(optimizer_flags=optimizer_values, training_flags=training_values,
+           command=" ".join(argv), card=card), out_dir, FLAGS.data_dir,
+      dest_root, name)
+  run_record.write(dest, FLAGS.optimizer, **record)
   return dest
 
 

@@ -142,3 +142,24 @@ def test_batch_indices_cover_epochs():
     datasets.batch_indices(5, 1, 6)
 
 
+
+
+def test_truncated_or_corrupt_idx_names_the_file(tmp_path):
+  """Truncated .gz, corrupt .gz and truncated raw IDX: one error naming the
+  file and saying to download it again (issue 13)."""
+  import gzip as gzip_lib
+  from problems import datasets as ds
+  header = (0x0803).to_bytes(4, "big") + b"".join(
+      n.to_bytes(4, "big") for n in (2, 28, 28))
+  raw = tmp_path / "short-idx3-ubyte"
+  raw.write_bytes(header + b"\0" * 100)
+  packed = gzip_lib.compress(header + b"\0" * (2 * 28 * 28))
+  cut = tmp_path / "cut-idx3-ubyte.gz"
+  cut.write_bytes(packed[:len(packed) // 2])
+  bad = tmp_path / "bad-idx3-ubyte.gz"
+  bad.write_bytes(packed[:10] + b"\xff" * 40 + packed[50:])
+  for path in (raw, cut, bad):
+    with pytest.raises(ds.DataNotFoundError) as error:
+      ds._read_idx(str(path))  # pylint: disable=protected-access
+    assert str(path) in str(error.value)
+    assert "download it again" in str(error.value)

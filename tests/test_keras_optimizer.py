@@ -130,3 +130,35 @@ def test_config_round_trip(fixtures_dir):
   for name, var in opt.learned_optimizer.tf1_variables().items():
     np.testing.assert_array_equal(
         var.numpy(), clone.learned_optimizer.tf1_variables()[name].numpy())
+
+
+def test_from_checkpoint_rebuilds_from_the_run_record(tmp_path):
+  """A checkpoint trained with non-default options restores without them
+  being passed when run_record.json sits next to it (issue 13)."""
+  from l2o_scale import optimizer_flags
+  from l2o_scale import run_record
+  from optimizer import hierarchical_rnn
+  kwargs = optimizer_flags.optimizer_kwargs_from_values(
+      {"num_gradient_scales": 3})
+  trained = hierarchical_rnn.HierarchicalRNN(
+      list(optimizer_flags.HRNN_CELL_SIZES), **kwargs)
+  prefix = str(tmp_path / "model.ckpt-0")
+  checkpoints.save_optimizer(prefix, trained)
+  with pytest.raises(checkpoints.CheckpointMismatchError):
+    LearnedOptimizer.from_checkpoint(prefix)  # no record: the defaults
+  run_record.write(str(tmp_path), "HierarchicalRNN",
+                   {"num_gradient_scales": 3}, {}, "test")
+  opt = LearnedOptimizer.from_checkpoint(prefix)
+  assert opt.learned_optimizer.num_gradient_scales == 3
+
+
+def test_load_model_needs_no_custom_objects(fixtures_dir, tmp_path):
+  ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+  model.compile(optimizer=LearnedOptimizer.from_checkpoint(ckpt), loss="mse")
+  model.fit(np.ones((8, 4), np.float32), np.ones((8, 2), np.float32),
+            epochs=1, verbose=0)
+  path = str(tmp_path / "model.keras")
+  model.save(path)
+  loaded = keras.models.load_model(path)
+  assert isinstance(loaded.optimizer, LearnedOptimizer)

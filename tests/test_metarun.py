@@ -16,6 +16,14 @@ def _metarun(*args, env=None):
                         env=full_env, cwd=ROOT, timeout=600)
 
 
+def _python(code):
+  """Runs ``python -c code`` in the repository root (absl flags are global,
+  so in-process checks of metarun's functions need their own process)."""
+  return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                        text=True, cwd=ROOT, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+
 TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
         "--fix_unroll_length=2", "--fix_num_steps=2", "--fix_num_steps_eval=2",
         "--evaluation_epochs=1", "--mini_batch_size=256", "--summaries=False"]
@@ -55,8 +63,11 @@ def test_resume_with_other_optimizer_options_names_the_flag(tmp_path,
   record = (logdir / "run_record.json").read_text()
   second = _metarun(train_dir, data, *TINY)
   assert second.returncode == 2
-  assert ("was trained with --num_gradient_scales=3; this run gives "
-          "--num_gradient_scales=4") in second.stderr
+  assert second.stderr.strip().splitlines()[-1] == (
+      "metarun.py: {} was trained with --num_gradient_scales=3; this run "
+      "gives --num_gradient_scales=4. Use the same flags, another "
+      "--train_dir, or --resume=False --overwrite to start over.".format(
+          tmp_path))
   assert sorted(os.listdir(logdir)) == before  # nothing written or lost
   assert (logdir / "run_record.json").read_text() == record
   # Without the record (e.g. a TF1 train dir) the checkpoint check names the
@@ -90,8 +101,46 @@ def test_default_optimizer_kwargs_are_the_flag_defaults():
       "assert o.optimizer_kwargs(flags.FLAGS) == o.default_optimizer_kwargs()"
       ", (o.optimizer_kwargs(flags.FLAGS), o.default_optimizer_kwargs())\n"
       "print('same', len(o.default_optimizer_kwargs()))\n")
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = _python(code)
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.startswith("same ")
+
+
+def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
+  """check_flags (one process for many cases), a stray 'False', and the
+  end-of-run report of a run whose every evaluation was non-finite."""
+  code = (
+      "import sys\n"
+      "import metarun\n"
+      "from absl import flags\n"
+      "F = flags.FLAGS\n"
+      "F(['metarun', '--gradient_clip_level=0', '--meta_learning_rate=-1',\n"
+      "   '--rms_decay=2', '--cell_cls=LSTMFoo', '--regularize_time=alway',\n"
+      "   '--optimizer=CoordinatewiseRNN'])\n"
+      "for e in metarun.check_flags(F): print('E', e)\n"
+      "sys.argv = ['metarun.py', '--fix_unroll', 'False']\n"
+      "print('S', metarun.stray_arguments(['metarun.py', 'False']))\n"
+      "rc = metarun.report_end(dict(evaluations=2, best_evaluation=float('inf'),"
+      " last_checkpoint='x/model.ckpt-2', best_model_idx=None), 'x')\n"
+      "print('RC', rc)\n")
+  result = _python(code)
+  lines = result.stdout.splitlines()
+  errors = [l[2:] for l in lines if l.startswith("E ")]
+  for flag in ("--gradient_clip_level must be > 0",
+               "--meta_learning_rate must be > 0",
+               "--rms_decay must be in [0, 1)",
+               "--cell_cls='LSTMFoo' is not one of",
+               "--regularize_time='alway' is not one of",
+               "--optimizer=CoordinatewiseRNN cannot be built"):
+    assert sum(e.startswith(flag) for e in errors) == 1, (flag, errors)
+  assert len(errors) == 6, errors
+  assert ("S unexpected argument 'False': boolean flags take their value "
+          "after '=', e.g. --fix_unroll=False") in lines
+  assert "RC 3" in lines
+  assert "meta-training diverged: all 2 evaluation(s) gave a non-finite " in (
+      result.stderr)
+  stray = _metarun("--train_dir={}".format(tmp_path), "--fix_unroll", "False")
+  assert stray.returncode == 2 and not os.listdir(tmp_path)
+  assert stray.stderr.strip().splitlines()[-1] == (
+      "metarun.py: unexpected argument 'False': boolean flags take their "
+      "value after '=', e.g. --fix_unroll=False")

@@ -192,3 +192,31 @@ def test_baseline_learning_rate_errors(args, message):
   _parse(*args)
   with pytest.raises(ValueError, match=message):
     metatest.build_optimizer(FLAGS)
+
+
+def test_recorded_flags_come_from_the_run_record_unless_given(tmp_path,
+                                                              capsys):
+  """run_record.json rebuilds the optimizer; an explicit flag wins, noted."""
+  from l2o_scale import run_record
+  logdir = str(tmp_path)
+  assert metatest.recorded_flags(_parse(), logdir).num_gradient_scales == 4
+  run_record.write(logdir, "HierarchicalRNN",
+                   {"num_gradient_scales": 3, "max_log_lr": -4.6}, {}, "t")
+  values = metatest.recorded_flags(_parse(), logdir)
+  assert (values.num_gradient_scales, values.max_log_lr) == (3, -4.6)
+  assert capsys.readouterr().out == ""
+  values = metatest.recorded_flags(_parse("--num_gradient_scales=5"), logdir)
+  assert (values.num_gradient_scales, values.max_log_lr) == (5, -4.6)
+  assert capsys.readouterr().out == (
+      "Note: --num_gradient_scales=5 differs from the run record's "
+      "--num_gradient_scales=3; using the command line's.\n")
+
+
+def test_bad_testing_flags_are_named_before_any_work():
+  errors = metatest.check_flags(_parse("--num_testing_itrs=0", "--seeds=6,x",
+                                       "--cell_cls=LSTMFoo"))
+  assert errors == ["--num_testing_itrs must be >= 1",
+                    "--seeds must be a comma-separated list of integers "
+                    "(got '6,x')",
+                    "--cell_cls='LSTMFoo' is not one of GRUCell, LSTMCell, "
+                    "BasicLSTMCell"]

@@ -356,3 +356,10 @@ def test_regularizer_unknown_option_lists_valid_ones():
   with pytest.raises(ValueError, match="hessian-ev.*hessian-esd.*jacob"):
     pg.Quadratic(3, random_seed=0).regularizer([tf.ones((3, 1))],
                                                reg_option="bogus")
+
+
+def test_spec_prints_callables_by_name():
+  import tensorflow as tf_
+  from problems.problem_spec import Spec
+  text = repr(Spec(Spec, ([784, 20],), {"activation": tf_.nn.sigmoid}))
+  assert text == "Spec(Spec, ([784, 20]), {'activation': sigmoid})"

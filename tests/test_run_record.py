@@ -1,98 +1,151 @@
-"""run_record.json: what metarun.py records beside the checkpoints, and how
-metatest.py and LearnedOptimizer rebuild the optimizer from it."""
+"""The run record and the train dir's lock (issue 13, item 2)."""
 
-import io
+import hashlib
 import json
 import os
+import subprocess
+import sys
 
-from absl import flags
-import pytest
-
-import metarun  # noqa: F401  (defines the metarun flags)
-import metatest  # noqa: F401  (defines the metatest flags)
-from l2o_scale import checkpoints
-from l2o_scale import keras_optimizer
-from l2o_scale import optimizer_flags
+from l2o_scale import dir_lock
 from l2o_scale import run_record
 
-FLAGS = flags.FLAGS
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUBDIR = "HierarchicalRNN_GRUCell_20_2"
+TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
+        "--fix_unroll_length=2", "--fix_num_steps=2", "--fix_num_steps_eval=2",
+        "--evaluation_epochs=1", "--mini_batch_size=256", "--summaries=False"]
 
 
-@pytest.fixture(autouse=True)
-def _reset_flags():
-  yield
-  FLAGS.unparse_flags()
+def _metarun(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, os.path.join(ROOT, "metarun.py")] +
+                        list(args), capture_output=True, text=True, env=env,
+                        cwd=ROOT, timeout=600)
 
 
-def _parse(*args):
-  FLAGS.unparse_flags()
-  FLAGS(["metarun.py"] + list(args))
-  return FLAGS
+def _tree_hash(folder):
+  digest = hashlib.sha256()
+  for base, _, files in sorted(os.walk(folder)):
+    for name in sorted(files):
+      full = os.path.join(base, name)
+      digest.update(full.encode())
+      with open(full, "rb") as f:
+        digest.update(f.read())
+  return digest.hexdigest()
 
 
-def test_metarun_records_its_flags_and_refuses_other_optimizer_flags(
-    tmp_path):
-  logdir = str(tmp_path / "HierarchicalRNN_GRUCell_20_2")
-  metarun.write_run_record(logdir, _parse("--max_log_lr=-4.6",
-                                          "--meta_learning_rate=3e-3"))
-  with open(os.path.join(logdir, "run_record.json")) as f:
-    record = json.load(f)
-  assert record["format"] == "l2o-scale run record"
+def test_record_round_trip_ignores_unknown_keys_and_names_mismatches(tmp_path):
+  run_record.write(str(tmp_path), "HierarchicalRNN", {"max_log_lr": 33.},
+                   {"seed": 1, "train_dir": "a"}, "metarun.py", card={"x": 1})
+  record = run_record.read(str(tmp_path))
+  assert record["format"] == "l2o-scale run record" and record["version"] == 1
+  assert run_record.optimizer_flag_values(record) == {"max_log_lr": 33.}
+  assert run_record.mismatches(record, {"max_log_lr": 33., "seed": 1,
+                                        "train_dir": "b"}) == []
+  assert run_record.mismatches(record, {"max_log_lr": -4.6, "seed": 2}) == [
+      ("max_log_lr", 33., -4.6), ("seed", 1, 2)]
+  assert run_record.read(str(tmp_path / "none")) is None
+  assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+
+
+def test_lock_refuses_a_live_holder_and_takes_over_a_stale_one(tmp_path):
+  held = dir_lock.acquire(str(tmp_path), "first")
+  try:
+    dir_lock.acquire(str(tmp_path), "second")
+    raise AssertionError("second lock granted")
+  except dir_lock.LockedError as e:
+    assert "pid {}".format(os.getpid()) in str(e) and "first" in str(e)
+  dir_lock.release(held)
+  assert not os.path.exists(held)
+  dead = subprocess.run([sys.executable, "-c", "import os;print(os.getpid())"],
+                        capture_output=True, text=True).stdout.strip()
+  with open(held, "w") as f:
+    json.dump(dict(pid=int(dead), host=os.uname().nodename,
+                   started="earlier"), f)
+  os.utime(held, (0, 0))
+  assert dir_lock.acquire(str(tmp_path)) == held
+
+
+def test_metarun_record_mismatch_resume_false_overwrite_and_lock(tmp_path,
+                                                                 data_dir):
+  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir)]
+  first = _metarun(*args, *TINY)
+  assert first.returncode == 0, first.stderr[-2000:]
+  record = run_record.read(str(tmp_path / SUBDIR))
   assert record["optimizer"] == "HierarchicalRNN"
-  assert record["optimizer_flags"]["max_log_lr"] == -4.6
-  assert record["optimizer_flags"]["num_gradient_scales"] == 4
-  assert record["training_flags"]["meta_learning_rate"] == 3e-3
+  assert record["optimizer_flags"]["max_log_lr"] == 33
+  assert record["training_flags"]["fix_num_steps"] == 2
   assert "max_log_lr" not in record["training_flags"]
-  # Resuming with another optimizer option is refused, the flag named, and
-  # the record is left as it was.
-  with pytest.raises(ValueError, match=r"was trained with --max_log_lr=-4\.6; "
-                     r"this run gives --max_log_lr=33"):
-    metarun.write_run_record(logdir, _parse("--meta_learning_rate=3e-3"))
-  with open(os.path.join(logdir, "run_record.json")) as f:
-    assert json.load(f) == record
-  # --resume=False starts a new run: the new record replaces the old.
-  metarun.write_run_record(logdir, _parse("--resume=False"))
-  assert run_record.read(logdir)["optimizer_flags"]["max_log_lr"] == 33
+  before = _tree_hash(tmp_path)
+
+  other = _metarun(*args, *TINY, "--max_log_lr=-4.6")
+  assert other.returncode == 2
+  assert other.stderr.strip().splitlines()[-1] == (
+      "metarun.py: {} was trained with --max_log_lr=33.0; this run gives "
+      "--max_log_lr=-4.6. Use the same flags, another --train_dir, or "
+      "--resume=False --overwrite to start over.".format(tmp_path))
+  fresh = _metarun(*args, *TINY, "--resume=False")
+  assert fresh.returncode == 2
+  assert "--overwrite" in fresh.stderr.strip().splitlines()[-1]
+  with open(tmp_path / dir_lock.FILENAME, "w") as f:
+    json.dump(dict(pid=os.getpid(), host=os.uname().nodename,
+                   started="now", command="pytest"), f)
+  locked = _metarun(*args, *TINY)
+  assert locked.returncode == 2
+  assert "in use by another run (pid {}".format(os.getpid()) in locked.stderr
+  os.remove(tmp_path / dir_lock.FILENAME)
+  assert _tree_hash(tmp_path) == before
+
+  over = _metarun(*args, *TINY, "--resume=False", "--overwrite",
+                  "--max_log_lr=-4.6", "--num_meta_iterations=2")
+  assert over.returncode == 0, over.stderr[-2000:]
+  record = run_record.read(str(tmp_path / SUBDIR))
+  assert record["optimizer_flags"]["max_log_lr"] == -4.6
+  assert not os.path.exists(tmp_path / dir_lock.FILENAME)
 
 
-def test_metatest_takes_the_recorded_options_unless_given(tmp_path):
-  logdir = str(tmp_path)
-  metarun.write_run_record(logdir, _parse("--max_log_lr=-4.6",
-                                          "--use_attention=True"))
-  record = run_record.read(logdir)
-  out = io.StringIO()
-  FLAGS.unparse_flags()
-  FLAGS(["metatest.py", "--use_attention=False"])
-  applied = run_record.apply_to_flags(record, FLAGS, out=out, where="D")
-  assert applied == ["max_log_lr"] and FLAGS.max_log_lr == -4.6
-  assert not FLAGS.use_attention  # given on the command line: it wins
-  assert ("Note: --use_attention=False given; D was trained with "
-          "--use_attention=True.") in out.getvalue()
+def test_finished_curriculum_run_is_not_retrained(tmp_path, data_dir):
+  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir),
+          "--if_cl=True", "--num_meta_iterations=2", "--fix_unroll_length=10",
+          "--evaluation_epochs=1", "--mini_batch_size=256",
+          "--summaries=False"]
+  first = _metarun(*args)
+  assert first.returncode == 0, first.stderr[-2000:]
+  before = _tree_hash(tmp_path)
+  again = _metarun(*args)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "Training already complete (the curriculum run ended at " \
+         "meta-iteration 2)" in again.stdout
+  assert "[meta-iteration" not in again.stdout
+  assert _tree_hash(tmp_path) == before
 
 
-def test_keras_optimizer_is_rebuilt_from_the_record(tmp_path):
-  spec = optimizer_flags.optimizer_spec(_parse("--max_log_lr=-4.6",
-                                               "--num_gradient_scales=3"))
-  trained = spec.build()
-  path = str(tmp_path / "model.ckpt-0")
-  checkpoints.save_optimizer(path, trained)
-  # Without the record the defaults (4 gradient scales) do not fit.
-  with pytest.raises(checkpoints.CheckpointMismatchError):
-    keras_optimizer.LearnedOptimizer.from_checkpoint(path)
-  metarun.write_run_record(str(tmp_path), FLAGS)
-  learned = keras_optimizer.LearnedOptimizer.from_checkpoint(path)
-  assert learned.learned_optimizer.max_log_lr == -4.6
-  assert learned.learned_optimizer.num_gradient_scales == 3
+def test_damaged_checkpoint_is_one_line_and_temp_folders_are_cleaned(
+    tmp_path, data_dir):
+  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir)]
+  first = _metarun(*args, *TINY)
+  assert first.returncode == 0, first.stderr[-2000:]
+  assert "Best model: {}".format(tmp_path / SUBDIR / "model.ckpt-0") in (
+      first.stdout)
+  logdir = tmp_path / SUBDIR
+  (logdir / "model.ckpt-7_temp").mkdir()
+  data = [f for f in os.listdir(logdir) if f.startswith("model.ckpt-1.data")]
+  with open(logdir / data[0], "r+b") as f:
+    f.truncate(10)
+  again = _metarun(*args, *TINY, "--num_meta_iterations=2")
+  assert again.returncode == 2
+  last = again.stderr.strip().splitlines()[-1]
+  assert last.startswith("metarun.py: reading or writing {} failed: ".format(
+      logdir)) and "delete that model.ckpt-K.*" in last, again.stderr[-2000:]
+  assert "Traceback" not in again.stderr
+  assert not (logdir / "model.ckpt-7_temp").exists()
 
 
-def test_corrupt_record_is_a_clear_error(tmp_path):
-  (tmp_path / "run_record.json").write_text("{not json")
-  with pytest.raises(run_record.RunRecordError, match="Cannot read the run "
-                     "record .*run_record.json"):
-    run_record.read(str(tmp_path))
-  (tmp_path / "run_record.json").write_text("{}")
-  with pytest.raises(run_record.RunRecordError, match="not an l2o-scale run"):
-    run_record.read(str(tmp_path))
-  (tmp_path / "empty").mkdir()
-  assert run_record.read(str(tmp_path / "empty")) is None
-  assert run_record.read(str(tmp_path / "empty" / "model.ckpt-0")) is None
+def test_help_lists_the_optimizer_flags():
+  for script in ("metarun.py", "metatest.py"):
+    result = subprocess.run([sys.executable, script, "--helpshort"],
+                            capture_output=True, text=True, cwd=ROOT,
+                            timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert "--num_gradient_scales" in result.stdout, script
+    assert "--max_log_lr" in result.stdout, script

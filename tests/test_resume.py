@@ -1,0 +1,83 @@
+"""Exact resume: a metarun killed with SIGKILL after checkpoint 2 and run again
+ends exactly where the uninterrupted run ends (issue 13, item 1)."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUN = ["--num_meta_iterations=4", "--fix_unroll=True",
+       "--fix_unroll_length=20", "--fix_num_steps=40",
+       "--fix_num_steps_eval=20", "--evaluation_epochs=1",
+       "--mini_batch_size=500", "--seed=1", "--summaries=False"]
+SUBDIR = "HierarchicalRNN_GRUCell_20_2"
+
+
+def _command(train_dir, data_dir):
+  return [sys.executable, os.path.join(ROOT, "metarun.py"),
+          "--train_dir={}".format(train_dir),
+          "--data_dir={}".format(data_dir)] + RUN
+
+
+def _env():
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def _evaluations(stdout):
+  """evaluation number -> cost printed on the progress lines."""
+  return {int(n): float(c) for n, c in
+          re.findall(r"evaluation (\d+), cost=(\S+)", stdout)}
+
+
+def _variables(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name.startswith(("optimizer/", "meta_optimizer/"))}
+
+
+def _assert_same(a, b):
+  assert sorted(a) == sorted(b)
+  for name in a:
+    np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def test_kill_9_then_rerun_equals_uninterrupted_run(tmp_path, data_dir):
+  straight = tmp_path / "straight"
+  done = subprocess.run(_command(straight, data_dir), capture_output=True,
+                        text=True, env=_env(), cwd=ROOT, timeout=600)
+  assert done.returncode == 0, done.stderr[-2000:]
+
+  killed = tmp_path / "killed"
+  proc = subprocess.Popen(_command(killed, data_dir), stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True, env=_env(),
+                          cwd=ROOT)
+  marker = killed / SUBDIR / "model.ckpt-2.index"
+  deadline = time.time() + 600
+  while not marker.exists() and proc.poll() is None and time.time() < deadline:
+    time.sleep(0.02)
+  assert proc.poll() is None, "run ended before it could be killed"
+  os.kill(proc.pid, signal.SIGKILL)
+  first_out = proc.communicate()[0]
+  assert proc.returncode == -signal.SIGKILL
+  assert not (killed / SUBDIR / "model.ckpt-4.index").exists()
+
+  rerun = subprocess.run(_command(killed, data_dir), capture_output=True,
+                         text=True, env=_env(), cwd=ROOT, timeout=600)
+  assert rerun.returncode == 0, rerun.stderr[-2000:]
+  assert "Resuming from" in rerun.stdout
+
+  evaluations = _evaluations(first_out)
+  evaluations.update(_evaluations(rerun.stdout))
+  assert evaluations == _evaluations(done.stdout)
+  assert len(evaluations) == 4
+  for number in (0, 4):
+    _assert_same(_variables(str(killed / SUBDIR / "model.ckpt-{}".format(
+        number))), _variables(str(straight / SUBDIR / "model.ckpt-{}".format(
+            number))))
