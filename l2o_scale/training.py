@@ -480,7 +480,7 @@ class _Trainer(object):
       # Warnings after the unroll's progress line, numbered as it is.
       if self.pending_warning:
         _log(self.out, self.pending_warning)
-      elif reason:
+      if reason:
         self.warn_divergence(log_prefix, unroll_itr, num_unrolls, reason)
     self.reset_next_series = False
     return SeriesResult(last, total_step, None)
