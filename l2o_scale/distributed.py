@@ -444,15 +444,8 @@ def _train(strategy, coordinator, num_workers, lost, logdir, optimizer_spec,
   tf.io.gfile.makedirs(logdir)
   optimizer, meta_optimizer, progress, runs, writer = _build(
       strategy, optimizer_spec, learning_rate, config, logdir, out)
-  start_k = 0
-  latest = writer.latest() if resume else None
-  if latest:
-    fmt = writer.restore(latest)
-    if fmt == "tf2":
-      start_k = int(progress.meta_iteration.numpy())
-    training._log(out, "Resuming from {} ({} checkpoint) at meta-iteration {} "
-                  "of {}.".format(latest, fmt.upper(), start_k,
-                                  num_meta_iterations))
+  latest, start_k = training.resume_point(writer, progress, resume,
+                                          num_meta_iterations, out)
   if start_k >= num_meta_iterations:
     training._log(out, "Training already complete ({} of {} meta-iterations); "
                   "nothing to do. Checkpoints are in {}.".format(

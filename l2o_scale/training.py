@@ -633,19 +633,13 @@ def train_optimizer(logdir,
   writer = CheckpointWriter(logdir, optimizer, meta_optimizer, progress)
   curriculum = (curriculum_lib.Curriculum(fix_unroll_length) if if_cl
                 else None)
-  start_k = 0
-  latest = writer.latest() if resume else None
-  if latest:
-    fmt = writer.restore(latest)
-    if fmt == "tf2":
-      start_k = int(progress.meta_iteration.numpy())
-      if curriculum is not None:
-        curriculum.load_state_dict(dict(
-            stage=progress.stage.numpy(), num_eval=progress.num_eval.numpy(),
-            improved=progress.improved.numpy(),
-            best=progress.best_evaluation.numpy()))
-    _log(out, "Resuming from {} ({} checkpoint) at meta-iteration {} of {}."
-         .format(latest, fmt.upper(), start_k, num_meta_iterations))
+  latest, start_k = resume_point(writer, progress, resume,
+                                 num_meta_iterations, out)
+  if latest and start_k and curriculum is not None:
+    curriculum.load_state_dict(dict(
+        stage=progress.stage.numpy(), num_eval=progress.num_eval.numpy(),
+        improved=progress.improved.numpy(),
+        best=progress.best_evaluation.numpy()))
   finished = (_read_finished(logdir, num_meta_iterations)
               if resume and if_cl else None)
   if finished is not None:
@@ -784,6 +778,23 @@ def train_optimizer(logdir,
               divergences=divergences,
               stopped_by_divergence=stopped_by_divergence,
               best_model_idx=best_model_idx, evaluations=num_evaluations)
+
+
+def resume_point(writer, progress, resume, num_meta_iterations, out):
+  """(latest checkpoint or None, meta-iteration to start at), restoring it.
+
+  A TF1 checkpoint (the original's) gives meta-parameters only: start at 0.
+  Shared with the distributed chief.
+  """
+  latest = writer.latest() if resume else None
+  start_k = 0
+  if latest:
+    if writer.restore(latest) == "tf2":
+      start_k = int(progress.meta_iteration.numpy())
+    _log(out, "Resuming from {} ({} checkpoint) at meta-iteration {} of {}."
+         .format(latest, checkpoints.checkpoint_format(latest).upper(),
+                 start_k, num_meta_iterations))
+  return latest, start_k
 
 
 def _best_checkpoint(writer):
