@@ -34,6 +34,9 @@ from l2o_scale import distributed
 from l2o_scale import metaopt
 from l2o_scale import optimizer_flags
 from l2o_scale import run_record
+from l2o_scale import selection
+from l2o_scale import stability
+from l2o_scale import training
 from problems import datasets
 from problems import problem_sets as ps
 
@@ -121,11 +124,11 @@ flags.DEFINE_boolean("resume", True,
 flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
 # New in the port: meta-training that learns and stays stable (README
 # "Meta-training that learns"). Defaults keep the original's behaviour.
-flags.DEFINE_enum("optimizee_init", "normal", ["normal", "problem"],
+flags.DEFINE_enum("optimizee_init", "normal", list(training.OPTIMIZEE_INITS),
                   "Initial optimizee parameters of each meta-iteration: "
                   "'normal' = standard normal (the original), 'problem' = the "
                   "problem's own initialisation, as meta-testing starts.")
-flags.DEFINE_enum("on_divergence", "continue", ["continue", "rollback", "stop"],
+flags.DEFINE_enum("on_divergence", "continue", list(stability.ON_DIVERGENCE),
                   "When an unroll diverges (non-finite meta-objective or "
                   "meta-gradient, or the optimizee objective grows more than "
                   "--divergence_growth_limit times): 'continue' = warn and "
@@ -139,7 +142,7 @@ flags.DEFINE_float("divergence_growth_limit", 100.,
 flags.DEFINE_float("divergence_lr_decay", 0.5,
                    "--on_divergence=rollback multiplies the meta learning "
                    "rate by this.")
-flags.DEFINE_enum("selection", "original", ["original", "robust"],
+flags.DEFINE_enum("selection", "original", list(selection.SELECTIONS),
                   "Which evaluation picks model.ckpt-0: 'original' = lowest "
                   "evaluation cost (--evaluation_epochs runs of "
                   "--fix_num_steps_eval steps from N(0,1) parameters); "
