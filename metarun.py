@@ -21,6 +21,8 @@ import shutil
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from l2o_scale import quiet_cuda  # pylint: disable=g-import-not-at-top
+quiet_cuda.import_tensorflow()
 
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags

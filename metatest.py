@@ -41,7 +41,11 @@ import sys
 import time
 import types
 
-from absl import app
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from l2o_scale import quiet_cuda  # pylint: disable=g-import-not-at-top
+quiet_cuda.import_tensorflow()
+
+from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 import numpy as np
 import tensorflow as tf
@@ -343,7 +347,9 @@ def run(flag_values):
       def progress(info, seed=seed):
         print("  seed {} step {}/{}: objective {:.5g}, {:.1f} steps/s".format(
             seed, info["iteration"], info["num_iter"], info["objective"],
-            info["steps_per_second"]), flush=True)
+            info["steps_per_second"]) + (
+                " (first chunk: includes compiling)"
+                if info["includes_compile"] else ""), flush=True)
 
       def test_seed(jit_compile, seed=seed, progress=progress,
                     problem=problem, dataset=dataset, batch_size=batch_size,

@@ -53,6 +53,8 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from l2o_scale import quiet_cuda  # pylint: disable=g-import-not-at-top
+quiet_cuda.import_tensorflow()
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 

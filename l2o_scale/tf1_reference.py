@@ -129,6 +129,8 @@ def find_fixtures(paths):
 def replay_fixture(folder, data_dir=None):
   """Replays one fixture. Returns (status, name, message)."""
   # Imported lazily so --help is fast and TF loads once.
+  from l2o_scale import quiet_cuda  # pylint: disable=g-import-not-at-top
+  quiet_cuda.import_tensorflow()
   from l2o_scale import replay  # pylint: disable=g-import-not-at-top
   name = os.path.basename(os.path.normpath(folder))
   spec = fixture_spec.load_spec(folder)

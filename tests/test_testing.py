@@ -70,6 +70,16 @@ def test_replays_tf1_fixture_with_records(fixtures_dir, data_dir):
   assert records["param0_log_learning_rate"][0].shape == (784 * 20, 1)
   # Progress was reported during the run (chunks at 40, 50, 80, 100).
   assert [p["iteration"] for p in seen] == [40, 80, 100]
+  # The first chunk (steps 0-40) compiles; later rates leave it out.
+  assert [p["includes_compile"] for p in seen] == [True, False, False]
+
+
+def test_speed_leaves_out_the_compiling_chunk():
+  # Started at t=0, first chunk (40 steps, with compiling) ended at t=30.
+  first = testing._speed(0.0, (30.0, 40), 30.0, 40)  # pylint: disable=protected-access
+  assert first == dict(steps_per_second=40 / 30.0, includes_compile=True)
+  later = testing._speed(0.0, (30.0, 40), 32.0, 100)  # pylint: disable=protected-access
+  assert later == dict(steps_per_second=30.0, includes_compile=False)
 
 
 def test_baselines_follow_tf1_update_rules():

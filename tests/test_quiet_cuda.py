@@ -1,0 +1,77 @@
+"""TF's CUDA probing is hidden on CPU-only machines, real messages are not."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from l2o_scale import quiet_cuda
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Lines as TF 2.21 prints them on a machine without a CUDA driver.
+PROBING = (
+    "WARNING: All log messages before absl::InitializeLog() is called are "
+    "written to STDERR\n"
+    "I0000 00:00:1795425747.045073    2464 cudart_stub.cc:31] Could not find "
+    "cuda drivers on your machine, GPU will not be used.\n"
+    "E0000 00:00:1795425752.779731    2464 cuda_platform.cc:52] failed call "
+    "to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR "
+    "(303)\n")
+REAL = ("E0000 00:00:1795425752.8 2464 some_kernel.cc:1] real error: out of "
+        "memory\nW0000 00:00:1795425752.9 2464 x.cc:2] a real warning\n")
+
+
+def test_drop_probing_lines_keeps_everything_else():
+  assert quiet_cuda.drop_probing_lines(PROBING + REAL) == REAL
+  assert quiet_cuda.drop_probing_lines(REAL) == REAL
+  assert quiet_cuda.drop_probing_lines(PROBING) == ""
+
+
+def _run(code, env_extra=None, path_first=None):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  env.update(env_extra or {})
+  env["PYTHONPATH"] = os.pathsep.join(
+      p for p in (path_first, ROOT, env.get("PYTHONPATH")) if p)
+  return subprocess.run([sys.executable, "-c", code], env=env,
+                        capture_output=True, text=True, timeout=300)
+
+
+def test_captured_stderr_is_filtered_not_lost(tmp_path):
+  """A stand-in ``tensorflow`` writes probing and real lines to fd 2 from
+  'C++' (os.write, below Python's sys.stderr) while importing and listing
+  devices: only the real ones reach the terminal, in order."""
+  if quiet_cuda.has_cuda_driver():
+    pytest.skip("this machine has a CUDA driver: nothing is filtered")
+  fake = tmp_path / "tensorflow"
+  fake.mkdir()
+  (fake / "__init__.py").write_text(textwrap.dedent("""
+      import os, types
+      os.write(2, {probing!r}.encode())
+      os.write(2, b"import-time real line\\n")
+      def _list(kind):
+        os.write(2, {real!r}.encode())
+        return []
+      config = types.SimpleNamespace(list_physical_devices=_list)
+      """).format(probing=PROBING, real=REAL))
+  code = ("from l2o_scale import quiet_cuda\n"
+          "quiet_cuda.import_tensorflow()\n")
+  out = _run(code, path_first=str(tmp_path))
+  assert out.returncode == 0, out.stderr
+  assert out.stderr == "import-time real line\n" + REAL
+  shown = _run(code, {"L2O_SCALE_SHOW_CUDA_PROBING": "1"},
+               path_first=str(tmp_path))
+  assert "cuInit" in shown.stderr  # The opt-out shows everything.
+
+
+def test_real_tf_import_prints_no_probing_lines():
+  if quiet_cuda.has_cuda_driver():
+    pytest.skip("this machine has a CUDA driver: nothing is filtered")
+  out = _run("from l2o_scale import quiet_cuda\n"
+             "tf = quiet_cuda.import_tensorflow()\n"
+             "print(tf.reduce_sum(tf.ones([3])).numpy())\n")
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == "3.0"
+  assert "cuInit" not in out.stderr and "cuda drivers" not in out.stderr
