@@ -46,6 +46,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 
+from l2o_scale import summaries as summaries_lib
 from l2o_scale import tf1_optimizers
 from l2o_scale import training
 from l2o_scale import unroll as unroll_lib
@@ -454,8 +455,10 @@ def _train(strategy, coordinator, num_workers, lost, logdir, optimizer_spec,
                 last_checkpoint=latest, meta_iterations=start_k,
                 nonfinite_unrolls=0, workers=num_workers, closure_runs=0,
                 lost_workers=[])
-  summary_writer = (tf.summary.create_file_writer(logdir) if summaries
-                    else None)
+  summary_writer = None
+  if summaries:
+    summary_writer = summaries_lib.create_writer(
+        logdir, int(meta_optimizer.iterations.numpy()) if latest else None)
   problem_spec, dataset, batch_size = random.choice(list(problems_and_data))
   name = getattr(problem_spec.callable, "__name__", "problem")
   trainer = training._Trainer(

@@ -45,6 +45,7 @@ from l2o_scale import meta_step as meta_step_lib
 from l2o_scale import mt_utils as mt_utils_lib
 from l2o_scale import selection as selection_lib
 from l2o_scale import stability
+from l2o_scale import summaries as summaries_lib
 from l2o_scale import tf1_optimizers
 from l2o_scale import unroll as unroll_lib
 from optimizer import utils
@@ -656,8 +657,10 @@ def train_optimizer(logdir,
     return dict(best_evaluation=float(progress.best_evaluation.numpy()),
                 last_checkpoint=latest, meta_iterations=start_k,
                 nonfinite_unrolls=0)
-  summary_writer = (tf.summary.create_file_writer(logdir) if summaries
-                    else None)
+  summary_writer = None
+  if summaries:
+    summary_writer = summaries_lib.create_writer(
+        logdir, int(meta_optimizer.iterations.numpy()) if latest else None)
 
   problems_and_data = list(problems_and_data)
   if select_random_problems:

@@ -165,7 +165,8 @@ def test_cluster_survives_a_killed_worker_and_resumes_after_restart(
   logdir = str(tmp_path / SUBDIR)
   assert [_progress(os.path.join(logdir, "model.ckpt-{}".format(k)))
           for k in (1, 2)] == [1, 2]
-  assert any(f.startswith("events.out.tfevents") for f in os.listdir(logdir))
+  assert any(f.startswith("events.out.tfevents") and f.endswith(".v2")
+             for f in os.listdir(logdir))
 
   second = _launch(tmp_path, 1, 3, data_dir)
   try:

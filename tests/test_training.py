@@ -121,7 +121,8 @@ def test_train_writes_checkpoints_and_resumes(tmp_path):
   assert names == ["model.ckpt-0.index", "model.ckpt-1.index",
                    "model.ckpt-2.index"]
   assert "[meta-iteration 2/2] unroll 2/2" in log and "meta-objective" in log
-  assert any(f.startswith("events.out.tfevents") for f in os.listdir(logdir))
+  assert any(f.startswith("events.out.tfevents") and f.endswith(".v2")
+             for f in os.listdir(logdir))
   # Meta-parameters moved.
   assert result["meta_iterations"] == 2
   result, log = _train(logdir, 3)
