@@ -317,8 +317,10 @@ def medium_tables(stats, problem_label):
       for v in regs:
         cells = []
         for metric in ("accuracy", "trace", "top_eig"):
-          c = compare(st[v][metric]["values"],
-                      st["l2o-scale"][metric]["values"])
+          # Training seeds are the unit: with one, its test seeds are not
+          # independent meta-training runs ("too few seeds").
+          c = compare(st[v][metric]["per_seed"],
+                      st["l2o-scale"][metric]["per_seed"])
           cells.append("—" if not math.isfinite(c["delta"]) else
                        "{:+.4g} ({})".format(round(c["delta"], 12) + 0.,
                                              c["verdict"]))

@@ -269,6 +269,28 @@ def test_compare_verdict():
   assert medium.compare([], [2.])["verdict"] == "no data"
 
 
+def test_regularizer_verdict_counts_training_seeds_not_test_seeds():
+  """One training seed tested on 3 test seeds is one meta-training run: its
+  verdict is "too few seeds", however far its test-seed values lie."""
+  def stats(per_train_seed):  # {training seed: accuracies over test seeds}
+    return {m: medium.pooled_stats({t: np.asarray(v)
+                                    for t, v in per_train_seed.items()})
+            for m in ("loss", "accuracy", "trace", "top_eig")}
+  table = medium.medium_tables({"mnist-mlp-sigmoid": {
+      "l2o-scale": stats({1: [.80, .80, .80], 2: [.81, .81, .81],
+                          3: [.79, .79, .79]}),
+      "hess-1e-4": stats({1: [.95, .96, .97], 2: [.95, .96, .97],
+                          3: [.95, .96, .97]}),
+      "l2o-entropy-reg-cl-mt": stats({1: [.95, .96, .97]}),
+  }}, lambda p: p)
+  rows = {line.split(" | ")[0]: line for line in table.splitlines()
+          if line.startswith("| ") and "(" in line}
+  hess = [r for k, r in rows.items() if "α=1e-4" in k]
+  clmt = [r for k, r in rows.items() if "CL" in k]
+  assert "differs" in hess[0] and "too few seeds" in clmt[0]
+  assert "differs" not in clmt[0]
+
+
 def test_parse_train_logs(medium_results):
   logs = medium.load_train_logs(medium_results[1])
   hess = logs["hess-1e-3"][1]
