@@ -190,9 +190,12 @@ def resume_state_path(checkpoint_path):
   return checkpoint_path + RESUME_STATE_SUFFIX
 
 
-def write_resume_state(path, carried, best_model_idx):
+def write_resume_state(path, carried, loop_state):
   """Writes numpy's and Python's random states, the carried optimizer/optimizee
-  state and the best model's meta-iteration, atomically (tmp + os.replace).
+  state and ``loop_state`` (a JSON-able dict of the training loop's own
+  values: the best model's meta-iteration, the meta learning rate after
+  rollbacks, the best robust score of a curriculum run), atomically
+  (tmp + os.replace).
 
   Saving the random states (rather than re-seeding per meta-iteration) keeps
   the single random stream of the original, so a run with ``--seed`` draws
@@ -202,8 +205,8 @@ def write_resume_state(path, carried, best_model_idx):
             for i, a in enumerate(carried.to_arrays())}
   np_state = np.random.get_state()
   meta = dict(numpy=[np_state[0], np_state[2], np_state[3], np_state[4]],
-              python=random.getstate(), best_model_idx=best_model_idx,
-              num_carried=len(arrays))
+              python=random.getstate(), num_carried=len(arrays),
+              **loop_state)
   tmp = path + ".tmp"
   with open(tmp, "wb") as f:
     np.savez(f, numpy_keys=np_state[1], meta=np.array(json.dumps(meta)),
@@ -212,7 +215,8 @@ def write_resume_state(path, carried, best_model_idx):
 
 
 def read_resume_state(path, carried):
-  """Restores what :func:`write_resume_state` wrote; returns best_model_idx.
+  """Restores what :func:`write_resume_state` wrote; returns its loop state
+  (a dict; keys missing in an older sidecar are absent).
 
   Returns ``False`` (nothing restored) when the checkpoint has no sidecar,
   e.g. one written before exact resume existed.
@@ -228,7 +232,8 @@ def read_resume_state(path, carried):
   version, internal, gauss = meta["python"]
   random.setstate((version, tuple(internal), gauss))
   carried.load_arrays(arrays)
-  return meta["best_model_idx"]
+  return {k: v for k, v in meta.items()
+          if k not in ("numpy", "python", "num_carried")}
 
 
 class CheckpointWriter(object):
@@ -239,7 +244,7 @@ class CheckpointWriter(object):
   def __init__(self, logdir, optimizer, meta_optimizer, progress):
     self.logdir = logdir
     self.optimizer = optimizer
-    self.resume_state = None  # () -> (CarriedState, best_model_idx)
+    self.resume_state = None  # () -> (CarriedState, loop state dict)
     self.ckpt = checkpoints.tf2_checkpoint(optimizer,
                                            meta_optimizer=meta_optimizer,
                                            progress=progress)
@@ -249,10 +254,10 @@ class CheckpointWriter(object):
 
   def save(self, number):
     if self.resume_state is not None:
-      carried, best_model_idx = self.resume_state()
+      carried, loop_state = self.resume_state()
       write_resume_state(resume_state_path(os.path.join(
           self.logdir, "{}-{}".format(checkpoints.CHECKPOINT_BASENAME,
-                                      number))), carried, best_model_idx)
+                                      number))), carried, loop_state)
     return self.manager.save(checkpoint_number=number)
 
   def meta_optimizer_iterations(self):
@@ -687,7 +692,10 @@ def train_optimizer(logdir,
     trainer = _Trainer(problem, name, dataset, batch_size, optimizer,
                        meta_optimizer, config, gradient_clip,
                        obj_train_max_multiplier, summary_writer, out)
-    writer.resume_state = lambda t=trainer: (t.carried, best_model_idx)
+    writer.resume_state = lambda t=trainer: (t.carried, dict(
+        best_model_idx=best_model_idx,
+        meta_learning_rate=float(meta_optimizer.learning_rate),
+        robust_best=robust_best[0] if robust_best else None))
     if latest and problem_itr == 0 and start_k > 0:
       restored = read_resume_state(resume_state_path(latest), trainer.carried)
       if restored is False:
@@ -695,7 +703,8 @@ def train_optimizer(logdir,
              "version): random streams and carried optimizer state restart, "
              "so the run differs from an uninterrupted one.".format(latest))
       else:
-        best_model_idx = restored
+        best_model_idx = restored.get("best_model_idx")
+        _restore_loop_state(restored, meta_optimizer, robust_best, out)
     stop = False
     snapshot = stability.MetaSnapshot(meta_optimizer, optimizer.meta_variables)
     for k in range(start_k, num_meta_iterations):
@@ -798,6 +807,18 @@ def resume_point(writer, progress, resume, num_meta_iterations, out):
          .format(latest, checkpoints.checkpoint_format(latest).upper(),
                  start_k, num_meta_iterations))
   return latest, start_k
+
+
+def _restore_loop_state(saved, meta_optimizer, robust_best, out):
+  """The meta learning rate lowered by rollbacks and a curriculum run's best
+  robust score, as they were when the resumed checkpoint was written."""
+  lr = saved.get("meta_learning_rate")
+  if lr is not None and lr != meta_optimizer.learning_rate:
+    meta_optimizer.set_learning_rate(lr)
+    _log(out, "Meta learning rate {:.3g} (as lowered by rollbacks before the "
+         "interruption).".format(lr))
+  if robust_best is not None and saved.get("robust_best") is not None:
+    robust_best[0] = float(saved["robust_best"])
 
 
 def _best_checkpoint(writer):

@@ -98,6 +98,11 @@ def test_too_large_meta_learning_rate_is_detected_and_rolled_back(tmp_path,
   final = _meta_values(spec, str(tmp_path / "model.ckpt-3"))
   for name, value in initial.items():
     np.testing.assert_array_equal(final[name], value, err_msg=name)
+  # Resumed for a 4th meta-iteration (same flags): it goes on from the
+  # lowered rate, as the uninterrupted run would, not from the flag's 1e4.
+  _, log = _train(tmp_path, spec, 4, 1e4, data_dir, on_divergence="rollback")
+  assert "Meta learning rate 1.25e+03 (as lowered by rollbacks" in log
+  assert "meta learning rate now 625" in log
 
 
 def test_default_keeps_the_original_behaviour_but_warns(tmp_path, data_dir):
