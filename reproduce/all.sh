@@ -16,13 +16,13 @@
 # Sizes (environment):
 #   (default)        the paper's settings: 100 meta-iterations, 10,000 test
 #                    steps, 5 seeds (many hours on a 2-core CPU)
-#   REPRO_MEDIUM=1   the result of the README (<= 2 h on 2 cores): meta-trains
-#                    with the stable recipe (README "Meta-training that
-#                    learns") L2O-Scale, the Hessian-ESD regularizer at alpha
-#                    1e-4/1e-3/1e-2, the Jacobian one at 1e-4 and reg.+CL+MT,
-#                    3 training seeds each; meta-tests them (2,000 steps, 3
-#                    seeds, held-out accuracy, flatness) against the
-#                    original's and tuned baselines
+#   REPRO_MEDIUM=1   the result of the README (about 2 h on 2 cores):
+#                    meta-trains with the stable recipe (README "Meta-training
+#                    that learns") L2O-Scale, the Hessian-ESD regularizer at
+#                    alpha 1e-4 and 1e-2 and reg.+CL+MT, 3 training seeds
+#                    each; meta-tests them (2,000 steps, 3 seeds, held-out
+#                    accuracy, flatness) against the original's and tuned
+#                    baselines
 #   REPRO_PRETRAINED=1  minutes: meta-tests only the shipped pretrained
 #                    optimizers (reproduce/pretrained/) against the baselines
 #   REPRO_QUICK=1    a few minutes: few meta-iterations, a few hundred test
@@ -34,10 +34,11 @@
 #                       no --data_dir: tensorflow-datasets provides full MNIST
 #   REPRO_OUT           output folder (default reproduce/out/<size>)
 #   REPRO_JOBS          stages run in parallel (default 2 = the 2 CPU cores)
-#   REPRO_VARIANTS      space-separated learned optimizers of the size's list
-#                       to train and test now, in this order (default: all;
-#                       run again without it to do the rest: finished stages
-#                       are skipped)
+#   REPRO_VARIANTS      space-separated learned optimizers to train and test
+#                       now, in this order (default: the size's list; run
+#                       again without it to do the rest: finished stages are
+#                       skipped). Any variant below (variant_flags) with an
+#                       optional .t<seed>, e.g. hess-1e-3.t2 jacob-1e-4.t1
 #   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, medium 3e-3,
 #                       full 1e-6)
 #   PYTHON              python interpreter (default python)
@@ -53,7 +54,7 @@ for arg in "$@"; do
   case "$arg" in
     --data_dir=*) DATA_DIR="${arg#*=}" ;;
     --out=*) OUT="${arg#*=}" ;;
-    -h|--help) sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ {print} /^set -euo/ {exit}' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "all.sh: unknown argument: $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -99,16 +100,16 @@ elif [[ "${REPRO_MEDIUM:-0}" == 1 || "${REPRO_PRETRAINED:-0}" == 1 ]]; then
   TEST_L2O_FLAGS=(--max_log_lr=-4.6)
   TEST_STEPS=2000; TEST_STEPS_CONV=300; SEEDS=6,12,18; HELDOUT_EVERY=250
   FLATNESS=10
-  # 18 optimizers: what fits 2 h on 2 cores (the Jacobian regularizer at the
-  # paper's alpha only; the alpha sweep on the Hessian one).
+  # 12 optimizers, what fits about 2 h on 2 cores: the Hessian regularizer at
+  # the paper's alpha and at 100x it. Other alphas and the Jacobian
+  # regularizer: REPRO_VARIANTS="hess-1e-3.t1 jacob-1e-4.t1 ...".
   VARIANTS=()
   for seed in 1 2 3; do
-    for v in l2o-scale hess-1e-4 hess-1e-3 hess-1e-2 jacob-1e-4 \
-             l2o-entropy-reg-cl-mt; do
+    for v in l2o-scale hess-1e-4 hess-1e-2 l2o-entropy-reg-cl-mt; do
       VARIANTS+=("$v.t$seed")
     done
   done
-  CONV_LEARNED="l2o-scale.t1 hess-1e-4.t1 hess-1e-3.t1 hess-1e-2.t1 jacob-1e-4.t1 l2o-entropy-reg-cl-mt.t1"
+  CONV_LEARNED="l2o-scale.t1 hess-1e-4.t1 hess-1e-2.t1 l2o-entropy-reg-cl-mt.t1"
   TUNED=(Adam-lr3e-4 Adam-lr1e-3 Adam-lr3e-3 Adam-lr1e-2
          SGD-lr0.1 SGD-lr0.3 SGD-lr1)
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
@@ -129,15 +130,6 @@ else
   HELDOUT_EVERY=500
   VARIANTS=(l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt)
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
-fi
-if [[ -n "${REPRO_VARIANTS:-}" ]]; then
-  for v in $REPRO_VARIANTS; do
-    if [[ " ${VARIANTS[*]} " != *" $v "* ]]; then
-      echo "all.sh: REPRO_VARIANTS names $v, which the $SIZE size does not have (it has: ${VARIANTS[*]})" >&2
-      exit 2
-    fi
-  done
-  read -r -a VARIANTS <<< "$REPRO_VARIANTS"
 fi
 META_LR="${REPRO_META_LR:-$META_LR}"
 BASELINES=(SGD Adam Adagrad "${TUNED[@]}")
@@ -177,6 +169,21 @@ problem_flag() {
     *) echo "unknown problem $1" >&2; return 1 ;;
   esac
 }
+
+# REPRO_VARIANTS: any variant of variant_flags, optionally .t<seed>.
+if [[ -n "${REPRO_VARIANTS:-}" ]]; then
+  for v in $REPRO_VARIANTS; do
+    if ! [[ "$v" =~ ^(l2o-scale|l2o-entropy-paper-cmd|l2o-entropy-reg|l2o-entropy-reg-cl-mt|(hess|jacob)-[0-9]+(\.[0-9]+)?(e-?[0-9]+)?)(\.t[0-9]+)?$ ]]; then
+      echo "all.sh: REPRO_VARIANTS names $v, which is no known variant (known: l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt hess-<alpha> jacob-<alpha>, each optionally .t<seed>)" >&2
+      exit 2
+    fi
+    if [[ "$PRETRAINED_ONLY" == 1 && " ${VARIANTS[*]} " != *" $v "* ]]; then
+      echo "all.sh: REPRO_VARIANTS names $v, which is not shipped (shipped: ${VARIANTS[*]})" >&2
+      exit 2
+    fi
+  done
+  read -r -a VARIANTS <<< "$REPRO_VARIANTS"
+fi
 
 test_steps() { [[ "$1" == mnist-conv ]] && echo "$TEST_STEPS_CONV" || echo "$TEST_STEPS"; }
 # XLA halves the learned optimizer's step on the MLPs; on a CPU it makes the
