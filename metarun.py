@@ -468,11 +468,28 @@ def main(argv):
     dir_lock.release(lock)
 
 
+def _file_error(e, logdir):
+  """One line for a failed read or write in the train dir: the file (when
+  the error names it), the reason and what to do."""
+  if isinstance(e, OSError) and e.filename:
+    what, reason = e.filename, e.strerror or str(e)
+  else:
+    what = logdir
+    reason = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
+  return ("reading or writing {} failed: {}. If the disk is full or "
+          "read-only, free space or give another --train_dir; if a checkpoint "
+          "is damaged (truncated .data, empty .index), delete that "
+          "model.ckpt-K.* or start over with --resume=False --overwrite."
+          .format(what, reason))
+
+
 def _train_locked(logdir, spec, problems_and_data, task):
   """The run itself, while this process holds the train dir's lock."""
   try:
     problem = prepare_logdir(logdir, FLAGS)
-  except (OSError, ValueError) as e:
+  except OSError as e:
+    problem = _file_error(e, logdir)
+  except ValueError as e:
     problem = str(e)
   if problem:
     sys.stderr.write("metarun.py: {}\n".format(problem))
@@ -513,13 +530,7 @@ def _train_locked(logdir, spec, problems_and_data, task):
                      "or --resume=False --overwrite.\n".format(e))
     return 2
   except (tf.errors.OpError, OSError) as e:
-    first = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
-    sys.stderr.write(
-        "metarun.py: reading or writing {} failed: {}. If the disk is full or "
-        "read-only, free space or give another --train_dir; if a checkpoint "
-        "is damaged (truncated .data, empty .index), delete that "
-        "model.ckpt-K.* or start over with --resume=False --overwrite.\n"
-        .format(logdir, first))
+    sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
     return 2
   except distributed.ClusterLostError as e:
     sys.stderr.write("metarun.py: lost the parameter server or every "

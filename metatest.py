@@ -50,6 +50,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale import atomic_file
 from l2o_scale import baselines
 from l2o_scale import checkpoints
 from l2o_scale import optimizer_flags
@@ -377,9 +378,8 @@ def run(flag_values):
       path = os.path.join(save_dir, _result_name(
           "seed{seed}_eval_loss_record.pickle-{model_name}", seed,
           flag_values.model_name, k, len(problems)))
-      with open(path + ".tmp", "wb") as f:  # Atomic: tmp + os.replace.
+      with atomic_file.replace(path, "wb") as f:
         pickle.dump(objective_values, f)
-      os.replace(path + ".tmp", path)
       written.append(path)
       print("  wrote {} (final objective {:.5g}, {:.1f} s)".format(
           path, float(objective_values[-1]), elapsed), flush=True)
@@ -396,9 +396,8 @@ def run(flag_values):
                 "top eigenvalue {:.5g}".format(
                     report["hessian_trace"],
                     report["hessian_top_eigenvalue"]), flush=True)
-        with open(path + ".tmp", "w") as f:
+        with atomic_file.replace(path) as f:
           json.dump(report, f, indent=1)
-        os.replace(path + ".tmp", path)
         written.append(path)
         print("  wrote {} (held-out loss {:.5g}, accuracy {:.4f})".format(
             path, records["heldout_loss"][-1],

@@ -11,6 +11,8 @@ import datetime
 import json
 import os
 
+from l2o_scale import atomic_file
+
 FORMAT = "l2o-scale run record"
 VERSION = 1
 FILENAME = "run_record.json"
@@ -26,7 +28,8 @@ def path(logdir):
 
 def write(logdir, optimizer, optimizer_flags, training_flags, command,
           **extra):
-  """Writes the record atomically (tmp + os.replace); returns its path."""
+  """Writes the record atomically (l2o_scale.atomic_file); returns its
+  path."""
   record = dict(format=FORMAT, version=VERSION, optimizer=optimizer,
                 optimizer_flags=dict(optimizer_flags),
                 training_flags=dict(training_flags),
@@ -34,11 +37,9 @@ def write(logdir, optimizer, optimizer_flags, training_flags, command,
                     datetime.timezone.utc).isoformat(timespec="seconds"),
                 command=command, **extra)
   target = path(logdir)
-  tmp = target + ".tmp"
-  with open(tmp, "w") as f:
+  with atomic_file.replace(target) as f:
     json.dump(record, f, indent=1, sort_keys=True)
     f.write("\n")
-  os.replace(tmp, target)
   return target
 
 

@@ -39,6 +39,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale import atomic_file
 from l2o_scale import checkpoints
 from l2o_scale import curriculum as curriculum_lib
 from l2o_scale import meta_step as meta_step_lib
@@ -195,7 +196,7 @@ def write_resume_state(path, carried, loop_state):
   state and ``loop_state`` (a JSON-able dict of the training loop's own
   values: the best model's meta-iteration, the meta learning rate after
   rollbacks, the best robust score of a curriculum run), atomically
-  (tmp + os.replace).
+  (l2o_scale.atomic_file).
 
   Saving the random states (rather than re-seeding per meta-iteration) keeps
   the single random stream of the original, so a run with ``--seed`` draws
@@ -207,11 +208,9 @@ def write_resume_state(path, carried, loop_state):
   meta = dict(numpy=[np_state[0], np_state[2], np_state[3], np_state[4]],
               python=random.getstate(), num_carried=len(arrays),
               **loop_state)
-  tmp = path + ".tmp"
-  with open(tmp, "wb") as f:
+  with atomic_file.replace(path, "wb") as f:
     np.savez(f, numpy_keys=np_state[1], meta=np.array(json.dumps(meta)),
              **arrays)
-  os.replace(tmp, path)
 
 
 def read_resume_state(path, carried):
@@ -903,10 +902,8 @@ FINISHED_FILE = "curriculum_finished.json"
 def _write_finished(logdir, meta_iteration, stopped):
   """Marks a curriculum run that stopped as finished (atomically), so the same
   command run again says so instead of training on (issue 13)."""
-  path = os.path.join(logdir, FINISHED_FILE)
-  with open(path + ".tmp", "w") as f:
+  with atomic_file.replace(os.path.join(logdir, FINISHED_FILE)) as f:
     json.dump({"meta_iteration": meta_iteration, "stopped": stopped}, f)
-  os.replace(path + ".tmp", path)
 
 
 def _read_finished(logdir, num_meta_iterations):

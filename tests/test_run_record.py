@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from l2o_scale import dir_lock
 from l2o_scale import run_record
 
@@ -149,3 +151,17 @@ def test_help_lists_the_optimizer_flags():
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert "--num_gradient_scales" in result.stdout, script
     assert "--max_log_lr" in result.stdout, script
+
+
+def test_atomic_replace_keeps_the_old_file_when_writing_fails(tmp_path):
+  from l2o_scale import atomic_file  # pylint: disable=g-import-not-at-top
+  target = str(tmp_path / "record.json")
+  with atomic_file.replace(target) as f:
+    f.write("old")
+  with pytest.raises(ValueError):
+    with atomic_file.replace(target) as f:
+      f.write("half of the new")
+      raise ValueError("interrupted")
+  with open(target) as f:
+    assert f.read() == "old"
+  assert os.listdir(str(tmp_path)) == ["record.json"]
