@@ -459,8 +459,11 @@ def main(argv):
   try:
     os.makedirs(logdir, exist_ok=True)
     lock = dir_lock.acquire(FLAGS.train_dir, " ".join(sys.argv))
-  except (OSError, dir_lock.LockedError) as e:
+  except dir_lock.LockedError as e:
     sys.stderr.write("metarun.py: {}\n".format(e))
+    return 2
+  except OSError as e:
+    sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
     return 2
   try:
     return _train_locked(logdir, spec, problems_and_data, task)

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -146,21 +148,24 @@ def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
       "value after '=', e.g. --fix_unroll=False")
 
 
-def _small_filesystem(path, size):
-  """Mounts a tmpfs of ``size`` at ``path``; None where mounting is not
+def _small_filesystem(path, options):
+  """Mounts a tmpfs with ``options`` at ``path``; None where mounting is not
   allowed (an unprivileged CI runner)."""
   os.makedirs(path, exist_ok=True)
-  done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size,
-                         "tmpfs", str(path)], capture_output=True)
+  done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs",
+                         str(path)], capture_output=True)
   return path if done.returncode == 0 else None
 
 
-def test_full_disk_is_one_line_naming_the_file_and_leaves_nothing(tmp_path,
-                                                                   data_dir):
-  """A train dir on a full disk: exit 2, one line naming the file that could
-  not be written and what to do; no half-written file and no lock left."""
-  import pytest  # pylint: disable=g-import-not-at-top
-  disk = _small_filesystem(tmp_path / "disk", "4k")
+@pytest.mark.parametrize("options,failed", [
+    ("size=4k", "HierarchicalRNN_GRUCell_20_2/run_record.json failed: No "
+                "space left on device"),
+    ("ro", "run failed: Read-only file system")])
+def test_full_or_read_only_disk_is_one_line_naming_the_file(
+    tmp_path, data_dir, options, failed):
+  """A train dir on a full or read-only disk: exit 2, one line naming the
+  file that could not be written and what to do; nothing left behind."""
+  disk = _small_filesystem(tmp_path / "disk", options)
   if disk is None:
     pytest.skip("cannot mount a small tmpfs here (needs privileges)")
   try:
@@ -169,7 +174,7 @@ def test_full_disk_is_one_line_naming_the_file_and_leaves_nothing(tmp_path,
     lines = out.stderr.strip().splitlines()
     assert out.returncode == 2, out.stderr
     assert lines[-1].startswith("metarun.py: reading or writing "), lines
-    assert "run_record.json failed: No space left on device" in lines[-1]
+    assert failed in lines[-1]
     assert "free space or give another --train_dir" in lines[-1]
     left = [os.path.join(d, f) for d, _, files in os.walk(disk / "run")
             for f in files]
