@@ -447,6 +447,10 @@ def main(argv):
   except (FileNotFoundError, checkpoints.CheckpointMismatchError,
           datasets.DataNotFoundError, ValueError) as e:  # RunRecordError too
     sys.exit("metatest.py: error: {}".format(e))
+  except OSError as e:  # A full or read-only disk under --save_dir.
+    sys.exit("metatest.py: error: writing {} failed: {}. Free space or give "
+             "another --save_dir.".format(e.filename or FLAGS.save_dir,
+                                          e.strerror or e))
   return 0
 
 
