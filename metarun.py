@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from l2o_scale import config_flags
 from l2o_scale import dir_lock
 from l2o_scale import distributed
 from l2o_scale import metaopt
@@ -75,43 +76,16 @@ flags.DEFINE_integer("evaluation_epochs", 20, "Runs averaged per evaluation.")
 flags.DEFINE_integer("save_period", 1, "Meta-iterations between checkpoints.")
 
 # metaopt.py
-flags.DEFINE_integer("mini_batch_size", 10000, "mini batch size.")
 flags.DEFINE_integer("ps_tasks", 0, "Number of tasks in the ps job (from "
                      "TF_CONFIG in distributed mode, see README).")
-flags.DEFINE_float("nan_l2_reg", 1e-2,
-                   "Strength of l2-reg when NaNs are encountered (unused, as "
-                   "in the original).")
-flags.DEFINE_float("l2_reg", 0., "Lambda value for parameter regularization.")
-flags.DEFINE_float("rms_decay", 0.9, "Decay value for the RMSProp metaoptimizer.")
-flags.DEFINE_float("rms_epsilon", 1e-20,
-                   "Epsilon value for the RMSProp metaoptimizer.")
 flags.DEFINE_boolean("set_profiling", False,
                      "Profile with the TF profiler into train_dir (TensorBoard).")
-flags.DEFINE_boolean("data_freeze", False,
-                     "Freeze the data while training the optimizer.")
-flags.DEFINE_boolean("reset_rnn_params", True,
-                     "Reset the optimizer state only at the first unroll of "
-                     "training (original semantics).")
-flags.DEFINE_string("regularize_time", "posterior",
-                    "When to add the regularization to the optimizer training: "
-                    "posterior, prior, none (= never), anything else = always.")
-flags.DEFINE_float("reg_scale", 0.5, "The regularize scale for meta regularization.")
-flags.DEFINE_boolean("if_mt", False, "Imitation learning of Adam (MT).")
-flags.DEFINE_float("mt_ratio", 0.1, "Probability of an imitation meta-iteration.")
-flags.DEFINE_integer("mt_k", 1, "Teacher steps per imitation step.")
-
-# optimizer/trainable_optimizer.py
-flags.DEFINE_float("alpha", 5e-4, "The scale for optimizer regularization.")
-flags.DEFINE_float("beta", 1e-4, "The scale for optimizee regularization.")
-flags.DEFINE_boolean("reg_optimizer", False, "Whether to regularize the optimizer.")
-flags.DEFINE_boolean("reg_optimizee", False, "Whether to regularize the optimizee.")
+# The meta-training settings of metaopt.py, optimizer/trainable_optimizer.py
+# and problems/problem_generator.py, and the port's stability and selection
+# flags: declared once, as the fields of training.TrainingConfig.
+config_flags.define_flags(training.TrainingConfig, __name__)
 
 # problems/problem_generator.py
-flags.DEFINE_integer("hessian_itrs", 10,
-                     "Number of iterations for hessian information calculation.")
-flags.DEFINE_string("reg_option", "hessian",
-                    "Which regularization to use: hessian, hessian-ev, "
-                    "hessian-esd, jacob.")
 flags.DEFINE_float("l2_reg_scale", 1e-3,
                    "Scaling factor for parameter value regularization in "
                    "softmax classifier problems (unused, as in the original).")
@@ -124,40 +98,6 @@ flags.DEFINE_integer("seed", None, "Seed numpy, Python and TF random streams.")
 flags.DEFINE_boolean("resume", True,
                      "Continue from the latest checkpoint in the log dir.")
 flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
-# New in the port: meta-training that learns and stays stable (README
-# "Meta-training that learns"). Defaults keep the original's behaviour.
-flags.DEFINE_enum("optimizee_init", "normal", list(training.OPTIMIZEE_INITS),
-                  "Initial optimizee parameters of each meta-iteration: "
-                  "'normal' = standard normal (the original), 'problem' = the "
-                  "problem's own initialisation, as meta-testing starts.")
-flags.DEFINE_enum("on_divergence", "continue", list(stability.ON_DIVERGENCE),
-                  "When an unroll diverges (non-finite meta-objective or "
-                  "meta-gradient, or the optimizee objective grows more than "
-                  "--divergence_growth_limit times): 'continue' = warn and "
-                  "apply it (the original), 'rollback' = undo the "
-                  "meta-iteration (back to model.ckpt-0 or its start) and "
-                  "lower the meta learning rate, 'stop' = end training.")
-flags.DEFINE_float("divergence_growth_limit", 100.,
-                   "An unroll (and a --selection=robust run) diverged when "
-                   "its optimizee objective ends above this many times its "
-                   "start. <= 0: only non-finite values count.")
-flags.DEFINE_float("divergence_lr_decay", 0.5,
-                   "--on_divergence=rollback multiplies the meta learning "
-                   "rate by this.")
-flags.DEFINE_enum("selection", "original", list(selection.SELECTIONS),
-                  "Which evaluation picks model.ckpt-0: 'original' = lowest "
-                  "evaluation cost (--evaluation_epochs runs of "
-                  "--fix_num_steps_eval steps from N(0,1) parameters); "
-                  "'robust' = lowest mean final objective of "
-                  "--selection_steps-step meta-test runs on fixed "
-                  "--selection_seeds (a diverging optimizer never wins).")
-flags.DEFINE_integer("selection_steps", 1000,
-                     "Steps of each --selection=robust run.")
-flags.DEFINE_list("selection_seeds", ["1001", "1002", "1003"],
-                  "Seeds of the --selection=robust runs (each fixes the "
-                  "initial parameters, initial learning rates and batches).")
-
-
 flags.DEFINE_boolean("overwrite", False,
                      "With --resume=False, delete the earlier run's "
                      "checkpoints and record in the log dir first (without it "
@@ -346,25 +286,7 @@ def warnings_for(flag_values):
 
 
 def training_config(flag_values):
-  return metaopt.TrainingConfig(
-      mini_batch_size=flag_values.mini_batch_size, l2_reg=flag_values.l2_reg,
-      nan_l2_reg=flag_values.nan_l2_reg, rms_decay=flag_values.rms_decay,
-      rms_epsilon=flag_values.rms_epsilon, data_freeze=flag_values.data_freeze,
-      reset_rnn_params=flag_values.reset_rnn_params,
-      regularize_time=flag_values.regularize_time,
-      reg_scale=flag_values.reg_scale, if_mt=flag_values.if_mt,
-      mt_ratio=flag_values.mt_ratio, mt_k=flag_values.mt_k,
-      reg_optimizer=flag_values.reg_optimizer,
-      reg_optimizee=flag_values.reg_optimizee, alpha=flag_values.alpha,
-      beta=flag_values.beta, reg_option=flag_values.reg_option,
-      hessian_itrs=flag_values.hessian_itrs,
-      optimizee_init=flag_values.optimizee_init,
-      on_divergence=flag_values.on_divergence,
-      divergence_growth_limit=flag_values.divergence_growth_limit,
-      divergence_lr_decay=flag_values.divergence_lr_decay,
-      selection=flag_values.selection,
-      selection_steps=flag_values.selection_steps,
-      selection_seeds=tuple(int(s) for s in flag_values.selection_seeds))
+  return config_flags.from_flags(metaopt.TrainingConfig, flag_values)
 
 
 def record_sections(flag_values):

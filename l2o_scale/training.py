@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from l2o_scale import atomic_file
 from l2o_scale import checkpoints
+from l2o_scale import config_flags
 from l2o_scale import curriculum as curriculum_lib
 from l2o_scale import meta_step as meta_step_lib
 from l2o_scale import mt_utils as mt_utils_lib
@@ -52,40 +53,83 @@ from l2o_scale import unroll as unroll_lib
 from optimizer import utils
 from problems import datasets
 
-
-@dataclasses.dataclass
-class TrainingConfig:
-  """The module-level flags the original ``metaopt.py`` read (l.34-75)."""
-  mini_batch_size: int = 10000
-  l2_reg: float = 0.
-  nan_l2_reg: float = 1e-2  # Defined by the original but unused there too.
-  rms_decay: float = 0.9
-  rms_epsilon: float = 1e-20
-  data_freeze: bool = False
-  reset_rnn_params: bool = True
-  regularize_time: str = "posterior"
-  reg_scale: float = 0.5
-  if_mt: bool = False
-  mt_ratio: float = 0.1
-  mt_k: int = 1
-  reg_optimizer: bool = False
-  reg_optimizee: bool = False
-  alpha: float = 5e-4
-  beta: float = 1e-4
-  reg_option: str = "hessian"
-  hessian_itrs: int = 10
-  # New in the port (defaults = the original's behaviour); see the README
-  # "Meta-training that learns" and l2o_scale/stability.py, selection.py.
-  optimizee_init: str = "normal"
-  on_divergence: str = "continue"
-  divergence_growth_limit: float = 100.
-  divergence_lr_decay: float = 0.5
-  selection: str = "original"
-  selection_steps: int = 1000
-  selection_seeds: tuple = (1001, 1002, 1003)
+flag = config_flags.flag
 
 
 OPTIMIZEE_INITS = ("normal", "problem")
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+  """The meta-training settings metarun.py takes as flags, each declared once
+  here with its default and ``--help`` text (l2o_scale.config_flags defines
+  the flags from these fields).
+
+  The original defined them as module-level flags in ``metaopt.py``
+  (l.34-75), ``optimizer/trainable_optimizer.py`` (alpha, beta,
+  reg_optimizer, reg_optimizee) and ``problems/problem_generator.py``
+  (hessian_itrs, reg_option); names, defaults and help are the original's.
+  """
+  mini_batch_size: int = flag(10000, "mini batch size.")
+  l2_reg: float = flag(0., "Lambda value for parameter regularization.")
+  # Defined by the original but unused there too.
+  nan_l2_reg: float = flag(
+      1e-2, "Strength of l2-reg when NaNs are encountered (unused, as in the "
+      "original).")
+  rms_decay: float = flag(0.9, "Decay value for the RMSProp metaoptimizer.")
+  rms_epsilon: float = flag(1e-20,
+                            "Epsilon value for the RMSProp metaoptimizer.")
+  data_freeze: bool = flag(False,
+                           "Freeze the data while training the optimizer.")
+  reset_rnn_params: bool = flag(
+      True, "Reset the optimizer state only at the first unroll of training "
+      "(original semantics).")
+  regularize_time: str = flag(
+      "posterior", "When to add the regularization to the optimizer "
+      "training: posterior, prior, none (= never), anything else = always.")
+  reg_scale: float = flag(0.5, "The regularize scale for meta regularization.")
+  if_mt: bool = flag(False, "Imitation learning of Adam (MT).")
+  mt_ratio: float = flag(0.1, "Probability of an imitation meta-iteration.")
+  mt_k: int = flag(1, "Teacher steps per imitation step.")
+  reg_optimizer: bool = flag(False, "Whether to regularize the optimizer.")
+  reg_optimizee: bool = flag(False, "Whether to regularize the optimizee.")
+  alpha: float = flag(5e-4, "The scale for optimizer regularization.")
+  beta: float = flag(1e-4, "The scale for optimizee regularization.")
+  reg_option: str = flag("hessian", "Which regularization to use: hessian, "
+                         "hessian-ev, hessian-esd, jacob.")
+  hessian_itrs: int = flag(
+      10, "Number of iterations for hessian information calculation.")
+  # New in the port (defaults = the original's behaviour): meta-training
+  # that learns and stays stable (README "Meta-training that learns";
+  # l2o_scale/stability.py, selection.py).
+  optimizee_init: str = flag(
+      "normal", "Initial optimizee parameters of each meta-iteration: "
+      "'normal' = standard normal (the original), 'problem' = the problem's "
+      "own initialisation, as meta-testing starts.", OPTIMIZEE_INITS)
+  on_divergence: str = flag(
+      "continue", "When an unroll diverges (non-finite meta-objective or "
+      "meta-gradient, or the optimizee objective grows more than "
+      "--divergence_growth_limit times): 'continue' = warn and apply it (the "
+      "original), 'rollback' = undo the meta-iteration (back to "
+      "model.ckpt-0 or its start) and lower the meta learning rate, 'stop' = "
+      "end training.", stability.ON_DIVERGENCE)
+  divergence_growth_limit: float = flag(
+      100., "An unroll (and a --selection=robust run) diverged when its "
+      "optimizee objective ends above this many times its start. <= 0: only "
+      "non-finite values count.")
+  divergence_lr_decay: float = flag(
+      0.5, "--on_divergence=rollback multiplies the meta learning rate by "
+      "this.")
+  selection: str = flag(
+      "original", "Which evaluation picks model.ckpt-0: 'original' = lowest "
+      "evaluation cost (--evaluation_epochs runs of --fix_num_steps_eval "
+      "steps from N(0,1) parameters); 'robust' = lowest mean final objective "
+      "of --selection_steps-step meta-test runs on fixed --selection_seeds (a "
+      "diverging optimizer never wins).", selection_lib.SELECTIONS)
+  selection_steps: int = flag(1000, "Steps of each --selection=robust run.")
+  selection_seeds: tuple = flag(
+      (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
+      "the initial parameters, initial learning rates and batches).")
 
 
 def sigmoid_weights(n, slope=0.1, offset=5):
