@@ -340,6 +340,7 @@ def run(flag_values):
       problems):
     problem = spec.build()
     jit_compile = flag_values.jit_compile
+    run_cache = testing.RunCache()  # The seeds share one compiled loop.
     for seed in seeds:
       print("testing {} ({}) with {} using seed {}".format(
           flag_name, spec, flag_values.test_optimizer, seed), flush=True)
@@ -354,14 +355,14 @@ def run(flag_values):
 
       def test_seed(jit_compile, seed=seed, progress=progress,
                     problem=problem, dataset=dataset, batch_size=batch_size,
-                    heldout=heldout):
+                    heldout=heldout, run_cache=run_cache):
         return testing.test_optimizer(
             opt, problem, num_iter=flag_values.num_testing_itrs,
             dataset=dataset, batch_size=batch_size, seed=seed, logdir=None,
             record_every=None, heldout_dataset=heldout,
             heldout_every=flag_values.heldout_every or None,
             progress=progress, progress_every=flag_values.progress_every,
-            jit_compile=jit_compile)
+            jit_compile=jit_compile, run_cache=run_cache)
 
       if jit_compile:
         try:

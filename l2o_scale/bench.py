@@ -185,10 +185,8 @@ def make_gru_core_step(problem, optimizer, jit_compile=True, seed=0):
   rates, per-tensor means or layer/global RNNs; the parameters take a plain
   SGD step. Returns ``step(x, y) -> loss``.
   """
-  from optimizer import hierarchical_rnn  # pylint: disable=g-import-not-at-top
   params = [tf.Variable(t) for t in problem.init_tensors(seed)]
-  seg = hierarchical_rnn._Segments.of(  # pylint: disable=protected-access
-      [p.shape.num_elements() for p in params])
+  seg = optimizer.segments([p.shape.num_elements() for p in params])
   rng = np.random.RandomState(seed)
   n = sum(seg.sizes)
   features = tf.Variable(rng.randn(optimizer.num_rnn_inputs, n).astype(

@@ -77,33 +77,36 @@ def make_runs(problem, optimizer, data_size, batch_size, num_steps, seeds):
   return runs
 
 
-def _objectives(optimizer, problem, dataset, batch_size, run, jit):
+def _objectives(optimizer, problem, dataset, batch_size, run, jit, run_cache):
   with fixed_initial_learning_rate(optimizer, run.learning_rate):
     objectives, _, _ = testing.test_optimizer(
         optimizer, problem, len(run.batches), dataset=dataset,
         batch_size=batch_size, seed=run.params, batches=run.batches,
-        progress=False, jit_compile=jit)
+        progress=False, jit_compile=jit, run_cache=run_cache)
   return np.asarray(objectives, np.float64)
 
 
 def robust_score(optimizer, problem, dataset, batch_size, runs,
-                 growth_limit=100., jit_compile=True):
+                 growth_limit=100., jit_compile=True, run_cache=None):
   """Scores the optimizer's current meta-parameters; lower is better.
 
   ``jit_compile`` falls back to the plain loop when XLA cannot compile the
-  problem (as ``metatest.py --jit_compile`` does).
+  problem (as ``metatest.py --jit_compile`` does). ``run_cache``
+  (testing.RunCache): the caller's, to compile the meta-test loop once for
+  all the scores of a training run.
   """
+  run_cache = run_cache or testing.RunCache()
   finals, diverged = [], []
   for run in runs:
     try:
       objectives = _objectives(optimizer, problem, dataset, batch_size, run,
-                               jit_compile)
+                               jit_compile, run_cache)
     except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
       if not jit_compile:
         raise
       jit_compile = False
       objectives = _objectives(optimizer, problem, dataset, batch_size, run,
-                               False)
+                               False, run_cache)
     tail = max(10, len(objectives) // 20)
     blew_up = growth_limit > 0 and (
         np.max(objectives) > growth_limit * max(abs(objectives[0]), 1e-12))

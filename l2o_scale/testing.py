@@ -320,24 +320,30 @@ class _Run(object):
       records["global_state"].append([v.numpy() for v in self.global_vars])
 
 
-# The last run, reused when the same optimizer, problem and data run again
-# (e.g. the seeds of metatest.py): saves re-tracing the compiled loop.
-_LAST_RUN = {}
+class RunCache(object):
+  """The last compiled run, reused when the same optimizer, problem and data
+  run again (metatest.py's seeds, the robust score's fixed runs): saves
+  re-tracing and recompiling the loop. Owned by the caller that repeats
+  runs (no module-level state); ``test_optimizer`` without one compiles
+  afresh."""
 
+  def __init__(self):
+    self._key = None
+    self._run = None
+    self._keep = None  # Keeps data and labels alive: their ids are the key.
 
-def _get_run(optimizer, problem, params, data, labels, jit_compile):
-  key = (id(optimizer), id(problem), None if data is None else id(data),
-         None if labels is None else id(labels), bool(jit_compile))
-  run = _LAST_RUN.get("run")
-  if (run is not None and _LAST_RUN.get("key") == key and
-      [tuple(v.shape) for v in run.param_vars] ==
-      [tuple(p.shape) for p in params]):
-    run.reset(params)
-    return run
-  _LAST_RUN.clear()
-  run = _Run(optimizer, problem, params, data, labels, jit_compile)
-  _LAST_RUN.update(key=key, run=run, keep=(data, labels))
-  return run
+  def get(self, optimizer, problem, params, data, labels, jit_compile):
+    key = (id(optimizer), id(problem), None if data is None else id(data),
+           None if labels is None else id(labels), bool(jit_compile))
+    run = self._run
+    if (run is not None and self._key == key and
+        [tuple(v.shape) for v in run.param_vars] ==
+        [tuple(p.shape) for p in params]):
+      run.reset(params)
+      return run
+    self._run = _Run(optimizer, problem, params, data, labels, jit_compile)
+    self._key, self._keep = key, (data, labels)
+    return self._run
 
 
 def _print_progress(info):
@@ -370,7 +376,8 @@ def test_optimizer(optimizer,
                    heldout_every=None,
                    progress=None,
                    progress_every=DEFAULT_PROGRESS_EVERY,
-                   jit_compile=False):
+                   jit_compile=False,
+                   run_cache=None):
   """Tests an optimization algorithm on a given problem.
 
   Port of ``metaopt.test_optimizer`` (evaluation metaopt.py l.606-745), same
@@ -407,6 +414,9 @@ def test_optimizer(optimizer,
       while only that chunk has run it includes the compilation and
       ``includes_compile`` is True.
     jit_compile: compile the chunk with XLA.
+    run_cache: a :class:`RunCache` to reuse the compiled loop of the
+      previous call with the same optimizer, problem and data (new in the
+      port; default: compile afresh).
 
   Returns:
     objective_values: list (``num_iter``) of the objective on each step's
@@ -446,7 +456,8 @@ def test_optimizer(optimizer,
     progress = _print_progress
   record_every = int(record_every) if record_every else None
 
-  run = _get_run(optimizer, problem, params, data, labels, jit_compile)
+  run = (run_cache or RunCache()).get(optimizer, problem, params, data,
+                                      labels, jit_compile)
   records = collections.defaultdict(list)
   objective_values = []
 
@@ -530,7 +541,7 @@ def run_wall_clock_test(optimizer,
     rng = np.random.RandomState(seed) if isinstance(
         seed, (int, np.integer)) else None
     schedule = datasets.batch_indices(len(data), total, batch_size, rng)
-  run = _get_run(optimizer, problem, params, data, labels, jit_compile)
+  run = RunCache().get(optimizer, problem, params, data, labels, jit_compile)
   run.run_chunk(tf.constant(schedule[:timing_chunk])).numpy()  # warm-up
   times = []
   for start in range(timing_chunk, total, timing_chunk):

@@ -48,6 +48,7 @@ from l2o_scale import mt_utils as mt_utils_lib
 from l2o_scale import selection as selection_lib
 from l2o_scale import stability
 from l2o_scale import summaries as summaries_lib
+from l2o_scale import testing as testing_lib
 from l2o_scale import tf1_optimizers
 from l2o_scale import unroll as unroll_lib
 from optimizer import utils
@@ -388,6 +389,7 @@ class _Trainer(object):
     self.num_nonfinite = 0
     self.reset_next_series = False  # Set after a rollback (stale state).
     self.selection_runs = None  # Built at the first robust evaluation.
+    self.selection_run_cache = testing_lib.RunCache()
 
   # ------------------------------------------------------------- data
   def init_tensors(self):
@@ -415,7 +417,8 @@ class _Trainer(object):
           self.config.selection_steps, self.config.selection_seeds)
     return selection_lib.robust_score(
         self.optimizer, self.problem, self.dataset, self.batch_size or None,
-        self.selection_runs, self.config.divergence_growth_limit)
+        self.selection_runs, self.config.divergence_growth_limit,
+        run_cache=self.selection_run_cache)
 
   def batches(self, total, lengths, stride=1):
     """Batches per unroll for the learner, and for the MT teacher.

@@ -45,22 +45,10 @@ class _Segments:
   (row t is 1 on tensor t's coordinates; the GRU's matmul multiplies them
   with each tensor's bias), per-tensor means of rows, and ``tf.gather`` with
   the tensor index of each coordinate to spread per-tensor values back. All
-  of it is built once per set of sizes with numpy, so a step pays nothing to
-  set it up (the indicators take T * N floats of memory).
+  of it is built once per set of sizes with numpy (by the optimizer that
+  uses it: :meth:`HierarchicalRNN.segments`), so a step pays nothing to set
+  it up (the indicators take T * N floats of memory).
   """
-
-  _cache = {}
-
-  @classmethod
-  def of(cls, sizes):
-    """The (cached) segments of tensors with these static sizes."""
-    if any(size is None for size in sizes):
-      raise ValueError("The hierarchical RNN needs static tensor shapes, got "
-                       "sizes {}".format(sizes))
-    key = tuple(int(size) for size in sizes)
-    if key not in cls._cache:
-      cls._cache[key] = cls(key)
-    return cls._cache[key]
 
   def __init__(self, sizes):
     self.sizes = list(sizes)
@@ -204,6 +192,21 @@ class HierarchicalRNN(opt.TrainableOptimizer):
                      **kwargs)
     with self.name_scope:
       self._build_variables()
+    # Held by a closure, not a dict attribute: tf.Module would track a dict.
+    segments_by_sizes = {}
+    self._segments_by_sizes = lambda: segments_by_sizes
+
+  def segments(self, sizes):
+    """The :class:`_Segments` of tensors with these static sizes, built once
+    per set of sizes for this optimizer."""
+    if any(size is None for size in sizes):
+      raise ValueError("The hierarchical RNN needs static tensor shapes, got "
+                       "sizes {}".format(sizes))
+    key = tuple(int(size) for size in sizes)
+    cache = self._segments_by_sizes()
+    if key not in cache:
+      cache[key] = _Segments(key)
+    return cache[key]
 
   # ------------------------------------------------------------ variables
   @property
@@ -416,7 +419,7 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     tensors' true parameters (without attention they are the parameters).
     """
     sizes = [s["true_param"].shape.num_elements() for s in states]
-    seg = _Segments.of(sizes)
+    seg = self.segments(sizes)
 
     def rows(key):
       return seg.concat([tf.reshape(s[key], [1, -1]) for s in states])
@@ -441,7 +444,7 @@ class HierarchicalRNN(opt.TrainableOptimizer):
 
   def unpack_state(self, packed, params):
     """The packed layout -> per-tensor TF1 state dicts (:meth:`pack_state`)."""
-    seg = _Segments.of([p.shape.num_elements() for p in params])
+    seg = self.segments([p.shape.num_elements() for p in params])
 
     def columns(block):
       # One list of [N_t, 1] columns per row of the block.
@@ -571,7 +574,7 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     lr_attend rows and attention_delta rows).
     """
     g = self.num_gradient_scales
-    seg = _Segments.of([grad.shape.num_elements() for grad in grads])
+    seg = self.segments([grad.shape.num_elements() for grad in grads])
 
     def sqrt_chain(decay):
       # Each accumulator on twice the timescale of the one before.

@@ -128,6 +128,26 @@ def test_integer_seed_is_reproducible_and_loss_falls(data_dir):
   assert np.mean(runs[0][-10:]) < np.mean(runs[0][:10]) - 0.01
 
 
+def test_run_cache_reuses_the_compiled_loop_with_the_same_results():
+  problem = pg.Quadratic(5, random_seed=3)
+  opt = baselines.build("Adam")
+  inits = [[np.random.RandomState(s).randn(5, 1).astype(np.float32)]
+           for s in (0, 1)]
+  fresh = [testing.test_optimizer(opt, problem, 5, seed=i, progress=False)
+           for i in inits]
+  cache = testing.RunCache()
+  cached = [testing.test_optimizer(opt, problem, 5, seed=i, progress=False,
+                                   run_cache=cache) for i in inits]
+  run = cache.get(opt, problem, [tf.constant(inits[0][0])], None, None,
+                  False)
+  assert cache.get(opt, problem, [tf.constant(inits[1][0])], None, None,
+                   False) is run  # The same compiled run, reset.
+  for (objs_a, params_a, _), (objs_b, params_b, _) in zip(fresh, cached):
+    np.testing.assert_array_equal(objs_a, objs_b)
+    np.testing.assert_array_equal(params_a[0], params_b[0])
+  assert not np.array_equal(cached[0][0], cached[1][0])
+
+
 def test_heldout_records_loss_and_accuracy(data_dir):
   train = datasets.mnist(train=True, data_dir=data_dir)
   test = datasets.mnist(train=False, data_dir=data_dir)
