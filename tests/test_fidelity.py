@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
-from l2o_scale import tf1_reference
+from l2o_scale.tools import tf1_reference
 
 
 @pytest.mark.parametrize("name", ["quadratic20", "mnist_mlp_sigmoid",
@@ -59,7 +59,7 @@ def _write_meta_test_fixture(folder, problem_spec, level_sizes, kwargs,
   black-box path (``apply_gradients`` on tf.Variables, eagerly) rather than
   the replayer's compiled pure step: an independent route to the numbers."""
   from l2o_scale import checkpoints  # pylint: disable=g-import-not-at-top
-  from l2o_scale import fixture_spec  # pylint: disable=g-import-not-at-top
+  from l2o_scale.tools import fixture_spec  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   spec = {"kind": "meta_test", "problem": problem_spec,
           "optimizer": {"cls": "HierarchicalRNN", "level_sizes": level_sizes,

@@ -1,5 +1,5 @@
 """Tests of the reproduction harness (reproduce/all.sh, reproduce/plot.py)
-and of the benchmark's report writing (l2o_scale/bench.py).
+and of the benchmark's report writing (l2o_scale/tools/bench.py).
 
 Why: the harness is how a reader checks the paper's claim; it must run end to
 end from a clean clone (a reduced REPRO_TINY run here, ~1 minute), resume
@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from l2o_scale import bench  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.tools import bench  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _write_pickle(folder, seed, name, values):

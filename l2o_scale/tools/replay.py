@@ -1,4 +1,4 @@
-"""Replays of fixture runs with the port (used by :mod:`l2o_scale.tf1_reference`).
+"""Replays of fixture runs with the port (used by :mod:`l2o_scale.tools.tf1_reference`).
 
 ``replay_meta_test`` reproduces the original evaluation loop
 (``metaopt.test_optimizer``, L2O-Scale-Evaluation metaopt.py l.400-520): at
@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
-from l2o_scale import fixture_spec
+from l2o_scale.tools import fixture_spec
 
 META_TRAIN_AVAILABLE = True
 
