@@ -55,6 +55,24 @@ def resolve_checkpoint_path(path):
   return path
 
 
+def checkpoint_in(folder, name=""):
+  """The checkpoint ``folder/name``, or the latest in ``folder`` when ``name``
+  is empty (the original's rule, evaluation metaopt.py l.684-691); the one
+  place that says which checkpoint is missing and which there are."""
+  if not name:
+    if not os.path.isdir(folder):
+      raise FileNotFoundError("Checkpoint directory {} does not exist.".format(
+          folder))
+    return resolve_checkpoint_path(folder)
+  path = os.path.join(folder, name)
+  if not tf.io.gfile.exists(path + ".index"):
+    raise FileNotFoundError(
+        "No checkpoint {!r} in {}. Checkpoints there: {}. Pass one of them "
+        "as --restore_model_name.".format(
+            name, folder, ", ".join(list_checkpoints(folder)) or "none"))
+  return path
+
+
 def list_checkpoints(folder):
   """Names of the checkpoint prefixes in ``folder`` (``model.ckpt-K``)."""
   if not os.path.isdir(folder):

@@ -35,7 +35,6 @@ How it differs from the TF1 code, and why:
 """
 
 import collections
-import os
 import time
 
 import numpy as np
@@ -110,18 +109,8 @@ def restore_if_needed(optimizer, logdir, restore_model_name=None):
   """
   if logdir is None or not _is_trainable(optimizer):
     return None
-  path = os.path.join(logdir, restore_model_name) if restore_model_name \
-      else logdir
-  if restore_model_name and not tf.io.gfile.exists(path + ".index"):
-    raise FileNotFoundError(
-        "No checkpoint {!r} in {}. Checkpoints there: {}. Pass one of them "
-        "as --restore_model_name.".format(
-            restore_model_name, logdir,
-            ", ".join(checkpoints.list_checkpoints(logdir)) or "none"))
-  if not restore_model_name and not os.path.isdir(logdir):
-    raise FileNotFoundError("Checkpoint directory {} does not exist.".format(
-        logdir))
-  return checkpoints.restore_optimizer(path, optimizer)
+  return checkpoints.restore_optimizer(
+      checkpoints.checkpoint_in(logdir, restore_model_name), optimizer)
 
 
 def initial_parameters(problem, seed):
