@@ -9,13 +9,14 @@ import sys
 import time
 
 import numpy as np
+from tensorboard.backend.event_processing import plugin_event_accumulator
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = ["--num_meta_iterations=4", "--fix_unroll=True",
        "--fix_unroll_length=20", "--fix_num_steps=40",
        "--fix_num_steps_eval=20", "--evaluation_epochs=1",
-       "--mini_batch_size=500", "--seed=1", "--summaries=False"]
+       "--mini_batch_size=500", "--seed=1"]
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 
 
@@ -40,6 +41,15 @@ def _variables(prefix):
   return {name: reader.get_tensor(name)
           for name in reader.get_variable_to_shape_map()
           if name.startswith(("optimizer/", "meta_optimizer/"))}
+
+
+def _scalars(logdir, tag):
+  """(step, value) of a scalar summary as TensorBoard loads the folder."""
+  acc = plugin_event_accumulator.EventAccumulator(
+      str(logdir), size_guidance={plugin_event_accumulator.TENSORS: 0})
+  acc.Reload()
+  return [(e.step, float(tf.make_ndarray(e.tensor_proto)))
+          for e in acc.Tensors(tag)]
 
 
 def _assert_same(a, b):
@@ -81,3 +91,8 @@ def test_kill_9_then_rerun_equals_uninterrupted_run(tmp_path, data_dir):
     _assert_same(_variables(str(killed / SUBDIR / "model.ckpt-{}".format(
         number))), _variables(str(straight / SUBDIR / "model.ckpt-{}".format(
             number))))
+  # TensorBoard shows one value per step, the uninterrupted run's.
+  for tag in ("MetaObjective", "EvaluationCost"):
+    expected = _scalars(straight / SUBDIR, tag)
+    assert len(expected) == (8 if tag == "MetaObjective" else 4)
+    assert _scalars(killed / SUBDIR, tag) == expected, tag
