@@ -9,6 +9,7 @@ import sys
 import time
 
 import numpy as np
+from tensorboard.backend.event_processing import event_file_loader
 from tensorboard.backend.event_processing import plugin_event_accumulator
 import tensorflow as tf
 
@@ -43,13 +44,26 @@ def _variables(prefix):
           if name.startswith(("optimizer/", "meta_optimizer/"))}
 
 
-def _scalars(logdir, tag):
-  """(step, value) of a scalar summary as TensorBoard loads the folder."""
+def _summaries(logdir):
+  """tag -> [(step, value)] as TensorBoard loads the folder (histograms by
+  their step and bucket counts)."""
   acc = plugin_event_accumulator.EventAccumulator(
       str(logdir), size_guidance={plugin_event_accumulator.TENSORS: 0})
   acc.Reload()
-  return [(e.step, float(tf.make_ndarray(e.tensor_proto)))
-          for e in acc.Tensors(tag)]
+  return {tag: [(e.step, tf.make_ndarray(e.tensor_proto).tolist())
+                for e in acc.Tensors(tag)]
+          for tag in acc.Tags()["tensors"]}
+
+
+def _events_on_disk(logdir):
+  """(total bytes, largest step) of the summary event files written so far."""
+  size, step = 0, -1
+  for path in logdir.glob("events.out.tfevents.*"):
+    size += path.stat().st_size
+    for event in event_file_loader.EventFileLoader(str(path)).Load():
+      if event.HasField("summary"):
+        step = max(step, event.step)
+  return size, step
 
 
 def _assert_same(a, b):
@@ -72,11 +86,22 @@ def test_kill_9_then_rerun_equals_uninterrupted_run(tmp_path, data_dir):
   deadline = time.time() + 600
   while not marker.exists() and proc.poll() is None and time.time() < deadline:
     time.sleep(0.02)
+  # Killed once meta-iteration 3 has flushed summaries (the writer flushes
+  # every 10 events), before its checkpoint: the resumed run writes those
+  # steps again.
+  size_at_2 = _events_on_disk(killed / SUBDIR)[0]
+  while (_events_on_disk(killed / SUBDIR)[0] <= size_at_2 and
+         proc.poll() is None and time.time() < deadline):
+    time.sleep(0.005)
   assert proc.poll() is None, "run ended before it could be killed"
   os.kill(proc.pid, signal.SIGKILL)
   first_out = proc.communicate()[0]
   assert proc.returncode == -signal.SIGKILL
   assert not (killed / SUBDIR / "model.ckpt-4.index").exists()
+  resumed_from = 3 if (killed / SUBDIR / "model.ckpt-3.index").exists() else 2
+  # Steps are meta-updates, 2 per meta-iteration: the killed run left
+  # summaries past its last checkpoint.
+  assert _events_on_disk(killed / SUBDIR)[1] > 2 * resumed_from
 
   rerun = subprocess.run(_command(killed, data_dir), capture_output=True,
                          text=True, env=_env(), cwd=ROOT, timeout=600)
@@ -92,7 +117,9 @@ def test_kill_9_then_rerun_equals_uninterrupted_run(tmp_path, data_dir):
         number))), _variables(str(straight / SUBDIR / "model.ckpt-{}".format(
             number))))
   # TensorBoard shows one value per step, the uninterrupted run's.
-  for tag in ("MetaObjective", "EvaluationCost"):
-    expected = _scalars(straight / SUBDIR, tag)
-    assert len(expected) == (8 if tag == "MetaObjective" else 4)
-    assert _scalars(killed / SUBDIR, tag) == expected, tag
+  expected, seen = _summaries(straight / SUBDIR), _summaries(killed / SUBDIR)
+  assert len(expected["MetaObjective"]) == 8
+  assert len(expected["EvaluationCost"]) == 4
+  assert sorted(seen) == sorted(expected)
+  for tag in expected:
+    assert seen[tag] == expected[tag], tag
