@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import tf1_optimizers
+from problems import datasets
 
 TEACHER_LEARNING_RATE = 0.01
 TEACHERS = ("adam", "rmsprop", "nag")
@@ -94,7 +95,7 @@ class MTUtils(object):
       mini_data = np.asarray(data)[mini_batch]
       mini_labels = np.asarray(labels)[mini_batch]
       if one_hot:
-        mini_labels = np.eye(label_range, dtype=np.float32)[mini_labels]
+        mini_labels = datasets.one_hot_rows(mini_labels, label_range)
       if len(unroll_batches) % k:
         raise ValueError("{} batches is not a multiple of k={}".format(
             len(unroll_batches), k))

@@ -353,8 +353,7 @@ def _one_hot(labels):
   """One-hot rows as the original training feed (np.eye(max + 1)[labels])."""
   if labels.ndim != 1:
     return labels.astype(np.float32)
-  label_range = int(np.max(labels)) + 1 if len(labels) else 1
-  return np.eye(label_range, dtype=np.float32)[labels]
+  return datasets.one_hot_rows(labels)
 
 
 class _Trainer(object):

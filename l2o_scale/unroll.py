@@ -32,6 +32,8 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from problems import problem_generator
+
 LoopState = collections.namedtuple(
     "LoopState",
     ["initial_obj", "params", "attend_params", "states", "global_state"])
@@ -61,7 +63,8 @@ class RegularizerConfig(collections.namedtuple(
 NO_REGULARIZER = RegularizerConfig(False, False, 5e-4, 1e-4, "hessian", 10,
                                    0, None)
 
-REG_OPTIONS = ("hessian", "hessian-ev", "hessian-esd", "jacob")
+# The regularizers Problem.regularizer computes (one list, the problems').
+REG_OPTIONS = problem_generator.REG_OPTIONS
 
 
 def draw_rademacher_probes(param_shapes, num_probes, rng=np.random):

@@ -33,6 +33,18 @@ class DataNotFoundError(RuntimeError):
   """The requested dataset is neither in a local folder nor in tfds."""
 
 
+def one_hot_rows(labels, depth=None):
+  """float32 one-hot rows of integer ``labels`` (``np.eye(depth)[labels]``).
+
+  ``depth`` None: ``max(labels) + 1``, as the original training code fed its
+  labels (``np.eye(max + 1)``); 1 for no labels.
+  """
+  labels = np.asarray(labels, np.int64)
+  if depth is None:
+    depth = int(np.max(labels)) + 1 if labels.size else 1
+  return np.eye(depth, dtype=np.float32)[labels]
+
+
 def resolve_data_dir(data_dir=None):
   """``data_dir`` if given, else ``$L2O_SCALE_DATA_DIR``, else None."""
   return data_dir or os.environ.get(DATA_DIR_ENV) or None
@@ -148,7 +160,7 @@ def mnist(train=True, data_dir=None, one_hot=False, verbose=True):
     print("Note: MNIST train split has {} images (offline subset, not the "
           "official {}).".format(n, MNIST_FULL_TRAIN_SIZE))
   if one_hot:
-    labels = np.eye(10, dtype=np.float32)[labels]
+    labels = one_hot_rows(labels, 10)
   return Dataset(data, labels, n)
 
 

@@ -58,11 +58,12 @@ quiet_cuda.import_tensorflow()
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+from l2o_scale import optimizer_flags  # pylint: disable=g-import-not-at-top
 from problems import datasets  # pylint: disable=g-import-not-at-top
 
 UNROLL_LENGTH = 20
 MINI_DATASET_SIZE = 10000
-HRNN_LEVEL_SIZES = [10, 20, 20]
+HRNN_LEVEL_SIZES = optimizer_flags.HRNN_CELL_SIZES
 HRNN_OPTIONS = dict(use_problem_lr_mean=True, use_gradient_shortcut=True,
                     use_grad_products=True)
 
@@ -297,10 +298,6 @@ def bench_loop_steps(data_dir, cfg):
 
 
 # --------------------------------------------------------------- (b) unroll
-def _one_hot(labels, n=10):
-  return np.eye(n, dtype=np.float32)[np.asarray(labels, np.int64)]
-
-
 def bench_unrolls(data_dir, cfg, timer=time.perf_counter):
   """Times one 20-step meta-gradient unroll without and with hessian-esd."""
   from l2o_scale import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
@@ -310,7 +307,7 @@ def bench_unrolls(data_dir, cfg, timer=time.perf_counter):
   test = datasets.mnist(train=False, data_dir=data_dir)
   n = min(MINI_DATASET_SIZE, len(test.data))
   mini_data = tf.constant(np.asarray(test.data[:n], np.float32))
-  mini_labels = tf.constant(_one_hot(test.labels[:n]))
+  mini_labels = tf.constant(datasets.one_hot_rows(test.labels[:n], 10))
   out = {"unroll_length": UNROLL_LENGTH, "mini_dataset_rows": int(n),
          "batch_size": int(batch_size)}
   for name in ("noreg", "hessian_esd"):

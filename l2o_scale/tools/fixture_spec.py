@@ -98,7 +98,7 @@ def _maybe_one_hot(dataset, one_hot):
   """One-hot float labels, as the original training code fed them."""
   if not one_hot:
     return dataset
-  labels = np.eye(10, dtype=np.float32)[np.asarray(dataset.labels, np.int64)]
+  labels = datasets.one_hot_rows(dataset.labels, 10)
   return dataset._replace(labels=labels)
 
 
