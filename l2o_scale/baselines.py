@@ -19,6 +19,7 @@ compiled loop and their speeds are comparable.
 
 import tensorflow as tf
 
+from l2o_scale import tf1_optimizers
 from optimizer import trainable_optimizer
 
 # Learning rates of the original evaluation (metatest.py l.366-380).
@@ -102,10 +103,9 @@ class Adam(_PureOptimizer):
 
   def _update(self, param, grad, state, global_state):
     beta1_power, beta2_power = global_state
-    lr_t = self.learning_rate * tf.sqrt(1. - beta2_power) / (1. - beta1_power)
-    m = self.beta1 * state["m"] + (1. - self.beta1) * grad
-    v = self.beta2 * state["v"] + (1. - self.beta2) * tf.square(grad)
-    step = lr_t * m / (tf.sqrt(v) + self.epsilon)
+    step, m, v = tf1_optimizers.adam_step(
+        grad, state["m"], state["v"], beta1_power, beta2_power,
+        self.learning_rate, self.beta1, self.beta2, self.epsilon)
     return step, {"m": m, "v": v}
 
   def _advance_global_state(self, global_state):

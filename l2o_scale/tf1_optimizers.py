@@ -13,17 +13,27 @@ Formulas: TF1 ``training_ops`` ApplyAdam / ApplyRMSProp / ApplyMomentum.
 import tensorflow as tf
 
 
-def adam_update(var, grad, m, v, step, learning_rate, beta1=0.9, beta2=0.999,
-                epsilon=1e-8):
-  """TF1 Adam (``tf.train.AdamOptimizer``): returns (var, m, v).
+def adam_step(grad, m, v, beta1_power, beta2_power, learning_rate,
+              beta1=0.9, beta2=0.999, epsilon=1e-8):
+  """The TF1 Adam rule (``ApplyAdam``): returns (step to subtract, m, v).
 
-  ``step`` is the 1-based step number; lr_t = lr sqrt(1-b2^t) / (1-b1^t).
+  ``beta1_power``/``beta2_power`` are b1^t, b2^t of the 1-based step t (TF1
+  keeps them as running products); lr_t = lr sqrt(1-b2^t) / (1-b1^t).
   """
-  step = tf.cast(step, tf.float32)
-  lr_t = learning_rate * tf.sqrt(1. - beta2 ** step) / (1. - beta1 ** step)
+  lr_t = learning_rate * tf.sqrt(1. - beta2_power) / (1. - beta1_power)
   m = beta1 * m + (1. - beta1) * grad
   v = beta2 * v + (1. - beta2) * tf.square(grad)
-  return var - lr_t * m / (tf.sqrt(v) + epsilon), m, v
+  return lr_t * m / (tf.sqrt(v) + epsilon), m, v
+
+
+def adam_update(var, grad, m, v, step, learning_rate, beta1=0.9, beta2=0.999,
+                epsilon=1e-8):
+  """TF1 Adam (``tf.train.AdamOptimizer``) at step number ``step``
+  (1-based): returns (var, m, v)."""
+  step = tf.cast(step, tf.float32)
+  delta, m, v = adam_step(grad, m, v, beta1 ** step, beta2 ** step,
+                          learning_rate, beta1, beta2, epsilon)
+  return var - delta, m, v
 
 
 def rmsprop_update(var, grad, ms, mom, learning_rate, decay=0.9, momentum=0.,
