@@ -510,8 +510,8 @@ class _Trainer(object):
         if np.any(sub_obj < 0):
           raise ValueError("Training problem objectives must be nonnegative.")
         if self.obj_train_max_multiplier > 0 and (
-            sub_obj[-1] > (out.initial_obj.numpy() + abs(
-                out.initial_obj.numpy()) * (self.obj_train_max_multiplier - 1))):
+            sub_obj[-1] > unroll_lib.objective_limit(
+                out.initial_obj.numpy(), self.obj_train_max_multiplier)):
           _log(self.out, "{} broke early at unroll {} of {}: objective grew "
                "more than obj_train_max_multiplier.".format(
                    log_prefix, unroll_itr + 1, num_unrolls))

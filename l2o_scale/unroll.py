@@ -159,6 +159,15 @@ def _step_gradients(problem, params, batch_data, batch_labels, reg,
   return grads, tf.constant(0.)
 
 
+def objective_limit(initial_obj, multiplier):
+  """The objective above which a run "grew more than ``multiplier`` times":
+  ``initial + (multiplier - 1) * |initial|`` (the original's
+  ``obj_train_max_multiplier`` stop, in the unroll's loop condition,
+  trainable_optimizer.py, and between unrolls, metaopt.py). Tensors or
+  numbers."""
+  return initial_obj + (multiplier - 1) * abs(initial_obj)
+
+
 def zero_loop_state(problem, optimizer):
   """A LoopState of zeros: what the original's local variables start as."""
   zeros = [tf.zeros(s) for s in problem.param_shapes]
@@ -245,10 +254,8 @@ def unroll(problem, optimizer, obj_weights, batches, mini_data, mini_labels,
     del obj_accum_mt, params, attend_params, states, global_state, regular
     keep = tf.logical_and(itr < num_iter, tf.math.is_finite(obj_accum))
     if max_multiplier > 0:
-      current = all_obj.read(itr)
-      max_obj = state.initial_obj + (max_multiplier - 1) * tf.abs(
-          state.initial_obj)
-      keep = tf.logical_and(keep, current < max_obj)
+      keep = tf.logical_and(keep, all_obj.read(itr) < objective_limit(
+          state.initial_obj, max_multiplier))
     return keep
 
   def body(itr, obj_accum, obj_accum_mt, params, attend_params, states,

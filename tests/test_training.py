@@ -194,6 +194,31 @@ def test_unroll_stops_when_objective_is_not_finite():
   assert out.problem_objectives.shape[0] == 2
 
 
+def test_objective_limit_and_the_unroll_stop_it_drives():
+  assert unroll_lib.objective_limit(2., 3.) == 6.  # 2 + 2 * |2|
+  assert unroll_lib.objective_limit(-2., 3.) == 2.  # -2 + 2 * |-2|
+  # A learning rate of 10 on the quadratic blows the objective up at once:
+  # with obj_train_max_multiplier=2 the loop stops after the first step
+  # whose objective exceeds 2x (initial + |initial|); without it, it runs on.
+  problem = pg.Quadratic(3, random_seed=1)
+  steps = []
+  for multiplier in (2., -1.):
+    opt = hierarchical_rnn.HierarchicalRNN(
+        [4, 4, 4], init_lr_range=(10., 10.),
+        obj_train_max_multiplier=multiplier)
+    out = unroll_lib.unroll(
+        problem, opt, tf.ones([5]) / 5., tf.zeros([5, 0], tf.int32),
+        tf.zeros([0]), tf.zeros([0]), [tf.ones([3, 1])], None, True, True,
+        tf.constant(False), False,
+        unroll_lib.zero_mt_labels(problem.param_shapes, 5))
+    objectives = out.problem_objectives.numpy()
+    steps.append(len(objectives))
+    if multiplier > 0:
+      limit = unroll_lib.objective_limit(float(out.initial_obj), multiplier)
+      assert objectives[-1] >= limit and np.all(objectives[:-1] < limit)
+  assert steps[0] < 6 and steps[1] == 6
+
+
 def test_imitation_meta_iteration_with_k_teacher_steps(tmp_path):
   """An MT meta-iteration (mt_ratio=1) with mt_k=2 trains on the imitation
   objective and moves the meta-parameters."""
