@@ -74,36 +74,10 @@ EVALUATION_PROBLEM_FLAGS = [
     ("include_mnist_conv_orig_problems", "test_mnist_conv_orig_problems"),
     ("include_cifar10_conv_problems", "test_cifar10_conv_problems"),
 ]
+# The training sets, as metarun.py takes them (less those evaluated above).
 TRAINING_PROBLEM_FLAGS = [
-    ("include_sparse_softmax_problems", "sparse_softmax_2_class_sparse_problems"),
-    ("include_one_hot_sparse_softmax_problems",
-     "one_hot_sparse_softmax_2_class_sparse_problems"),
-    ("include_quadratic_problems", "quadratic_problems"),
-    ("include_noisy_quadratic_problems", "quadratic_problems_noisy"),
-    ("include_large_quadratic_problems", "quadratic_problems_large"),
-    ("include_bowl_problems", "bowl_problems"),
-    ("include_noisy_bowl_problems", "bowl_problems_noisy"),
-    ("include_softmax_2_class_problems", "softmax_2_class_problems"),
-    ("include_noisy_softmax_2_class_problems", "softmax_2_class_problems_noisy"),
-    ("include_optimization_test_problems", "optimization_test_problems"),
-    ("include_noisy_optimization_test_problems",
-     "optimization_test_problems_noisy"),
-    ("include_fully_connected_random_2_class_problems",
-     "fully_connected_random_2_class_problems"),
-    ("include_matmul_problems", "matmul_problems"),
-    ("include_log_objective_problems", "log_objective_problems"),
-    ("include_rescale_problems", "rescale_problems"),
-    ("include_norm_problems", "norm_problems"),
-    ("include_noisy_norm_problems", "norm_problems_noisy"),
-    ("include_sum_problems", "sum_problems"),
-    ("include_noisy_sum_problems", "sum_problems_noisy"),
-    ("include_sparse_gradient_problems", "sparse_gradient_problems"),
-    ("include_min_max_well_problems", "min_max_well_problems"),
-    ("include_sum_of_quadratics_problems", "sum_of_quadratics_problems"),
-    ("include_projection_quadratic_problems", "projection_quadratic_problems"),
-    ("include_outward_snake_problems", "outward_snake_problems"),
-    ("include_dependency_chain_problems", "dependency_chain_problems"),
-]
+    (flag, set_name) for flag, set_name, _ in ps.TRAINING_SET_FLAGS
+    if flag not in dict(EVALUATION_PROBLEM_FLAGS)]
 # Declared by the original but without any problem set behind them.
 UNAVAILABLE_PROBLEM_FLAGS = [
     "include_mnist_conv_wider_problems", "include_mnist_conv_4layers_problems",
