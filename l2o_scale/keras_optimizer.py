@@ -33,6 +33,7 @@ import keras
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from l2o_scale import inner_step
 from l2o_scale import optimizer_flags
 from l2o_scale import run_record
 from optimizer import hierarchical_rnn
@@ -155,21 +156,20 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     if not variables:
       return
     global_state = [tf.convert_to_tensor(v) for v in self._global_slots]
-    _, new_states, new_global, new_attend, _ = \
+    new_params, new_states, new_global, new_attend, _ = \
         self.learned_optimizer.compute_updates(params, dense_grads, states,
                                                global_state)
-    use_attention = bool(getattr(self.learned_optimizer, "use_attention",
-                                 False))
+    # The variable holds the attended location with attention, otherwise
+    # the new parameter (original apply_gradients).
+    values = inner_step.next_variables(self.learned_optimizer, new_params,
+                                       new_attend)
     for slot, value in zip(self._global_slots, new_global):
       self.assign(slot, value)
-    for var, state, new_state, attend in zip(variables, states, new_states,
-                                             new_attend):
+    for var, state, new_state, value in zip(variables, states, new_states,
+                                            values):
       slots = self._state_slots[self._get_variable_index(var)]
       for key in state:
         self.assign(slots[key], new_state[key])
-      # The variable holds the attended location with attention, otherwise
-      # the new parameter (original apply_gradients).
-      value = attend if use_attention else new_state.get("true_param", attend)
       self.assign(var, tf.cast(tf.reshape(value, var.shape), var.dtype))
 
   def update_step(self, gradient, variable, learning_rate):

@@ -41,6 +41,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from l2o_scale import inner_step
 from problems import datasets
 
 DEFAULT_PROGRESS_EVERY = 1000  # the original printed every 1000 iterations
@@ -160,14 +161,9 @@ class _Run(object):
     self.state_vars = tf.nest.map_structure(
         lambda t: tf.Variable(t, trainable=False, name="optimizer_state"),
         packed)
-    states = optimizer.unpack_state(packed, params)
     self.global_vars = [tf.Variable(tf.convert_to_tensor(g), trainable=False,
                                     name="global_state")
                         for g in optimizer.initialize_global_state()]
-    # With attention the variables hold the attended location and the
-    # objective is reported at the real parameters (metaopt.py l.672-679).
-    self.report_true = bool(getattr(optimizer, "use_attention", False)) and \
-        all("true_param" in s for s in states)
     self.run_chunk = tf.function(self._run_chunk, jit_compile=jit_compile,
                                  reduce_retracing=True)
     self._batch_fn = tf.function(self._batch_objective_and_grads,
@@ -211,19 +207,14 @@ class _Run(object):
 
   # -- one step and a chunk of steps
   def _step(self, params, states, glob, idx):
+    # With attention the variables hold the attended location and the
+    # objective is reported at the real parameters (metaopt.py l.672-679).
     data, labels = self._batch(idx)
-    obj, grads = self.problem.objective_and_gradients(params, data, labels)
-    if self.report_true:
-      obj = self.problem.objective(self._true_params(params, states), data,
-                                   labels)
-    _, new_states, new_glob, new_attend, _ = (
-        self.optimizer.compute_updates_packed(params, grads, states, glob))
+    obj, new_params, new_states, new_glob = inner_step.inner_step(
+        self.problem, self.optimizer, params, states, glob, data, labels,
+        packed=True)
     new_states = tf.nest.map_structure(tf.convert_to_tensor, new_states)
-    return tf.cast(obj, tf.float32), new_attend, new_states, list(new_glob)
-
-  def _true_params(self, params, packed):
-    return [s["true_param"] for s in self.optimizer.unpack_state(packed,
-                                                                 params)]
+    return tf.cast(obj, tf.float32), new_params, new_states, new_glob
 
   def _run_chunk(self, indices):
     """Runs ``len(indices)`` steps; returns their objectives ([K] float32)."""
@@ -258,10 +249,10 @@ class _Run(object):
 
   def real_params(self):
     params = [tf.convert_to_tensor(v) for v in self.param_vars]
-    if self.report_true:
-      return self._true_params(params, tf.nest.map_structure(
-          tf.convert_to_tensor, self.state_vars))
-    return params
+    return inner_step.true_params(
+        self.optimizer, params,
+        tf.nest.map_structure(tf.convert_to_tensor, self.state_vars),
+        packed=True)
 
   def evaluate(self, data, labels, chunk=_EVAL_CHUNK):
     """Mean objective and accuracy over a whole split, in chunks.

@@ -32,6 +32,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale import inner_step
 from problems import problem_generator
 
 LoopState = collections.namedtuple(
@@ -265,7 +266,8 @@ def unroll(problem, optimizer, obj_weights, batches, mini_data, mini_labels,
     batch_labels = tf.gather(mini_labels, batch)
     teacher_steps = [tf.gather(m, itr) for m in mt_labels]
     obj = problem.objective(params, mini_data, mini_labels)
-    eval_params = attend_params if optimizer.use_attention else params
+    # Objective at the real parameters, gradients at the attended ones.
+    eval_params = inner_step.gradient_point(optimizer, params, attend_params)
     grads, reg_value = _step_gradients(problem, eval_params, batch_data,
                                        batch_labels, reg, jacob_switch)
     if not optimizer.use_second_derivatives:

@@ -58,6 +58,7 @@ quiet_cuda.import_tensorflow()
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+from l2o_scale import inner_step  # pylint: disable=g-import-not-at-top
 from l2o_scale import optimizer_flags  # pylint: disable=g-import-not-at-top
 from problems import datasets  # pylint: disable=g-import-not-at-top
 
@@ -148,7 +149,8 @@ def _hrnn():
 
 # ---------------------------------------------------------------- (a) steps
 def make_l2o_step(problem, optimizer, jit_compile=False, seed=0):
-  """The learned step as one tf.function over variables; returns a callable
+  """The learned step (:func:`l2o_scale.inner_step.inner_step` on the packed
+  state) as one tf.function over variables; returns a callable
   ``step(x, y) -> loss``."""
   tf.random.set_seed(seed)
   params = [tf.Variable(t) for t in problem.init_tensors(seed)]
@@ -158,11 +160,10 @@ def make_l2o_step(problem, optimizer, jit_compile=False, seed=0):
 
   @tf.function(jit_compile=jit_compile)
   def step(x, y):
-    values = [p.read_value() for p in params]
-    obj, grads = problem.objective_and_gradients(values, x, y)
-    new_params, new_state, new_global, _, _ = optimizer.compute_updates_packed(
-        values, grads, tf.nest.map_structure(tf.convert_to_tensor, state),
-        [g.read_value() for g in global_state])
+    obj, new_params, new_state, new_global = inner_step.inner_step(
+        problem, optimizer, [p.read_value() for p in params],
+        tf.nest.map_structure(tf.convert_to_tensor, state),
+        [g.read_value() for g in global_state], x, y, packed=True)
     for var, value in zip(tf.nest.flatten(params + [state] + global_state),
                           tf.nest.flatten(new_params + [new_state] +
                                           new_global)):

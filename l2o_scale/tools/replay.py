@@ -13,13 +13,15 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale import checkpoints
+from l2o_scale import inner_step
 from l2o_scale.tools import fixture_spec
 
 META_TRAIN_AVAILABLE = True
 
 
 def make_step(problem, optimizer):
-  """Compiled step: objective + gradients on the batch, then the update.
+  """Compiled step: objective + gradients on the batch, then the update
+  (:func:`l2o_scale.inner_step.inner_step`).
 
   ``params`` are the values of the original's variables: with attention the
   attended location, where the gradients are taken; the objective is
@@ -29,12 +31,8 @@ def make_step(problem, optimizer):
 
   @tf.function
   def step(params, states, global_state, data, labels):
-    obj, grads = problem.objective_and_gradients(params, data, labels)
-    if optimizer.use_attention:
-      obj = problem.objective([s["true_param"] for s in states], data, labels)
-    _, new_states, new_global, new_attend, _ = (
-        optimizer.compute_updates(params, grads, states, global_state))
-    return obj, new_attend, new_states, new_global
+    return tuple(inner_step.inner_step(problem, optimizer, params, states,
+                                       global_state, data, labels))
 
   return step
 
