@@ -247,9 +247,9 @@ class DistributedTrainer(object):
     return tf.gather(data, rows), tf.gather(labels, rows)
 
   def _series(self, iterator, plan, step):
-    """Runs the partial unrolls of ``plan``, each as ``step(*unroll_args)``
-    (the arguments of ``eval_unroll``; ``meta_step`` adds ``mode_mt``),
-    carrying the loop state from one to the next; returns their outputs."""
+    """Runs the partial unrolls of ``plan``, each as ``step(inputs,
+    carried)`` (unroll.UnrollInputs and the LoopState), carrying the loop
+    state from one to the next; returns their outputs."""
     data, labels = next(iterator)
     problem = self.trainer.problem
     carried = unroll_lib.zero_loop_state(problem, self.trainer.optimizer)
@@ -259,10 +259,12 @@ class DistributedTrainer(object):
       mt_labels = [tf.zeros((weights.shape[0],) + tuple(s))
                    for s in problem.param_shapes]
       first = tf.constant(u == 0)
-      args = (weights, plan.batches[u], mini_data, mini_labels,
-              plan.init_tensors, carried, plan.switches[u], mt_labels, first,
-              first)
-      out = step(*args)
+      inputs = unroll_lib.UnrollInputs(
+          obj_weights=weights, batches=plan.batches[u], mini_data=mini_data,
+          mini_labels=mini_labels, init_tensors=plan.init_tensors,
+          jacob_switch=plan.switches[u], mt_labels=mt_labels,
+          first_unroll=first, reset_state=first)
+      out = step(inputs, carried)
       carried = out.final_state
       outputs.append(out)
     return outputs
@@ -272,8 +274,8 @@ class DistributedTrainer(object):
     results, last_grads = [], []
     clip = self.gradient_clip
 
-    def step(*args):
-      out, grads = self.trainer.meta_step(*args, False)
+    def step(inputs, carried):
+      out, grads = self.trainer.meta_step(inputs, carried, False)
       nonfinite = tf.add_n([tf.reduce_sum(tf.cast(~tf.math.is_finite(g),
                                                   tf.int64)) for g in grads])
       clipped = [tf.clip_by_value(utils.make_finite(g, tf.zeros_like(g)),
@@ -297,8 +299,7 @@ class DistributedTrainer(object):
 
   def _eval_closure(self, iterator, plan):
     """One evaluation series on a worker: its last problem objective."""
-    outputs = self._series(iterator, plan,
-                           lambda *args: self.trainer.eval_unroll(*args))
+    outputs = self._series(iterator, plan, self.trainer.eval_unroll)
     return outputs[-1].problem_objectives[-1]
 
   def schedule_train(self, plan):

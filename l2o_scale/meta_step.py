@@ -15,7 +15,8 @@ from l2o_scale import unroll as unroll_lib
 
 def make_meta_step(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,
                    l2_reg=0.):
-  """Returns ``meta_step(...) -> (UnrollOutput, grads)`` compiled with tf.function.
+  """Returns ``meta_step(inputs, carried, mode_mt) -> (UnrollOutput, grads)``
+  compiled with tf.function (``inputs``: unroll.UnrollInputs).
 
   ``grads`` follow ``optimizer.meta_variables`` (sorted TF1 names); a
   meta-parameter the objective does not depend on gets a zero gradient.
@@ -23,14 +24,10 @@ def make_meta_step(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,
   meta_vars = optimizer.meta_variables
 
   @tf.function
-  def meta_step(obj_weights, batches, mini_data, mini_labels, init_tensors,
-                carried, jacob_switch, mt_labels, first_unroll, reset_state,
-                mode_mt):
+  def meta_step(inputs, carried, mode_mt):
     with tf.GradientTape() as tape:
-      out = unroll_lib.unroll(problem, optimizer, obj_weights, batches,
-                              mini_data, mini_labels, init_tensors, carried,
-                              first_unroll, reset_state, jacob_switch,
-                              mode_mt, mt_labels, reg)
+      out = unroll_lib.unroll(problem, optimizer, inputs, carried, mode_mt,
+                              reg)
       loss = out.metaobjmt if mode_mt else out.metaobj
       if l2_reg:
         loss += l2_reg * tf.add_n([tf.reduce_sum(v ** 2) for v in meta_vars])
@@ -46,11 +43,7 @@ def make_eval_unroll(problem, optimizer, reg=unroll_lib.NO_REGULARIZER):
   """Compiled unroll without gradients (validation, original ``validate``)."""
 
   @tf.function
-  def eval_unroll(obj_weights, batches, mini_data, mini_labels, init_tensors,
-                  carried, jacob_switch, mt_labels, first_unroll, reset_state):
-    return unroll_lib.unroll(problem, optimizer, obj_weights, batches,
-                             mini_data, mini_labels, init_tensors, carried,
-                             first_unroll, reset_state, jacob_switch, False,
-                             mt_labels, reg)
+  def eval_unroll(inputs, carried):
+    return unroll_lib.unroll(problem, optimizer, inputs, carried, False, reg)
 
   return eval_unroll

@@ -497,13 +497,16 @@ class _Trainer(object):
              "time...")
         self.compiled = True
       start = time.time()
-      out, grads = self.meta_step(
-          tf.constant(weights[unroll_itr]),
-          self._batch_tensor(batch_groups[unroll_itr], length),
-          mini_data, mini_labels, init_tensors, self.carried.value,
-          tf.constant(switch), [tf.constant(m) for m in mt_labels],
-          tf.constant(first_unroll), tf.constant(reset_state),
-          bool(mt_training))
+      inputs = unroll_lib.UnrollInputs(
+          obj_weights=tf.constant(weights[unroll_itr]),
+          batches=self._batch_tensor(batch_groups[unroll_itr], length),
+          mini_data=mini_data, mini_labels=mini_labels,
+          init_tensors=init_tensors, jacob_switch=tf.constant(switch),
+          mt_labels=[tf.constant(m) for m in mt_labels],
+          first_unroll=tf.constant(first_unroll),
+          reset_state=tf.constant(reset_state))
+      out, grads = self.meta_step(inputs, self.carried.value,
+                                  bool(mt_training))
       objective = out.metaobjmt if mt_training else out.metaobj
       sub_obj = out.problem_objectives.numpy()
       if not mt_training:
@@ -612,13 +615,15 @@ class _Trainer(object):
                      else first_unroll)
       # The original draws a fresh set of batches for every unroll.
       groups, _ = self.batches(total, lengths)
-      fetched = self.eval_unroll(
-          tf.constant(np.ones(length, np.float32) / length),
-          self._batch_tensor(groups[unroll_itr], length), mini_data,
-          mini_labels, init_tensors, self.carried.value, tf.constant(switch),
-          [tf.constant(m) for m in
-           unroll_lib.zero_mt_labels(self.problem.param_shapes, length)],
-          tf.constant(first_unroll), tf.constant(reset_state))
+      fetched = self.eval_unroll(unroll_lib.UnrollInputs(
+          obj_weights=tf.constant(np.ones(length, np.float32) / length),
+          batches=self._batch_tensor(groups[unroll_itr], length),
+          mini_data=mini_data, mini_labels=mini_labels,
+          init_tensors=init_tensors, jacob_switch=tf.constant(switch),
+          mt_labels=[tf.constant(m) for m in unroll_lib.zero_mt_labels(
+              self.problem.param_shapes, length)],
+          first_unroll=tf.constant(first_unroll),
+          reset_state=tf.constant(reset_state)), self.carried.value)
       if unroll_itr + 1 < num_unrolls:
         self.carried.update(fetched.final_state)
     return float(fetched.problem_objectives.numpy()[-1])

@@ -39,6 +39,25 @@ LoopState = collections.namedtuple(
     "LoopState",
     ["initial_obj", "params", "attend_params", "states", "global_state"])
 
+
+
+class UnrollInputs(collections.namedtuple(
+    "UnrollInputs",
+    ["obj_weights", "batches", "mini_data", "mini_labels", "init_tensors",
+     "jacob_switch", "mt_labels", "first_unroll", "reset_state"])):
+  """What one partial unroll reads besides the carried :class:`LoopState`:
+  the original's feed of ``train`` (trainable_optimizer.py l.202-240).
+
+  obj_weights: float [T] weights of the per-step objectives.
+  batches: int [T, batch_size] rows of ``mini_data`` for each step.
+  mini_data, mini_labels: the unroll's mini dataset (or empty tensors).
+  init_tensors: initial parameters (used if ``first_unroll``/``reset_state``).
+  jacob_switch: bool: whether the regularizer accumulates this unroll.
+  mt_labels: list (one per parameter) of teacher steps [T, *shape].
+  first_unroll, reset_state: bools or bool tensors (see the original).
+  """
+
+
 UnrollOutput = collections.namedtuple(
     "UnrollOutput",
     ["metaobj", "metaobjmt", "problem_objectives", "initial_obj", "regular",
@@ -215,29 +234,24 @@ def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
                               global_state)
 
 
-def unroll(problem, optimizer, obj_weights, batches, mini_data, mini_labels,
-           init_tensors, carried, first_unroll, reset_state, jacob_switch,
-           mode_mt, mt_labels, reg=NO_REGULARIZER):
+def unroll(problem, optimizer, inputs, carried, mode_mt=False,
+           reg=NO_REGULARIZER):
   """Runs one partial unroll; differentiable with respect to the optimizer.
 
   Args:
     problem: a problem_generator.Problem.
     optimizer: a TrainableOptimizer.
-    obj_weights: float [T] weights of the per-step objectives.
-    batches: int [T, batch_size] rows of ``mini_data`` for each step.
-    mini_data, mini_labels: the unroll's mini dataset (or empty tensors).
-    init_tensors: initial parameters (used if ``first_unroll``/``reset_state``).
+    inputs: UnrollInputs.
     carried: LoopState from the previous unroll, or None.
-    first_unroll, reset_state: bools or bool tensors (see the original).
     mode_mt: Python bool: imitation mode.
-    jacob_switch: bool tensor: whether the regularizer accumulates this unroll.
-    mt_labels: list (one per parameter) of teacher steps [T, *shape].
     reg: RegularizerConfig.
 
   Returns:
     UnrollOutput. ``metaobj`` is the scaled meta-objective plus the
     accumulated regularizer, ``metaobjmt`` the imitation objective.
   """
+  (obj_weights, batches, mini_data, mini_labels, init_tensors, jacob_switch,
+   mt_labels, first_unroll, reset_state) = inputs
   start_obj, state = initial_loop_state(
       problem, optimizer, init_tensors, mini_data, mini_labels, carried,
       first_unroll, reset_state)

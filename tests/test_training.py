@@ -183,13 +183,21 @@ def test_nonfinite_meta_gradients_are_zeroed_and_reported(tmp_path):
   assert "non-finite" in log and result["nonfinite_unrolls"] >= 1
 
 
+def _quadratic_inputs(problem, steps=5):
+  """A first unroll of ``steps`` steps from ones on a data-free problem."""
+  return unroll_lib.UnrollInputs(
+      obj_weights=tf.ones([steps]) / steps,
+      batches=tf.zeros([steps, 0], tf.int32), mini_data=tf.zeros([0]),
+      mini_labels=tf.zeros([0]), init_tensors=[tf.ones([3, 1])],
+      jacob_switch=tf.constant(False),
+      mt_labels=unroll_lib.zero_mt_labels(problem.param_shapes, steps),
+      first_unroll=True, reset_state=True)
+
+
 def test_unroll_stops_when_objective_is_not_finite():
   problem = _NanQuadratic(3, random_seed=1)
   opt = hierarchical_rnn.HierarchicalRNN([4, 4, 4], init_lr_range=(1e-3, 1e-3))
-  out = unroll_lib.unroll(
-      problem, opt, tf.ones([5]) / 5., tf.zeros([5, 0], tf.int32), tf.zeros([0]),
-      tf.zeros([0]), [tf.ones([3, 1])], None, True, True, tf.constant(False),
-      False, unroll_lib.zero_mt_labels(problem.param_shapes, 5))
+  out = unroll_lib.unroll(problem, opt, _quadratic_inputs(problem), None)
   # The loop condition checks the accumulated objective before each step.
   assert out.problem_objectives.shape[0] == 2
 
@@ -206,11 +214,7 @@ def test_objective_limit_and_the_unroll_stop_it_drives():
     opt = hierarchical_rnn.HierarchicalRNN(
         [4, 4, 4], init_lr_range=(10., 10.),
         obj_train_max_multiplier=multiplier)
-    out = unroll_lib.unroll(
-        problem, opt, tf.ones([5]) / 5., tf.zeros([5, 0], tf.int32),
-        tf.zeros([0]), tf.zeros([0]), [tf.ones([3, 1])], None, True, True,
-        tf.constant(False), False,
-        unroll_lib.zero_mt_labels(problem.param_shapes, 5))
+    out = unroll_lib.unroll(problem, opt, _quadratic_inputs(problem), None)
     objectives = out.problem_objectives.numpy()
     steps.append(len(objectives))
     if multiplier > 0:

@@ -325,15 +325,17 @@ def bench_unrolls(data_dir, cfg, timer=time.perf_counter):
     init_tensors = [tf.constant(np.random.normal(size=s).astype(np.float32))
                     for s in problem.param_shapes]
     carried = unroll_lib.zero_loop_state(problem, optimizer)
-    mt_labels = [tf.constant(m) for m in
-                 unroll_lib.zero_mt_labels(problem.param_shapes, UNROLL_LENGTH)]
-    weights = tf.constant(np.ones(UNROLL_LENGTH, np.float32) / UNROLL_LENGTH)
-    switch = tf.constant(name != "noreg")
+    inputs = unroll_lib.UnrollInputs(
+        obj_weights=tf.constant(
+            np.ones(UNROLL_LENGTH, np.float32) / UNROLL_LENGTH),
+        batches=batches, mini_data=mini_data, mini_labels=mini_labels,
+        init_tensors=init_tensors, jacob_switch=tf.constant(name != "noreg"),
+        mt_labels=[tf.constant(m) for m in unroll_lib.zero_mt_labels(
+            problem.param_shapes, UNROLL_LENGTH)],
+        first_unroll=tf.constant(True), reset_state=tf.constant(True))
 
     def call():
-      result, grads = meta_step(weights, batches, mini_data, mini_labels,
-                                init_tensors, carried, switch, mt_labels,
-                                tf.constant(True), tf.constant(True), False)
+      result, grads = meta_step(inputs, carried, False)
       result.metaobj.numpy()
       for g in grads:
         g.numpy()

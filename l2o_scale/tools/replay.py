@@ -144,11 +144,13 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
     mt_labels = [tf.constant(np.asarray(arrays["mt_labels{}".format(i)][u],
                                         np.float32))
                  for i in range(len(problem.param_shapes))]
-    weights = tf.constant(np.ones(length, np.float32) / length)
-    out, grads = step(weights, unroll_batches, mini_data, mini_labels,
-                      init_tensors, carried, tf.constant(bool(switches[u])),
-                      mt_labels, tf.constant(u == 0), tf.constant(u == 0),
-                      mode_mt)
+    inputs = unroll_lib.UnrollInputs(
+        obj_weights=tf.constant(np.ones(length, np.float32) / length),
+        batches=unroll_batches, mini_data=mini_data, mini_labels=mini_labels,
+        init_tensors=init_tensors,
+        jacob_switch=tf.constant(bool(switches[u])), mt_labels=mt_labels,
+        first_unroll=tf.constant(u == 0), reset_state=tf.constant(u == 0))
+    out, grads = step(inputs, carried, mode_mt)
     carried = out.final_state
     prefix = "unroll{}/".format(u)
     # The fixture's meta_objective is the differentiated objective.
