@@ -309,6 +309,21 @@ train_dir() {
 }
 train_seed() { [[ "$1" == *.t* ]] && echo "${1##*.t}" || echo "$TRAIN_SEED"; }
 
+# common_flags P: metatest's flags for problem P, in COMMON.
+common_flags() {
+  COMMON=("$(problem_flag "$1")" --num_testing_itrs="$(test_steps "$1")"
+          --save_dir="$OUT/test/$1" --seeds="$SEEDS"
+          --heldout_every="$HELDOUT_EVERY" --progress_every=1000000
+          "$(xla_flag "$1")" "${DATA_FLAG[@]}")
+  # The flatness of the solution (Hessian trace, top eigenvalue) on the MLPs.
+  if [[ "$FLATNESS" != 0 && "$1" != mnist-conv ]]; then
+    COMMON+=(--flatness_probes="$FLATNESS")
+  fi
+}
+
+# First queue: meta-training, then the baselines' tests (they need no
+# trained optimizer, so they fill the slots the last, longest trainings
+# leave free). Second queue: the learned optimizers' tests.
 if [[ "$PRETRAINED_ONLY" != 1 ]]; then
   for v in "${VARIANTS[@]}"; do
     # shellcheck disable=SC2046
@@ -319,34 +334,30 @@ if [[ "$PRETRAINED_ONLY" != 1 ]]; then
       --seed="$(train_seed "$v")" --meta_learning_rate="$META_LR" \
       "${STABLE[@]}" $(variant_flags "$v") "${DATA_FLAG[@]}"
   done
-  run_queue || { echo "all.sh: meta-training failed" >&2; exit 1; }
 fi
+for p in "${PROBLEMS[@]}"; do
+  common_flags "$p"
+  for b in "${BASELINES[@]}"; do
+    if [[ "$b" == *-lr* ]]; then
+      queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="${b%%-lr*}" \
+        --baseline_learning_rate="${b##*-lr}" --model_name="$b" "${COMMON[@]}"
+    else
+      queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="$b" \
+        --model_name="$b" "${COMMON[@]}"
+    fi
+  done
+done
+run_queue || { echo "all.sh: meta-training or a baseline's test failed" >&2; exit 1; }
 
 for p in "${PROBLEMS[@]}"; do
-  common=("$(problem_flag "$p")" --num_testing_itrs="$(test_steps "$p")"
-          --save_dir="$OUT/test/$p" --seeds="$SEEDS"
-          --heldout_every="$HELDOUT_EVERY" --progress_every=1000000
-          "$(xla_flag "$p")" "${DATA_FLAG[@]}")
-  # The flatness of the solution (Hessian trace, top eigenvalue) on the MLPs.
-  if [[ "$FLATNESS" != 0 && "$p" != mnist-conv ]]; then
-    common+=(--flatness_probes="$FLATNESS")
-  fi
+  common_flags "$p"
   for v in "${VARIANTS[@]}"; do
     if [[ "$p" == mnist-conv && -n "$CONV_LEARNED" && " $CONV_LEARNED " != *" $v "* ]]; then
       continue
     fi
     queue run_stage "test-$p-$v" "$PYTHON" metatest.py --test_optimizer=L2o \
       --train_dir="$(train_dir "$v")" --restore_model_name=model.ckpt-0 \
-      --model_name="$v" "${TEST_L2O_FLAGS[@]}" "${common[@]}"
-  done
-  for b in "${BASELINES[@]}"; do
-    if [[ "$b" == *-lr* ]]; then
-      queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="${b%%-lr*}" \
-        --baseline_learning_rate="${b##*-lr}" --model_name="$b" "${common[@]}"
-    else
-      queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="$b" \
-        --model_name="$b" "${common[@]}"
-    fi
+      --model_name="$v" "${TEST_L2O_FLAGS[@]}" "${COMMON[@]}"
   done
 done
 run_queue || { echo "all.sh: meta-testing failed" >&2; exit 1; }
