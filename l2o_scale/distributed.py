@@ -46,11 +46,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 
+from l2o_scale import meta_learner
 from l2o_scale import summaries as summaries_lib
 from l2o_scale import tf1_optimizers
 from l2o_scale import training
 from l2o_scale import unroll as unroll_lib
-from optimizer import utils
 
 JOBS = ("chief", "worker", "ps")
 
@@ -276,10 +276,7 @@ class DistributedTrainer(object):
 
     def step(inputs, carried):
       out, grads = self.trainer.meta_step(inputs, carried, False)
-      nonfinite = tf.add_n([tf.reduce_sum(tf.cast(~tf.math.is_finite(g),
-                                                  tf.int64)) for g in grads])
-      clipped = [tf.clip_by_value(utils.make_finite(g, tf.zeros_like(g)),
-                                  -clip, clip) for g in grads]
+      clipped, nonfinite = meta_learner.prepare(grads, clip)
       locked_rmsprop(self.trainer.meta_optimizer, clipped)
       self.trainer.meta_optimizer.iterations.assign_add(1)
       with tf.control_dependencies([out.metaobj]):
@@ -293,7 +290,8 @@ class DistributedTrainer(object):
     start = tf.timestamp()
     outputs = self._series(iterator, plan, step)
     self.runs.assign_add(1)
-    final = outputs[-1].final_state.states
+    final = unroll_lib.per_tensor_states(self.trainer.optimizer,
+                                         outputs[-1].final_state)
     return dict(start=start, unrolls=results, grads=last_grads[0],
                 clipped=last_grads[1], states=final[0] if final else {})
 
@@ -327,6 +325,7 @@ class _Reporter(object):
     self.problem_name = trainer.problem_name
     self.optimizer = trainer.optimizer
     self.out = trainer.out
+    self.learner = meta_learner.MetaLearner(None, 0.)  # last_grads only
 
 
 def report_iteration(reporter, result, k, num_meta_iterations, lengths,
@@ -355,15 +354,8 @@ def report_iteration(reporter, result, k, num_meta_iterations, lengths,
                         np.array([unroll["first"], unroll["last"]]),
                         done - previous, False, step + u + 1)
     previous = done
-  reporter.last_grads = (result["grads"], result["clipped"])
+  reporter.learner.last_grads = (result["grads"], result["clipped"])
   return nonfinite_unrolls
-
-
-def _final_state_output(states):
-  """A stand-in for the last UnrollOutput for ``write_histograms``."""
-  return unroll_lib.UnrollOutput(
-      None, None, None, None, None,
-      unroll_lib.LoopState(None, None, None, [states] if states else [], None))
 
 
 def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
@@ -489,7 +481,7 @@ def _train(strategy, coordinator, num_workers, lost, logdir, optimizer_spec,
     nonfinite += report_iteration(reporter, result, k, num_meta_iterations,
                                   lengths, step)
     step += len(lengths)
-    reporter.write_histograms(_final_state_output(result["states"]), step)
+    reporter.write_histograms(result["states"], step)
     progress.meta_iteration.assign(k + 1)
     if (k + 1) % evaluation_period == 0:
       cost = dist.evaluate(eval_lengths, plan.mini_rows[-1],

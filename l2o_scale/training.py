@@ -43,6 +43,7 @@ from l2o_scale import atomic_file
 from l2o_scale import checkpoints
 from l2o_scale import config_flags
 from l2o_scale import curriculum as curriculum_lib
+from l2o_scale import meta_learner as meta_learner_lib
 from l2o_scale import meta_step as meta_step_lib
 from l2o_scale import mt_utils as mt_utils_lib
 from l2o_scale import selection as selection_lib
@@ -128,6 +129,11 @@ class TrainingConfig:
       "of --selection_steps-step meta-test runs on fixed --selection_seeds (a "
       "diverging optimizer never wins).", selection_lib.SELECTIONS)
   selection_steps: int = flag(1000, "Steps of each --selection=robust run.")
+  # New in the port: speed (README "Speed").
+  jit_compile: bool = flag(
+      False, "Compile the optimizer's step inside each meta-training unroll "
+      "with XLA (forward and meta-gradient); the numbers change by float "
+      "rounding only.")
   selection_seeds: tuple = flag(
       (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
       "the initial parameters, initial learning rates and batches).")
@@ -193,6 +199,7 @@ class CarriedState(object):
   """
 
   def __init__(self, problem, optimizer):
+    self.optimizer = optimizer
     self.value = unroll_lib.zero_loop_state(problem, optimizer)
 
   def update(self, final_state):
@@ -203,14 +210,31 @@ class CarriedState(object):
     return [t.numpy() for t in tf.nest.flatten(self.value)]
 
   def load_arrays(self, arrays):
-    """Restores what :meth:`to_arrays` saved (same problem and optimizer)."""
-    flat = tf.nest.flatten(self.value)
-    if len(arrays) != len(flat) or any(
-        tuple(a.shape) != tuple(f.shape) for a, f in zip(arrays, flat)):
+    """Restores what :meth:`to_arrays` saved (same problem and optimizer).
+
+    Also reads the layout of earlier versions, which carried per-tensor
+    state dicts instead of the packed state.
+    """
+    value = _fit_arrays(self.value, arrays)
+    if value is None:
+      per_tensor = self.value._replace(states=unroll_lib.per_tensor_states(
+          self.optimizer, self.value))
+      value = _fit_arrays(per_tensor, arrays)
+      if value is not None:
+        value = value._replace(states=self.optimizer.pack_state(value.states))
+    if value is None:
       raise ValueError("saved carried state does not fit this problem")
-    self.value = tf.nest.pack_sequence_as(
-        self.value, [tf.constant(a, dtype=f.dtype) for a, f in
-                     zip(arrays, flat)])
+    self.value = value
+
+
+def _fit_arrays(template, arrays):
+  """``arrays`` in the structure of ``template``, or None if they differ."""
+  flat = tf.nest.flatten(template)
+  if len(arrays) != len(flat) or any(
+      tuple(a.shape) != tuple(f.shape) for a, f in zip(arrays, flat)):
+    return None
+  return tf.nest.pack_sequence_as(
+      template, [tf.constant(a, dtype=f.dtype) for a, f in zip(arrays, flat)])
 
 
 class TrainingProgress(tf.Module):
@@ -368,7 +392,8 @@ class _Trainer(object):
     self.config = config
     self.optimizer = optimizer
     self.meta_optimizer = meta_optimizer
-    self.gradient_clip = gradient_clip
+    self.learner = meta_learner_lib.MetaLearner(meta_optimizer, gradient_clip)
+    self.pending_warning = None
     self.obj_train_max_multiplier = obj_train_max_multiplier
     self.summary_writer = summary_writer
     self.out = out
@@ -380,10 +405,10 @@ class _Trainer(object):
         problem, config.reg_optimizer, config.reg_optimizee, config.alpha,
         config.beta, config.reg_option, config.hessian_itrs)
     self.mt = mt_utils_lib.MTUtils(problem) if config.if_mt else None
-    self.meta_step = meta_step_lib.make_meta_step(problem, optimizer, self.reg,
-                                                  config.l2_reg)
-    self.eval_unroll = meta_step_lib.make_eval_unroll(problem, optimizer,
-                                                      self.reg)
+    self.meta_step = meta_step_lib.make_meta_step(
+        problem, optimizer, self.reg, config.l2_reg, config.jit_compile)
+    self.eval_unroll = meta_step_lib.make_eval_unroll(
+        problem, optimizer, self.reg, config.jit_compile)
     self.carried = CarriedState(problem, optimizer)
     self.num_nonfinite = 0
     self.reset_next_series = False  # Set after a rollback (stale state).
@@ -457,6 +482,12 @@ class _Trainer(object):
       return tf.zeros([length, 0], tf.int32)
     return tf.constant(np.asarray(batches, np.int32).reshape(length, -1))
 
+  def static_switch(self, switch):
+    """The unroll's ``jacob_switch`` as a Python bool, so each value gets its
+    own simpler trace (unroll.switched_regularizer); always False when no
+    regularizer accumulates, so that a run without one traces once."""
+    return bool(switch) and bool(self.reg.reg_optimizer)
+
   # ---------------------------------------------------------- unrolls
   def run_series(self, k, lengths, mt_training, total_step, log_prefix):
     """Trains over one series of partial unrolls (one meta-iteration).
@@ -501,7 +532,7 @@ class _Trainer(object):
           obj_weights=tf.constant(weights[unroll_itr]),
           batches=self._batch_tensor(batch_groups[unroll_itr], length),
           mini_data=mini_data, mini_labels=mini_labels,
-          init_tensors=init_tensors, jacob_switch=tf.constant(switch),
+          init_tensors=init_tensors, jacob_switch=self.static_switch(switch),
           mt_labels=[tf.constant(m) for m in mt_labels],
           first_unroll=tf.constant(first_unroll),
           reset_state=tf.constant(reset_state))
@@ -550,25 +581,23 @@ class _Trainer(object):
         prefix, unroll_itr + 1, num_unrolls, reason, action))
 
   def apply(self, grads, objective, unroll_itr, k):
-    """make_finite + clip_by_value on the meta-gradients, then RMSProp (l.215-240)."""
-    finite = [utils.make_finite(g, tf.zeros_like(g)) for g in grads]
-    nonfinite = sum(int(np.sum(~np.isfinite(g.numpy()))) for g in grads)
+    """The meta-update (:class:`meta_learner.MetaLearner`), and the warning
+    about non-finite values, printed after the unroll's progress line and
+    numbered as it is."""
+    update = self.learner.apply(grads)
     self.pending_warning = None
-    if nonfinite or not np.isfinite(objective.numpy()):
+    finite_objective = np.isfinite(objective.numpy())
+    if update.nonfinite or not finite_objective:
       self.num_nonfinite += 1
-      # Printed after the unroll's progress line, numbered as it is.
-      what = ("meta-objective {:.6g}".format(float(objective.numpy()))
-              if not np.isfinite(objective.numpy()) else None)
+      what = (None if finite_objective else
+              "meta-objective {:.6g}".format(float(objective.numpy())))
       counted = "{} of {} meta-gradient entries non-finite{}".format(
-          nonfinite, sum(int(np.size(g)) for g in grads),
-          ", replaced by zeros as the original does" if nonfinite else "")
+          update.nonfinite, update.entries,
+          ", replaced by zeros as the original does" if update.nonfinite
+          else "")
       self.pending_warning = (
           "warning: [meta-iteration {}] unroll {}: {}{}.".format(
               k + 1, unroll_itr + 1, what + "; " if what else "", counted))
-    clipped = [tf.clip_by_value(g, -self.gradient_clip, self.gradient_clip)
-               for g in finite]
-    self.meta_optimizer.apply_gradients(clipped)
-    self.last_grads = (grads, clipped)
 
   def log_unroll(self, prefix, unroll_itr, num_unrolls, length, objective,
                  sub_obj, seconds, mt_training, step):
@@ -583,17 +612,20 @@ class _Trainer(object):
         tf.summary.scalar("MetaObjective", value)
         tf.summary.scalar(self.problem_name + "_MetaObjective", value)
 
-  def write_histograms(self, out, step):
-    """The original's histogram summaries (states, raw/clipped grads, vars)."""
-    if self.summary_writer is None or out is None:
+  def write_histograms(self, state, step):
+    """The original's histogram summaries (states, raw/clipped grads, vars).
+
+    ``state``: the first tensor's optimizer state as a dict with the TF1
+    slot names (as the original summarised it), or None.
+    """
+    if self.summary_writer is None or state is None:
       return
     with self.summary_writer.as_default(step=step):
-      final_states = out.final_state.states
-      if final_states:
-        for key, val in sorted(final_states[0].items()):
+      if state:
+        for key, val in sorted(state.items()):
           tf.summary.histogram("State/{}".format(key),
                                utils.make_finite(val, tf.zeros_like(val)))
-      raw, clipped = getattr(self, "last_grads", ([], []))
+      raw, clipped = self.learner.last_grads
       for (name, var), g, c in zip(self.optimizer.tf1_variables().items(), raw,
                                    clipped):
         tf.summary.histogram(name + "_rawgrad",
@@ -619,7 +651,7 @@ class _Trainer(object):
           obj_weights=tf.constant(np.ones(length, np.float32) / length),
           batches=self._batch_tensor(groups[unroll_itr], length),
           mini_data=mini_data, mini_labels=mini_labels,
-          init_tensors=init_tensors, jacob_switch=tf.constant(switch),
+          init_tensors=init_tensors, jacob_switch=self.static_switch(switch),
           mt_labels=[tf.constant(m) for m in unroll_lib.zero_mt_labels(
               self.problem.param_shapes, length)],
           first_unroll=tf.constant(first_unroll),
@@ -781,7 +813,9 @@ def train_optimizer(logdir,
                    config.divergence_lr_decay, prefix, out)
         progress.meta_iteration.assign(k + 1)
         continue
-      trainer.write_histograms(last[0] if last else None, total_step)
+      trainer.write_histograms(
+          unroll_lib.per_tensor_states(optimizer, last[0].final_state)[0]
+          if last else None, total_step)
       switch = last[1] if last else False
       progress.meta_iteration.assign(k + 1)
       progress.problem_itr.assign(problem_itr)

@@ -7,7 +7,13 @@ graph fed through placeholders, with TF1 local variables carrying parameters
 and optimizer state from one partial unroll to the next. Here the carried
 values are an explicit :class:`LoopState` returned by one unroll and passed to
 the next; truncation of back-propagation between unrolls is automatic because
-a new ``GradientTape`` starts at each unroll.
+a new ``GradientTape`` starts at each unroll. The optimizer state in it is the
+optimizer's *packed* state (``initialize_packed_state``: for the
+hierarchical RNN, feature-major blocks of all tensors end to end), the one
+layout every loop carries: packing per step cost a concat, split and
+transpose per state entry and step, and as much again in the meta-gradient.
+Per-tensor dicts with the TF1 slot names come from :func:`per_tensor_states`
+when somebody reads them (summaries).
 
 Per step ``t`` (loop body, l.282-350):
   * ``obj`` = objective on the whole mini dataset at the current parameters
@@ -35,10 +41,17 @@ import tensorflow as tf
 from l2o_scale import inner_step
 from problems import problem_generator
 
-LoopState = collections.namedtuple(
+class LoopState(collections.namedtuple(
     "LoopState",
-    ["initial_obj", "params", "attend_params", "states", "global_state"])
+    ["initial_obj", "params", "attend_params", "states", "global_state"])):
+  """What one partial unroll hands the next (the original's TF1 local
+  variables): the initial objective, parameters, attended parameters, the
+  optimizer's packed state and its global state."""
 
+
+def per_tensor_states(optimizer, loop_state):
+  """The carried optimizer state as per-tensor dicts (TF1 slot names)."""
+  return optimizer.unpack_state(loop_state.states, list(loop_state.params))
 
 
 class UnrollInputs(collections.namedtuple(
@@ -52,7 +65,9 @@ class UnrollInputs(collections.namedtuple(
   batches: int [T, batch_size] rows of ``mini_data`` for each step.
   mini_data, mini_labels: the unroll's mini dataset (or empty tensors).
   init_tensors: initial parameters (used if ``first_unroll``/``reset_state``).
-  jacob_switch: bool: whether the regularizer accumulates this unroll.
+  jacob_switch: whether the regularizer accumulates this unroll: a bool
+    tensor (the original's placeholder: one trace serves both values) or a
+    Python bool (one trace per value, each simpler and faster to build).
   mt_labels: list (one per parameter) of teacher steps [T, *shape].
   first_unroll, reset_state: bools or bool tensors (see the original).
   """
@@ -143,8 +158,24 @@ def regularizer_value(problem, params, batch_data, batch_labels, clean_grads,
                              grads=clean_grads, probes=reg.probes)
 
 
+def switched_regularizer(problem, params, batch_data, batch_labels,
+                         clean_grads, reg, switch):
+  """:func:`regularizer_value` while ``switch`` is on, else 0 (the
+  original's ``tf.cond`` on ``jacob_switch``). A Python bool ``switch``
+  decides while tracing: no ``tf.cond``, whose gradient took half of the
+  hessian-esd meta-step's tracing time."""
+  if isinstance(switch, (bool, np.bool_)):
+    return (regularizer_value(problem, params, batch_data, batch_labels,
+                              clean_grads, reg) if switch else tf.constant(0.))
+  return tf.cond(
+      switch,
+      lambda: regularizer_value(problem, params, batch_data, batch_labels,
+                                clean_grads, reg),
+      lambda: tf.constant(0.))
+
+
 def _step_gradients(problem, params, batch_data, batch_labels, reg,
-                    jacob_switch):
+                    jacob_switch, regularizer_fn=switched_regularizer):
   """Gradients fed to the optimizer and the regularizer value (l.290-330).
 
   The regularizer is only evaluated when it is used: always with
@@ -170,12 +201,8 @@ def _step_gradients(problem, params, batch_data, batch_labels, reg,
              for g, p in zip(grads, params)]
     return grads, value
   if reg.reg_optimizer:
-    value = tf.cond(
-        jacob_switch,
-        lambda: regularizer_value(problem, params, batch_data, batch_labels,
-                                  clean_grads, reg),
-        lambda: tf.constant(0.))
-    return grads, value
+    return grads, regularizer_fn(problem, params, batch_data, batch_labels,
+                                 clean_grads, reg, jacob_switch)
   return grads, tf.constant(0.)
 
 
@@ -191,8 +218,9 @@ def objective_limit(initial_obj, multiplier):
 def zero_loop_state(problem, optimizer):
   """A LoopState of zeros: what the original's local variables start as."""
   zeros = [tf.zeros(s) for s in problem.param_shapes]
-  states = [tf.nest.map_structure(tf.zeros_like, optimizer.initialize_state(z))
-            for z in zeros]
+  states = optimizer.pack_state(
+      [tf.nest.map_structure(tf.zeros_like, optimizer.initialize_state(z))
+       for z in zeros])
   global_state = [tf.zeros_like(g) for g in optimizer.initialize_global_state()]
   return LoopState(tf.constant(0.), zeros, list(zeros), states, global_state)
 
@@ -225,8 +253,9 @@ def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
                           list(carried.attend_params))
   start_obj = problem.objective(params, mini_data, mini_labels)
   initial_obj = tf.where(first_unroll, start_obj, carried.initial_obj)
-  fresh_states = [optimizer.initialize_state(t) for t in init_tensors]
-  states = _select(reset_state, fresh_states, list(carried.states))
+  states = _select(reset_state,
+                   optimizer.initialize_packed_state(init_tensors),
+                   carried.states)
   global_state = _select(reset_state,
                          list(optimizer.initialize_global_state()),
                          list(carried.global_state))
@@ -234,8 +263,42 @@ def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
                               global_state)
 
 
+StepFunctions = collections.namedtuple("StepFunctions",
+                                       ["update", "regularizer"])
+StepFunctions.__doc__ = """The two pieces of an unroll step that can be
+compiled with XLA: ``update`` (the optimizer's packed step, signature of
+``compute_updates_packed``) and ``regularizer`` (signature of
+:func:`switched_regularizer`)."""
+
+
+def step_functions(optimizer, jit_compile=False):
+  """The unroll's optimizer step and regularizer, compiled with XLA each on
+  its own if ``jit_compile``.
+
+  Why only these two: they are ~100 (the step) and ~1,000 (a 10-step
+  Lanczos with its meta-gradient) small ops on small tensors, whose cost is
+  op dispatch, not arithmetic; XLA fuses them into a few loops, forward and
+  backward (the gradient of a ``jit_compile`` function is compiled too).
+  The rest of the unroll (the objective's large matmuls on the mini
+  dataset, the while loop and its accumulators) stays in TensorFlow's
+  executor: the whole meta-step under XLA ran 2x slower. The numbers differ
+  from the uncompiled ones by float rounding.
+  """
+  if not jit_compile:
+    return StepFunctions(optimizer.compute_updates_packed,
+                         switched_regularizer)
+
+  def update(params, grads, states, global_state, mode_mt, teacher_steps):
+    return optimizer.compute_updates_packed(params, grads, states,
+                                            global_state, mode_mt,
+                                            teacher_steps)
+
+  return StepFunctions(tf.function(update, jit_compile=True),
+                       switched_regularizer)
+
+
 def unroll(problem, optimizer, inputs, carried, mode_mt=False,
-           reg=NO_REGULARIZER):
+           reg=NO_REGULARIZER, functions=None):
   """Runs one partial unroll; differentiable with respect to the optimizer.
 
   Args:
@@ -245,6 +308,7 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
     carried: LoopState from the previous unroll, or None.
     mode_mt: Python bool: imitation mode.
     reg: RegularizerConfig.
+    functions: StepFunctions (default: :func:`step_functions` uncompiled).
 
   Returns:
     UnrollOutput. ``metaobj`` is the scaled meta-objective plus the
@@ -260,9 +324,11 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
                            clear_after_read=False,
                            element_shape=tf.TensorShape([]))
   all_obj = all_obj.write(0, start_obj)
-  jacob_switch = tf.convert_to_tensor(jacob_switch, tf.bool)
+  if not isinstance(jacob_switch, (bool, np.bool_)):
+    jacob_switch = tf.convert_to_tensor(jacob_switch, tf.bool)
   mode_mt_t = tf.constant(bool(mode_mt))
   max_multiplier = optimizer.obj_train_max_multiplier
+  functions = functions or step_functions(optimizer)
 
   def cond(itr, obj_accum, obj_accum_mt, params, attend_params, states,
            global_state, all_obj, regular):
@@ -283,20 +349,24 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
     # Objective at the real parameters, gradients at the attended ones.
     eval_params = inner_step.gradient_point(optimizer, params, attend_params)
     grads, reg_value = _step_gradients(problem, eval_params, batch_data,
-                                       batch_labels, reg, jacob_switch)
+                                       batch_labels, reg, jacob_switch,
+                                       functions.regularizer)
     if not optimizer.use_second_derivatives:
       grads = [tf.stop_gradient(g) for g in grads]
     if reg.reg_optimizer:
       # Original: reg = cond(switch, reg, regular); regular += alpha * reg.
-      picked = tf.where(jacob_switch, reg_value, regular)
+      if isinstance(jacob_switch, (bool, np.bool_)):
+        picked = reg_value if jacob_switch else regular
+      else:
+        picked = tf.where(jacob_switch, reg_value, regular)
       regular = regular + reg.alpha * picked
     all_obj = all_obj.write(itr + 1, obj)
     weight = tf.gather(obj_weights, itr)
     obj_accum = obj_accum + weight * obj
     new_params, new_states, new_global, new_attend, steps = (
-        optimizer.compute_updates(params, grads, states, global_state,
-                                  mode_mt_t if mode_mt else None,
-                                  teacher_steps if mode_mt else None))
+        functions.update(params, grads, states, global_state,
+                         mode_mt_t if mode_mt else None,
+                         teacher_steps if mode_mt else None))
     mse = tf.add_n([tf.reduce_sum(0.5 * tf.square(own - teacher))
                     for own, teacher in zip(steps, teacher_steps)])
     mse = weight * (mse / problem.num_params)
@@ -314,8 +384,7 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
   scaled = optimizer.scale_objective(meta_obj, problem_objectives,
                                      state.initial_obj)
   final_state = LoopState(state.initial_obj, list(params),
-                          list(attend_params), list(states),
-                          list(global_state))
+                          list(attend_params), states, list(global_state))
   return UnrollOutput(scaled + regular, meta_obj_mt, problem_objectives,
                       state.initial_obj, regular, final_state)
 

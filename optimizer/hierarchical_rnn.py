@@ -86,10 +86,9 @@ class _Segments:
     """
     if self.count == 1:
       return tf.reduce_mean(rows, 1, keepdims=True)
-    starts = np.cumsum([0] + self.sizes)
     largest = int(np.argmax(self.sizes))
-    sums = [None if t == largest else
-            tf.reduce_sum(rows[:, starts[t]:starts[t + 1]], 1)
+    pieces = tf.split(rows, self.sizes, 1)
+    sums = [None if t == largest else tf.reduce_sum(pieces[t], 1)
             for t in range(self.count)]
     sums[largest] = tf.reduce_sum(rows, 1) - tf.add_n(
         [x for x in sums if x is not None])
@@ -606,7 +605,9 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     # RNN input features.
     features = [grads_scaled]
     if g > 1 and self.use_grad_products:
-      features.append(grads_scaled[:-1] * grads_scaled[1:])
+      scales = tf.split(grads_scaled, g, 0)
+      features.append(tf.concat([a * b for a, b in zip(scales[:-1],
+                                                        scales[1:])], 0))
     if self.use_log_means_squared:
       log_ms = tf.math.log(mean_squared + 1e-16)
       features.append(log_ms - tf.reduce_mean(log_ms, 0, keepdims=True))

@@ -22,7 +22,7 @@ def asinh(x):
   ``tf.math.asinh`` is accurate for large |x| where this formula is not;
   the original formula is kept so the numbers match the TF1 code.
   """
-  return tf.math.log(x + tf.sqrt(1. + x ** 2))
+  return tf.math.log(x + tf.sqrt(1. + tf.square(x)))
 
 
 def affine_initial_matrix(input_size, output_size, scale, vec_mean=0., seed=None):

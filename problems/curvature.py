@@ -419,7 +419,31 @@ def _lanczos_tridiagonal(hvp, params, num_iters, start):
   exactly 0, where normalization then yields the zero vector).
 
   T = diag(a) + diag(b, +1) + diag(b, -1), size num_iters.
+
+  The vectors are kept as one flat block (a list of one tensor), not one
+  tensor per parameter: the ~num_iters^2 / 2 products and updates of the
+  re-orthogonalisation are then one op each instead of one per parameter
+  tensor, in the meta-gradient as well (the meta-training unroll
+  differentiates through all of it). Only the sum order of the dot products
+  changes.
   """
+  shapes = [p.shape for p in params]
+  sizes = [int(s.num_elements()) for s in shapes]
+
+  def flat(vectors):
+    return [tf.concat([tf.reshape(x, [-1]) for x in vectors], 0)]
+
+  def blocks(vector):
+    return [tf.reshape(x, s) for x, s in
+            zip(tf.split(vector[0], sizes), shapes)]
+
+  flat_hvp = lambda vector: flat(hvp(blocks(vector)))
+  return _lanczos_steps(flat_hvp, num_iters, flat(start))
+
+
+def _lanczos_steps(hvp, num_iters, start):
+  """The recurrence of :func:`_lanczos_tridiagonal` on vectors given as
+  lists of tensors; returns T."""
   v = _normalization(start)
   v_list = [v]
   alphas, betas = [], []

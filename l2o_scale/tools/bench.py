@@ -299,28 +299,48 @@ def bench_loop_steps(data_dir, cfg):
 
 
 # --------------------------------------------------------------- (b) unroll
-def bench_unrolls(data_dir, cfg, timer=time.perf_counter):
-  """Times one 20-step meta-gradient unroll without and with hessian-esd."""
+def _mini_dataset(data_dir):
+  """The unroll's 10,000-row mini dataset: the MNIST test split."""
+  test = datasets.mnist(train=False, data_dir=data_dir)
+  n = min(MINI_DATASET_SIZE, len(test.data))
+  return test, n
+
+
+def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
+  """Times one 20-step meta-training unroll, as the original's
+  ``time_original.py`` (b)/(c) time it: forward through 20 optimizer steps,
+  the meta-gradient back through them, make-finite, clip and the RMSProp
+  meta-update (``meta_learner.MetaLearner``); without and with hessian-esd,
+  each also with the optimizer's step compiled by XLA
+  (``make_meta_step(jit_compile=True)``, metarun's ``--jit_compile``)."""
+  # Imported here: only this measurement needs the meta-training machinery.
+  from l2o_scale import meta_learner  # pylint: disable=g-import-not-at-top
   from l2o_scale import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale import tf1_optimizers  # pylint: disable=g-import-not-at-top
   from l2o_scale import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
 
   spec, _, batch_size = _mlp_problem(data_dir)
-  test = datasets.mnist(train=False, data_dir=data_dir)
-  n = min(MINI_DATASET_SIZE, len(test.data))
+  test, n = _mini_dataset(data_dir)
   mini_data = tf.constant(np.asarray(test.data[:n], np.float32))
   mini_labels = tf.constant(datasets.one_hot_rows(test.labels[:n], 10))
   out = {"unroll_length": UNROLL_LENGTH, "mini_dataset_rows": int(n),
          "batch_size": int(batch_size)}
-  for name in ("noreg", "hessian_esd"):
+  variants = [(reg, jit) for reg in ("noreg", "hessian_esd")
+              for jit in ((False, True) if xla else (False,))]
+  calls = {}
+  for reg_name, jit in variants:
     np.random.seed(0)
     problem = spec.build()
     optimizer = _hrnn()
-    if name == "noreg":
+    if reg_name == "noreg":
       reg = unroll_lib.NO_REGULARIZER
     else:
       reg = unroll_lib.make_regularizer_config(
           problem, reg_optimizer=True, reg_option="hessian-esd")
-    meta_step = meta_step_lib.make_meta_step(problem, optimizer, reg)
+    meta_step = meta_step_lib.make_meta_step(problem, optimizer, reg,
+                                             jit_compile=jit)
+    learner = meta_learner.MetaLearner(
+        tf1_optimizers.RMSProp(optimizer.meta_variables, 1e-6), 1e4)
     batches = tf.constant(datasets.batch_indices(n, UNROLL_LENGTH, batch_size))
     init_tensors = [tf.constant(np.random.normal(size=s).astype(np.float32))
                     for s in problem.param_shapes]
@@ -329,19 +349,52 @@ def bench_unrolls(data_dir, cfg, timer=time.perf_counter):
         obj_weights=tf.constant(
             np.ones(UNROLL_LENGTH, np.float32) / UNROLL_LENGTH),
         batches=batches, mini_data=mini_data, mini_labels=mini_labels,
-        init_tensors=init_tensors, jacob_switch=tf.constant(name != "noreg"),
+        init_tensors=init_tensors, jacob_switch=reg_name != "noreg",
         mt_labels=[tf.constant(m) for m in unroll_lib.zero_mt_labels(
             problem.param_shapes, UNROLL_LENGTH)],
         first_unroll=tf.constant(True), reset_state=tf.constant(True))
 
-    def call():
+    def call(meta_step=meta_step, learner=learner, inputs=inputs,
+             carried=carried):
       result, grads = meta_step(inputs, carried, False)
+      learner.apply(grads)
       result.metaobj.numpy()
-      for g in grads:
-        g.numpy()
 
-    out[name] = measure(call, 1, cfg["unroll_repeats"], 1, timer)
+    calls[reg_name + ("_xla" if jit else "")] = call
+  out.update(measure_interleaved(calls, 1, cfg["unroll_repeats"], 1, timer))
   return out
+
+
+def bench_meta_iteration(data_dir, cfg, jit_compile=False,
+                         timer=time.perf_counter):
+  """One whole meta-iteration as metarun runs it (``training._Trainer
+  .run_series``: sampling, 5 unrolls of 20 steps with their meta-updates,
+  progress lines), on the MLP with the 10,000-row test split as its data,
+  without the evaluation that follows every ``evaluation_period``."""
+  import io  # pylint: disable=g-import-not-at-top
+  from l2o_scale import tf1_optimizers  # pylint: disable=g-import-not-at-top
+  from l2o_scale import training  # pylint: disable=g-import-not-at-top
+  spec, _, batch_size = _mlp_problem(data_dir)
+  test, n = _mini_dataset(data_dir)
+  np.random.seed(0)
+  problem = spec.build()
+  optimizer = _hrnn()
+  config = training.TrainingConfig(mini_batch_size=int(n),
+                                   jit_compile=jit_compile)
+  trainer = training._Trainer(  # pylint: disable=protected-access
+      problem, "mnist_mlp", test, batch_size, optimizer,
+      tf1_optimizers.RMSProp(optimizer.meta_variables, 1e-6), config, 1e4,
+      -1, None, io.StringIO())
+  lengths = [UNROLL_LENGTH] * 5
+  state = {"k": 0}
+
+  def call():
+    trainer.run_series(state["k"], lengths, False, 0, "bench")
+    state["k"] += 1
+
+  result = measure(call, 1, max(2, cfg["unroll_repeats"] // 2), 1, timer)
+  result["unrolls"] = len(lengths)
+  return result
 
 
 # ------------------------------------------------------------------ report

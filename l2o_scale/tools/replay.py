@@ -148,7 +148,7 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
         obj_weights=tf.constant(np.ones(length, np.float32) / length),
         batches=unroll_batches, mini_data=mini_data, mini_labels=mini_labels,
         init_tensors=init_tensors,
-        jacob_switch=tf.constant(bool(switches[u])), mt_labels=mt_labels,
+        jacob_switch=bool(switches[u]), mt_labels=mt_labels,
         first_unroll=tf.constant(u == 0), reset_state=tf.constant(u == 0))
     out, grads = step(inputs, carried, mode_mt)
     carried = out.final_state
