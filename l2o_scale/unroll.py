@@ -297,6 +297,91 @@ def step_functions(optimizer, jit_compile=False):
                        switched_regularizer)
 
 
+class StepCarry(collections.namedtuple(
+    "StepCarry",
+    ["itr", "obj_accum", "obj_accum_mt", "regular", "objectives", "state"])):
+  """What the unroll's while loop carries: the step counter, the weighted
+  sums of the objectives (meta-objective) and of the imitation errors, the
+  accumulated regularizer, the TensorArray of per-step objectives and the
+  :class:`LoopState` (parameters, attended parameters, packed optimizer
+  state, global state)."""
+
+
+class _UnrollStep(object):
+  """The loop body and condition of one partial unroll (original
+  trainable_optimizer.py l.282-350): what stays fixed during the unroll is
+  held here, what changes is the :class:`StepCarry`."""
+
+  def __init__(self, problem, optimizer, inputs, mode_mt, reg, functions,
+               initial_obj):
+    self.problem = problem
+    self.optimizer = optimizer
+    self.inputs = inputs
+    self.mode_mt = bool(mode_mt)
+    self.reg = reg
+    self.functions = functions
+    self.initial_obj = initial_obj
+    self.num_iter = tf.shape(inputs.obj_weights)[0]
+    switch = inputs.jacob_switch
+    if not isinstance(switch, (bool, np.bool_)):
+      switch = tf.convert_to_tensor(switch, tf.bool)
+    self.switch = switch
+
+  def keep_going(self, carry):
+    """Steps remain, the accumulated objective is finite and (with
+    ``obj_train_max_multiplier``) the last objective is below the limit."""
+    keep = tf.logical_and(carry.itr < self.num_iter,
+                          tf.math.is_finite(carry.obj_accum))
+    multiplier = self.optimizer.obj_train_max_multiplier
+    if multiplier > 0:
+      keep = tf.logical_and(keep, carry.objectives.read(carry.itr) <
+                            objective_limit(self.initial_obj, multiplier))
+    return keep
+
+  def _accumulated_regularizer(self, regular, reg_value):
+    """Original: reg = cond(switch, reg, regular); regular += alpha * reg."""
+    if not self.reg.reg_optimizer:
+      return regular
+    if isinstance(self.switch, (bool, np.bool_)):
+      picked = reg_value if self.switch else regular
+    else:
+      picked = tf.where(self.switch, reg_value, regular)
+    return regular + self.reg.alpha * picked
+
+  def __call__(self, carry):
+    problem, optimizer, inputs = self.problem, self.optimizer, self.inputs
+    itr, state = carry.itr, carry.state
+    batch = tf.gather(inputs.batches, itr)
+    batch_data = tf.gather(inputs.mini_data, batch)
+    batch_labels = tf.gather(inputs.mini_labels, batch)
+    teacher_steps = [tf.gather(m, itr) for m in inputs.mt_labels]
+    obj = problem.objective(state.params, inputs.mini_data,
+                            inputs.mini_labels)
+    # Objective at the real parameters, gradients at the attended ones.
+    eval_params = inner_step.gradient_point(optimizer, state.params,
+                                            state.attend_params)
+    grads, reg_value = _step_gradients(problem, eval_params, batch_data,
+                                       batch_labels, self.reg, self.switch,
+                                       self.functions.regularizer)
+    if not optimizer.use_second_derivatives:
+      grads = [tf.stop_gradient(g) for g in grads]
+    weight = tf.gather(inputs.obj_weights, itr)
+    new_params, new_states, new_global, new_attend, steps = (
+        self.functions.update(
+            state.params, grads, state.states, state.global_state,
+            tf.constant(True) if self.mode_mt else None,
+            teacher_steps if self.mode_mt else None))
+    mse = tf.add_n([tf.reduce_sum(0.5 * tf.square(own - teacher))
+                    for own, teacher in zip(steps, teacher_steps)])
+    return StepCarry(
+        itr + 1, carry.obj_accum + weight * obj,
+        carry.obj_accum_mt + weight * (mse / problem.num_params),
+        self._accumulated_regularizer(carry.regular, reg_value),
+        carry.objectives.write(itr + 1, obj),
+        LoopState(state.initial_obj, list(new_params), list(new_attend),
+                  new_states, list(new_global)))
+
+
 def unroll(problem, optimizer, inputs, carried, mode_mt=False,
            reg=NO_REGULARIZER, functions=None):
   """Runs one partial unroll; differentiable with respect to the optimizer.
@@ -314,79 +399,25 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
     UnrollOutput. ``metaobj`` is the scaled meta-objective plus the
     accumulated regularizer, ``metaobjmt`` the imitation objective.
   """
-  (obj_weights, batches, mini_data, mini_labels, init_tensors, jacob_switch,
-   mt_labels, first_unroll, reset_state) = inputs
   start_obj, state = initial_loop_state(
-      problem, optimizer, init_tensors, mini_data, mini_labels, carried,
-      first_unroll, reset_state)
-  num_iter = tf.shape(obj_weights)[0]
-  all_obj = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
-                           clear_after_read=False,
-                           element_shape=tf.TensorShape([]))
-  all_obj = all_obj.write(0, start_obj)
-  if not isinstance(jacob_switch, (bool, np.bool_)):
-    jacob_switch = tf.convert_to_tensor(jacob_switch, tf.bool)
-  mode_mt_t = tf.constant(bool(mode_mt))
-  max_multiplier = optimizer.obj_train_max_multiplier
-  functions = functions or step_functions(optimizer)
-
-  def cond(itr, obj_accum, obj_accum_mt, params, attend_params, states,
-           global_state, all_obj, regular):
-    del obj_accum_mt, params, attend_params, states, global_state, regular
-    keep = tf.logical_and(itr < num_iter, tf.math.is_finite(obj_accum))
-    if max_multiplier > 0:
-      keep = tf.logical_and(keep, all_obj.read(itr) < objective_limit(
-          state.initial_obj, max_multiplier))
-    return keep
-
-  def body(itr, obj_accum, obj_accum_mt, params, attend_params, states,
-           global_state, all_obj, regular):
-    batch = tf.gather(batches, itr)
-    batch_data = tf.gather(mini_data, batch)
-    batch_labels = tf.gather(mini_labels, batch)
-    teacher_steps = [tf.gather(m, itr) for m in mt_labels]
-    obj = problem.objective(params, mini_data, mini_labels)
-    # Objective at the real parameters, gradients at the attended ones.
-    eval_params = inner_step.gradient_point(optimizer, params, attend_params)
-    grads, reg_value = _step_gradients(problem, eval_params, batch_data,
-                                       batch_labels, reg, jacob_switch,
-                                       functions.regularizer)
-    if not optimizer.use_second_derivatives:
-      grads = [tf.stop_gradient(g) for g in grads]
-    if reg.reg_optimizer:
-      # Original: reg = cond(switch, reg, regular); regular += alpha * reg.
-      if isinstance(jacob_switch, (bool, np.bool_)):
-        picked = reg_value if jacob_switch else regular
-      else:
-        picked = tf.where(jacob_switch, reg_value, regular)
-      regular = regular + reg.alpha * picked
-    all_obj = all_obj.write(itr + 1, obj)
-    weight = tf.gather(obj_weights, itr)
-    obj_accum = obj_accum + weight * obj
-    new_params, new_states, new_global, new_attend, steps = (
-        functions.update(params, grads, states, global_state,
-                         mode_mt_t if mode_mt else None,
-                         teacher_steps if mode_mt else None))
-    mse = tf.add_n([tf.reduce_sum(0.5 * tf.square(own - teacher))
-                    for own, teacher in zip(steps, teacher_steps)])
-    mse = weight * (mse / problem.num_params)
-    obj_accum_mt = obj_accum_mt + mse
-    return (itr + 1, obj_accum, obj_accum_mt, new_params, new_attend,
-            new_states, new_global, all_obj, regular)
-
-  loop_vars = (tf.constant(0), tf.constant(0.), tf.constant(0.),
-               state.params, state.attend_params, state.states,
-               state.global_state, all_obj, tf.constant(0.))
-  out = tf.while_loop(cond, body, loop_vars)
-  (_, meta_obj, meta_obj_mt, params, attend_params, states, global_state,
-   all_obj, regular) = out
-  problem_objectives = all_obj.stack()
-  scaled = optimizer.scale_objective(meta_obj, problem_objectives,
+      problem, optimizer, inputs.init_tensors, inputs.mini_data,
+      inputs.mini_labels, carried, inputs.first_unroll, inputs.reset_state)
+  objectives = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
+                              clear_after_read=False,
+                              element_shape=tf.TensorShape([]))
+  step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg,
+                     functions or step_functions(optimizer),
+                     state.initial_obj)
+  start = StepCarry(tf.constant(0), tf.constant(0.), tf.constant(0.),
+                    tf.constant(0.), objectives.write(0, start_obj), state)
+  [end] = tf.while_loop(step.keep_going, lambda carry: [step(carry)],
+                        [start])
+  problem_objectives = end.objectives.stack()
+  scaled = optimizer.scale_objective(end.obj_accum, problem_objectives,
                                      state.initial_obj)
-  final_state = LoopState(state.initial_obj, list(params),
-                          list(attend_params), states, list(global_state))
-  return UnrollOutput(scaled + regular, meta_obj_mt, problem_objectives,
-                      state.initial_obj, regular, final_state)
+  return UnrollOutput(scaled + end.regular, end.obj_accum_mt,
+                      problem_objectives, state.initial_obj, end.regular,
+                      end.state)
 
 
 def zero_mt_labels(param_shapes, num_steps):

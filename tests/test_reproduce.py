@@ -388,6 +388,42 @@ def test_bench_json_report(tmp_path):
   assert "GRU alone, XLA) / fastest Adam step: 1.90x" in text
 
 
+def test_bench_speedup_over_the_original_in_its_json_format():
+  """Ratios original / port from time_original.py's JSON fields."""
+  step = lambda m, first=1.: bench.summarize([m], first_call_seconds=first)
+  steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
+           "adam": step(0.002)}
+  unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
+             "batch_size": 128, "noreg": step(0.5, 4.),
+             "noreg_xla": step(0.4, 5.), "hessian_esd": step(0.6, 10.)}
+  original = {
+      "meta_test_step": {"median_s": 0.010},
+      "meta_train_unroll_plain": {"median_s": 1.0,
+                                  "build_and_first_unroll_s": 12.},
+      "meta_train_unroll_hessian_esd": {"median_s": 1.5,
+                                        "build_and_first_unroll_s": 30.}}
+  info = {"cpu": "c", "cpu_count": 2, "tensorflow": "2.x", "python": "3.11",
+          "load_average_1min_at_start": 0.1}
+  meta_iteration = step(3.)
+  report = bench.make_report(steps, unrolls, info, True, None, meta_iteration,
+                             original)
+  speedups = report["speedup_over_original"]
+  assert speedups["unroll_noreg"] == pytest.approx(2.)
+  assert speedups["unroll_noreg_xla"] == pytest.approx(2.5)
+  assert speedups["unroll_hessian_esd"] == pytest.approx(2.5)
+  assert speedups["first_call_noreg"] == pytest.approx(3.)
+  assert speedups["first_call_hessian_esd"] == pytest.approx(3.)
+  assert speedups["meta_test_step"] == pytest.approx(2.5)
+  assert "unroll_hessian_esd_xla" not in speedups
+  assert report["meta_iteration_seconds"] == pytest.approx(3.)
+  text = bench.format_table(report)
+  assert "unroll_noreg 2.00x" in text and "--jit_compile" in text
+  report = bench.make_report(steps, unrolls, info, True, None, None,
+                             {"error": "OSError: no venv"})
+  assert "original TF1 code failed: OSError: no venv" in bench.format_table(
+      report)
+
+
 def test_bench_lower_bound_runs_the_optimizers_gru():
   """The lower-bound step's new state is the per-parameter GRU of the
   optimizer applied to (features, state), per coordinate: checked against

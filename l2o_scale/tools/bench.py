@@ -26,18 +26,29 @@ on the machine at hand:
     With XLA it also times a lower bound (:func:`make_gru_core_step`): the
     MLP's loss and gradients plus the HRNN's per-parameter GRU alone.
 
-(b) one 20-step meta-training unroll (forward through 20 optimizer steps and
-    the meta-gradient back through them: ``l2o_scale.meta_step.make_meta_step``
-    on ``l2o_scale.unroll``, called as ``training._Trainer.run_series`` does,
-    without the RMSProp meta-update) with a 10,000-sample mini dataset (the
-    MNIST test split: the offline train split has only 5,000 rows), without
-    a regularizer and with ``hessian-esd`` active (switch on).
+(b) one 20-step meta-training unroll as the original's
+    ``../shared/original-tf1/time_original.py`` times it: forward through 20
+    optimizer steps, the meta-gradient back through them and the meta-update
+    (``l2o_scale.meta_step.make_meta_step`` on ``l2o_scale.unroll``, then
+    ``meta_learner.MetaLearner``: make finite, clip, RMSProp) with a
+    10,000-sample mini dataset (the MNIST test split: the offline train split
+    has only 5,000 rows), without a regularizer and with ``hessian-esd``
+    active (switch on), each also with ``--jit_compile`` (the optimizer's
+    step compiled by XLA inside the unroll), taking turns.
+
+(c) one whole meta-iteration as metarun runs it
+    (``training._Trainer.run_series``: 5 unrolls of 20 steps with their
+    meta-updates and progress lines, no evaluation).
+
+``--original PATH/time_original.py`` first runs the original TF1 code's
+timing script (its README's venv) and reports the port's speed-up over it,
+measured in the same run: the comparison the README's numbers come from.
 
 Every number is the median over repeats after warm-up (compilation is timed
 separately and reported). Usage::
 
   python -m l2o_scale.bench [--quick] [--json PATH] [--no_xla]
-                            [--data_dir DIR]
+                            [--data_dir DIR] [--original SCRIPT]
 """
 
 import argparse
@@ -446,7 +457,44 @@ def _median(entry):
   return entry["median"] if entry and "median" in entry else None
 
 
-def make_report(steps, unrolls, info, quick=False, loop=None):
+def speedups(unrolls, l2o_step_no_xla, original):
+  """Original seconds / port seconds for what both time the same way: the
+  20-step unroll with its meta-update (plain and hessian-esd; the port also
+  with ``--jit_compile``), the first call of each, and the per-call
+  meta-test step (``sess.run`` with a feed dict vs. the compiled step
+  without XLA)."""
+  out = {}
+  for ours, theirs in (("noreg", "meta_train_unroll_plain"),
+                       ("hessian_esd", "meta_train_unroll_hessian_esd")):
+    base = original.get(theirs) or {}
+    if "median_s" not in base:
+      continue
+    for suffix in ("", "_xla"):
+      entry = unrolls.get(ours + suffix)
+      if entry and "median" in entry:
+        out["unroll_" + ours + suffix] = base["median_s"] / entry["median"]
+        out["first_call_" + ours + suffix] = (
+            base["build_and_first_unroll_s"] / entry["first_call_seconds"])
+  step = (original.get("meta_test_step") or {}).get("median_s")
+  if step and l2o_step_no_xla:
+    out["meta_test_step"] = step / l2o_step_no_xla
+  return out
+
+
+def run_original(script, python):
+  """Runs the original's ``time_original.py`` (../shared/original-tf1) and
+  returns its JSON, or {"error": ...}."""
+  data_dir = os.environ.get("L2O_SCALE_DATA_DIR")
+  cmd = [python, script] + (["--data_dir", data_dir] if data_dir else [])
+  try:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+  except (OSError, subprocess.CalledProcessError, ValueError) as e:
+    return {"error": "{}: {}".format(type(e).__name__, str(e)[:300])}
+
+
+def make_report(steps, unrolls, info, quick=False, loop=None,
+                meta_iteration=None, original=None):
   """The JSON report: headline medians at the top, details below.
 
   Headline: the learned step with XLA (without it if XLA failed or was not
@@ -469,6 +517,8 @@ def make_report(steps, unrolls, info, quick=False, loop=None):
       "l2o_no_xla_over_adam_ratio": l2o_plain / adam,
       "unroll_seconds_noreg": unrolls["noreg"]["median"],
       "unroll_seconds_hessian_esd": unrolls["hessian_esd"]["median"],
+      "unroll_seconds_noreg_xla": _median(unrolls.get("noreg_xla")),
+      "unroll_seconds_hessian_esd_xla": _median(unrolls.get("hessian_esd_xla")),
       "hessian_esd_over_noreg_ratio": (unrolls["hessian_esd"]["median"] /
                                        unrolls["noreg"]["median"]),
   }
@@ -485,6 +535,14 @@ def make_report(steps, unrolls, info, quick=False, loop=None):
     report["loop_adam_step_seconds"] = loop["adam"]
     report["loop_l2o_over_adam_ratio"] = loop["l2o"] / loop["adam"]
     report["loop_l2o_xla_over_adam_ratio"] = loop["l2o_xla"] / loop["adam"]
+  if meta_iteration is not None:
+    report["meta_iteration_seconds"] = meta_iteration["median"]
+    report["meta_iteration"] = meta_iteration
+  if original is not None:
+    report["original"] = original
+    if "error" not in original:
+      report["speedup_over_original"] = speedups(unrolls, l2o_plain,
+                                                 original)
   report.update({
       "target_ratio": 2.0,
       "quick": bool(quick),
@@ -510,14 +568,15 @@ def format_table(report):
     if entry and "median" in entry:
       rows.append((label.format(s["batch_size"]), entry["median"],
                    entry["min"], entry["first_call_seconds"]))
-  rows += [
-      ("meta-gradient unroll, {} steps, no regularizer".format(
-          u["unroll_length"]), report["unroll_seconds_noreg"],
-       u["noreg"]["min"], u["noreg"]["first_call_seconds"]),
-      ("meta-gradient unroll, {} steps, hessian-esd".format(
-          u["unroll_length"]), report["unroll_seconds_hessian_esd"],
-       u["hessian_esd"]["min"], u["hessian_esd"]["first_call_seconds"]),
-  ]
+  for name, label in (("noreg", "no regularizer"),
+                      ("noreg_xla", "no regularizer, --jit_compile"),
+                      ("hessian_esd", "hessian-esd"),
+                      ("hessian_esd_xla", "hessian-esd, --jit_compile")):
+    entry = u.get(name)
+    if entry and "median" in entry:
+      rows.append(("unroll + meta-update, {} steps, {}".format(
+          u["unroll_length"], label), entry["median"], entry["min"],
+                   entry["first_call_seconds"]))
   width = max(len(r[0]) for r in rows)
   lines = ["{:<{w}}  {:>12}  {:>12}  {:>14}".format(
       "what", "median", "min", "first call", w=width)]
@@ -552,6 +611,16 @@ def format_table(report):
             report["loop_l2o_xla_over_adam_ratio"]))
   lines.append("hessian-esd / no regularizer unroll: {:.2f}x".format(
       report["hessian_esd_over_noreg_ratio"]))
+  if "meta_iteration_seconds" in report:
+    lines.append("one meta-iteration (5 unrolls of 20 steps with their "
+                 "meta-updates, no evaluation): {}".format(
+                     _fmt_seconds(report["meta_iteration_seconds"])))
+  if report.get("speedup_over_original"):
+    lines.append("original TF1 code, same run: " + ", ".join(
+        "{} {:.2f}x".format(k, v)
+        for k, v in sorted(report["speedup_over_original"].items())))
+  elif report.get("original", {}).get("error"):
+    lines.append("original TF1 code failed: " + report["original"]["error"])
   m = report["machine"]
   lines.append("machine: {} ({} cores), TF {}, Python {}, load {}".format(
       m["cpu"], m["cpu_count"], m["tensorflow"], m["python"],
@@ -588,6 +657,14 @@ def main(argv=None):
   parser.add_argument("--json", metavar="PATH", help="also write JSON here")
   parser.add_argument("--no_xla", action="store_true",
                       help="time the steps without XLA only")
+  parser.add_argument("--original", metavar="SCRIPT", default=None,
+                      help="also run the original TF1 code's timing script "
+                      "(../shared/original-tf1/time_original.py) first and "
+                      "report the port's speed-up over it")
+  parser.add_argument("--original_python", default=os.path.expanduser(
+      "~/.cache/original-tf1-venv/bin/python"),
+                      help="the Python that runs --original (its README's "
+                      "venv)")
   parser.add_argument("--data_dir", default=None,
                       help="MNIST folder (default: $L2O_SCALE_DATA_DIR, else "
                       "tensorflow-datasets)")
@@ -595,18 +672,27 @@ def main(argv=None):
   cfg = QUICK if args.quick else FULL
   info = machine_info()
   start = time.time()
+  original = None
+  if args.original:
+    print("timing the original TF1 code (about 5 minutes) ...", flush=True)
+    if args.data_dir:
+      os.environ["L2O_SCALE_DATA_DIR"] = args.data_dir
+    original = run_original(args.original, args.original_python)
   try:
     print("timing optimizer steps ...", flush=True)
     steps = bench_steps(args.data_dir, cfg, xla=not args.no_xla)
     print("timing meta-training unrolls (the first call of each compiles) ...",
           flush=True)
-    unrolls = bench_unrolls(args.data_dir, cfg)
+    unrolls = bench_unrolls(args.data_dir, cfg, xla=not args.no_xla)
+    print("timing a whole meta-iteration ...", flush=True)
+    meta_iteration = bench_meta_iteration(args.data_dir, cfg)
     print("timing steps inside the compiled meta-test loop ...", flush=True)
     loop = bench_loop_steps(args.data_dir, cfg)
   except datasets.DataNotFoundError as e:
     print("bench: {}".format(e), file=sys.stderr)
     return 2
-  report = make_report(steps, unrolls, info, args.quick, loop)
+  report = make_report(steps, unrolls, info, args.quick, loop, meta_iteration,
+                       original)
   report["total_seconds"] = time.time() - start
   print(format_table(report))
   if args.json:
