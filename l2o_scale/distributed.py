@@ -434,7 +434,12 @@ def _train(strategy, coordinator, num_workers, lost, logdir, optimizer_spec,
            fix_num_steps_eval, evaluation_period, evaluation_epochs,
            save_period, config, resume, summaries, closures_per_worker):
   """The chief's loop: schedule ahead, process results in order, evaluate
-  and save as the single-process run does."""
+  and save as the single-process run does.
+
+  Long on purpose: the scheduling queue (closures in flight, results taken
+  in order, lost workers) is one piece of state read and written in every
+  branch here.
+  """
   tf.io.gfile.makedirs(logdir)
   optimizer, meta_optimizer, progress, runs, writer = _build(
       strategy, optimizer_spec, learning_rate, config, logdir, out)

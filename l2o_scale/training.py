@@ -712,6 +712,95 @@ def train_optimizer(logdir,
   """
   del is_chief, callbacks
   config = config or TrainingConfig()
+  schedule = _Schedule(num_meta_iterations, num_unroll_func,
+                       num_partial_unroll_itrs_func, fix_unroll,
+                       fix_unroll_length, fix_num_steps, fix_num_steps_eval,
+                       evaluation_period, evaluation_epochs, save_period,
+                       if_cl)
+  run, finished = _open_run(logdir, optimizer_spec, learning_rate, config,
+                            schedule, resume, out)
+  if finished is not None:
+    return finished
+  summary_writer = None
+  if summaries:
+    summary_writer = summaries_lib.create_writer(
+        logdir, int(run.meta_optimizer.iterations.numpy()) if run.latest
+        else None)
+  loop = MetaLoopState(
+      best_evaluation=float(run.progress.best_evaluation.numpy()),
+      total_step=int(run.meta_optimizer.iterations.numpy()), k=run.start_k,
+      robust_best=[float("inf")] if config.selection == "robust" else None)
+  start_k = run.start_k
+  for problem_itr, (problem_spec, dataset, batch_size) in enumerate(
+      _sample_problems(problems_and_data, num_problems,
+                       select_random_problems)):
+    problem = problem_spec.build()
+    trainer = _Trainer(problem, getattr(problem_spec.callable, "__name__",
+                                        "problem"),
+                       dataset, batch_size, run.optimizer, run.meta_optimizer,
+                       config, gradient_clip, obj_train_max_multiplier,
+                       summary_writer, out)
+    run.writer.resume_state = lambda t=trainer: (t.carried, dict(
+        best_model_idx=loop.best_model_idx,
+        meta_learning_rate=float(run.meta_optimizer.learning_rate),
+        robust_best=loop.robust_best[0] if loop.robust_best else None))
+    if run.latest and problem_itr == 0 and start_k > 0:
+      _resume_trainer(run, trainer, loop, out)
+    _train_on_problem(run, trainer, loop, schedule, start_k, problem_itr,
+                      summary_writer, out)
+    loop.nonfinite += trainer.num_nonfinite
+    if not if_cl:
+      run.progress.meta_iteration.assign(loop.k + 1)
+      run.writer.save(loop.k + 1)
+    start_k = 0
+    if loop.stop or loop.stopped_by_divergence:
+      break
+  return _close_run(run, loop, schedule, config, summary_writer, out)
+
+
+@dataclasses.dataclass
+class MetaLoopState:
+  """What the meta-training loop carries from one meta-iteration to the next
+  (besides the checkpointed variables): the best selection value and the
+  meta-iteration it came from, the step counter of the summaries, counts
+  for the final report, and whether to stop. ``robust_best`` is a one-item
+  list (the curriculum's robust score, shared with ``_curriculum_step``) or
+  None."""
+  best_evaluation: float
+  total_step: int
+  k: int
+  robust_best: list = None
+  best_model_idx: int = None
+  divergences: int = 0
+  stopped_by_divergence: bool = False
+  nonfinite: int = 0
+  num_evaluations: int = 0
+  stop: bool = False
+
+
+_Schedule = collections.namedtuple("_Schedule", [
+    "num_meta_iterations", "num_unroll_func", "num_partial_unroll_itrs_func",
+    "fix_unroll", "fix_unroll_length", "fix_num_steps", "fix_num_steps_eval",
+    "evaluation_period", "evaluation_epochs", "save_period", "if_cl"])
+_Schedule.__doc__ = """The original's schedule arguments of
+``train_optimizer``: how many meta-iterations, how long their unrolls, when
+to evaluate and save."""
+
+_Run = collections.namedtuple("_Run", [
+    "logdir", "optimizer", "meta_optimizer", "progress", "writer",
+    "curriculum", "latest", "start_k"])
+_Run.__doc__ = """What one call of ``train_optimizer`` works on: the
+optimizer and its meta-optimizer, the checkpointed progress counters, the
+checkpoint writer, the curriculum (or None), and where it resumed."""
+
+
+def _open_run(logdir, optimizer_spec, learning_rate, config, schedule, resume,
+              out):
+  """Builds the optimizer and meta-optimizer and resumes from ``logdir``.
+
+  Returns (_Run, None), or (None, result) when the run in ``logdir`` has
+  already finished (the same command run again says so and does nothing).
+  """
   tf.io.gfile.makedirs(logdir)
   optimizer = optimizer_spec.build()
   meta_optimizer = tf1_optimizers.RMSProp(
@@ -719,161 +808,159 @@ def train_optimizer(logdir,
       epsilon=config.rms_epsilon)
   progress = TrainingProgress()
   writer = CheckpointWriter(logdir, optimizer, meta_optimizer, progress)
-  curriculum = (curriculum_lib.Curriculum(fix_unroll_length) if if_cl
-                else None)
+  curriculum = (curriculum_lib.Curriculum(schedule.fix_unroll_length)
+                if schedule.if_cl else None)
   latest, start_k = resume_point(writer, progress, resume,
-                                 num_meta_iterations, out)
+                                 schedule.num_meta_iterations, out)
   if latest and start_k and curriculum is not None:
     curriculum.load_state_dict(dict(
         stage=progress.stage.numpy(), num_eval=progress.num_eval.numpy(),
         improved=progress.improved.numpy(),
         best=progress.best_evaluation.numpy()))
-  finished = (_read_finished(logdir, num_meta_iterations)
-              if resume and if_cl else None)
+  done = dict(best_evaluation=float(progress.best_evaluation.numpy()),
+              last_checkpoint=latest, nonfinite_unrolls=0)
+  finished = (_read_finished(logdir, schedule.num_meta_iterations)
+              if resume and schedule.if_cl else None)
   if finished is not None:
     _log(out, "Training already complete (the curriculum run ended at "
          "meta-iteration {}); nothing to do. Checkpoints are in {}; "
          "model.ckpt-0 is the best model.".format(finished, logdir))
-    return dict(best_evaluation=float(progress.best_evaluation.numpy()),
-                last_checkpoint=latest, meta_iterations=finished,
-                nonfinite_unrolls=0)
-  if start_k >= num_meta_iterations:
+    return None, dict(done, meta_iterations=finished)
+  if start_k >= schedule.num_meta_iterations:
     _log(out, "Training already complete ({} of {} meta-iterations); nothing "
-         "to do. Checkpoints are in {}.".format(start_k, num_meta_iterations,
-                                                logdir))
-    return dict(best_evaluation=float(progress.best_evaluation.numpy()),
-                last_checkpoint=latest, meta_iterations=start_k,
-                nonfinite_unrolls=0)
-  summary_writer = None
-  if summaries:
-    summary_writer = summaries_lib.create_writer(
-        logdir, int(meta_optimizer.iterations.numpy()) if latest else None)
+         "to do. Checkpoints are in {}.".format(
+             start_k, schedule.num_meta_iterations, logdir))
+    return None, dict(done, meta_iterations=start_k)
+  return _Run(logdir, optimizer, meta_optimizer, progress, writer, curriculum,
+              latest, start_k), None
 
+
+def _sample_problems(problems_and_data, num_problems, select_random_problems):
+  """The problems of the run, one per outer iteration (l.180-195)."""
   problems_and_data = list(problems_and_data)
   if select_random_problems:
-    sampler = [random.choice(problems_and_data) for _ in range(num_problems)]
-  else:
-    num_repeats = num_problems // len(problems_and_data) + 1
-    random.shuffle(problems_and_data)
-    sampler = (problems_and_data * num_repeats)[:num_problems]
+    return [random.choice(problems_and_data) for _ in range(num_problems)]
+  num_repeats = num_problems // len(problems_and_data) + 1
+  random.shuffle(problems_and_data)
+  return (problems_and_data * num_repeats)[:num_problems]
 
-  best_evaluation = float(progress.best_evaluation.numpy())
-  best_model_idx = None
-  divergences = 0
-  stopped_by_divergence = False
-  # --selection=robust with the curriculum: model.ckpt-0 is written when the
-  # curriculum improves *and* the robust score beats this (kept in memory).
-  robust_best = [float("inf")] if config.selection == "robust" else None
-  total_step = int(meta_optimizer.iterations.numpy())
-  nonfinite = 0
-  num_evaluations = 0
-  k = start_k
-  for problem_itr, (problem_spec, dataset, batch_size) in enumerate(sampler):
-    problem = problem_spec.build()
-    name = getattr(problem_spec.callable, "__name__", "problem")
-    trainer = _Trainer(problem, name, dataset, batch_size, optimizer,
-                       meta_optimizer, config, gradient_clip,
-                       obj_train_max_multiplier, summary_writer, out)
-    writer.resume_state = lambda t=trainer: (t.carried, dict(
-        best_model_idx=best_model_idx,
-        meta_learning_rate=float(meta_optimizer.learning_rate),
-        robust_best=robust_best[0] if robust_best else None))
-    if latest and problem_itr == 0 and start_k > 0:
-      restored = read_resume_state(resume_state_path(latest), trainer.carried)
-      if restored is False:
-        _log(out, "Note: {} has no resume state (written by an older "
-             "version): random streams and carried optimizer state restart, "
-             "so the run differs from an uninterrupted one.".format(latest))
-      else:
-        best_model_idx = restored.get("best_model_idx")
-        _restore_loop_state(restored, meta_optimizer, robust_best, out)
-    stop = False
-    snapshot = stability.MetaSnapshot(meta_optimizer, optimizer.meta_variables)
-    for k in range(start_k, num_meta_iterations):
-      if config.on_divergence == "rollback":
-        snapshot.take()
-      mt_training = config.if_mt and random.random() < config.mt_ratio
-      lengths = _unroll_plan(k, if_cl, curriculum, fix_unroll,
-                             fix_unroll_length, fix_num_steps,
-                             num_unroll_func, num_partial_unroll_itrs_func)
-      prefix = "[meta-iteration {}/{}]".format(k + 1, num_meta_iterations)
-      _log(out, "{} {} on {}: {} unrolls of {} steps".format(
-          prefix, "imitation" if mt_training else "training", name,
-          len(lengths), lengths[0] if len(set(lengths)) == 1 else lengths))
-      last, total_step, diverged = trainer.run_series(k, lengths, mt_training,
-                                                      total_step, prefix)
-      if diverged:
-        divergences += 1
-        if config.on_divergence == "stop":
-          _log(out, "{} meta-training stopped: {}. {}".format(
-              prefix, diverged, _best_model_line(writer)))
-          stopped_by_divergence = True
-          break
-        _roll_back(snapshot, writer, optimizer, meta_optimizer, trainer,
-                   config.divergence_lr_decay, prefix, out)
-        progress.meta_iteration.assign(k + 1)
-        continue
-      trainer.write_histograms(
-          unroll_lib.per_tensor_states(optimizer, last[0].final_state)[0]
-          if last else None, total_step)
-      switch = last[1] if last else False
-      progress.meta_iteration.assign(k + 1)
-      progress.problem_itr.assign(problem_itr)
-      if (k + 1) % evaluation_period == 0:
-        if if_cl:
-          eval_lengths = [fix_unroll_length] * curriculum.eval_unrolls
-        else:
-          eval_lengths = ([fix_unroll_length] *
-                          (fix_num_steps_eval // fix_unroll_length))
-        cost = trainer.evaluate(k, eval_lengths, switch, evaluation_epochs)
-        num_evaluations += 1
-        if if_cl:
-          stop = _curriculum_step(curriculum, cost, k, evaluation_period,
-                                  writer, progress, trainer, switch,
-                                  fix_unroll_length, evaluation_epochs, out,
-                                  robust_best)
-          best_evaluation = curriculum.best
-        else:
-          score_fn = None
-          if config.selection == "robust":
-            score_fn = lambda: _log_robust_score(  # pylint: disable=g-long-lambda
-                trainer, k, evaluation_period, summary_writer, total_step, out)
-          new_best = record_evaluation(cost, best_evaluation, k,
-                                       evaluation_period, summary_writer,
-                                       total_step, writer, progress, out,
-                                       score_fn)
-          if new_best is not None:
-            best_evaluation = new_best
-            best_model_idx = k + 1
-      if not if_cl and (k + 1) % save_period == 0:
-        writer.save(k + 1)
-      if stop:
-        _write_finished(logdir, k + 1, stopped=True)
-        break
-    nonfinite += trainer.num_nonfinite
-    if not if_cl:
-      progress.meta_iteration.assign(k + 1)
-      writer.save(k + 1)
-    start_k = 0
-    if stop or stopped_by_divergence:
-      break
-  if if_cl and not stop and not stopped_by_divergence:
-    _write_finished(logdir, k + 1, stopped=False)
+
+def _resume_trainer(run, trainer, loop, out):
+  """Restores the carried optimizer state, the random streams and the loop's
+  own state saved with the checkpoint the run resumes from."""
+  restored = read_resume_state(resume_state_path(run.latest), trainer.carried)
+  if restored is False:
+    _log(out, "Note: {} has no resume state (written by an older "
+         "version): random streams and carried optimizer state restart, "
+         "so the run differs from an uninterrupted one.".format(run.latest))
+    return
+  loop.best_model_idx = restored.get("best_model_idx")
+  _restore_loop_state(restored, run.meta_optimizer, loop.robust_best, out)
+
+
+def _train_on_problem(run, trainer, loop, schedule, start_k, problem_itr,
+                      summary_writer, out):
+  """Meta-iterations ``start_k`` .. ``num_meta_iterations - 1`` on one
+  problem: a series of unrolls each, then rollback, evaluation and saving
+  as the flags say."""
+  config = trainer.config
+  snapshot = stability.MetaSnapshot(run.meta_optimizer,
+                                    run.optimizer.meta_variables)
+  n = schedule.num_meta_iterations
+  for k in range(start_k, n):
+    loop.k = k
+    if config.on_divergence == "rollback":
+      snapshot.take()
+    mt_training = config.if_mt and random.random() < config.mt_ratio
+    lengths = _unroll_plan(k, schedule.if_cl, run.curriculum,
+                           schedule.fix_unroll, schedule.fix_unroll_length,
+                           schedule.fix_num_steps, schedule.num_unroll_func,
+                           schedule.num_partial_unroll_itrs_func)
+    prefix = "[meta-iteration {}/{}]".format(k + 1, n)
+    _log(out, "{} {} on {}: {} unrolls of {} steps".format(
+        prefix, "imitation" if mt_training else "training",
+        trainer.problem_name, len(lengths),
+        lengths[0] if len(set(lengths)) == 1 else lengths))
+    last, loop.total_step, diverged = trainer.run_series(
+        k, lengths, mt_training, loop.total_step, prefix)
+    if diverged:
+      loop.divergences += 1
+      if config.on_divergence == "stop":
+        _log(out, "{} meta-training stopped: {}. {}".format(
+            prefix, diverged, _best_model_line(run.writer)))
+        loop.stopped_by_divergence = True
+        return
+      _roll_back(snapshot, run.writer, run.optimizer, run.meta_optimizer,
+                 trainer, config.divergence_lr_decay, prefix, out)
+      run.progress.meta_iteration.assign(k + 1)
+      continue
+    trainer.write_histograms(
+        unroll_lib.per_tensor_states(run.optimizer, last[0].final_state)[0]
+        if last else None, loop.total_step)
+    run.progress.meta_iteration.assign(k + 1)
+    run.progress.problem_itr.assign(problem_itr)
+    if (k + 1) % schedule.evaluation_period == 0:
+      _evaluate(run, trainer, loop, schedule, k, last[1] if last else False,
+                summary_writer, out)
+    if not schedule.if_cl and (k + 1) % schedule.save_period == 0:
+      run.writer.save(k + 1)
+    if loop.stop:
+      _write_finished(run.logdir, k + 1, stopped=True)
+      return
+
+
+def _evaluate(run, trainer, loop, schedule, k, switch, summary_writer, out):
+  """One evaluation: the curriculum's step, or the (original or robust)
+  selection of ``model.ckpt-0``."""
+  length = schedule.fix_unroll_length
+  if schedule.if_cl:
+    eval_lengths = [length] * run.curriculum.eval_unrolls
+  else:
+    eval_lengths = [length] * (schedule.fix_num_steps_eval // length)
+  cost = trainer.evaluate(k, eval_lengths, switch, schedule.evaluation_epochs)
+  loop.num_evaluations += 1
+  if schedule.if_cl:
+    loop.stop = _curriculum_step(
+        run.curriculum, cost, k, schedule.evaluation_period, run.writer,
+        run.progress, trainer, switch, length, schedule.evaluation_epochs,
+        out, loop.robust_best)
+    loop.best_evaluation = run.curriculum.best
+    return
+  score_fn = None
+  if trainer.config.selection == "robust":
+    score_fn = lambda: _log_robust_score(  # pylint: disable=g-long-lambda
+        trainer, k, schedule.evaluation_period, summary_writer,
+        loop.total_step, out)
+  new_best = record_evaluation(cost, loop.best_evaluation, k,
+                               schedule.evaluation_period, summary_writer,
+                               loop.total_step, run.writer, run.progress, out,
+                               score_fn)
+  if new_best is not None:
+    loop.best_evaluation = new_best
+    loop.best_model_idx = k + 1
+
+
+def _close_run(run, loop, schedule, config, summary_writer, out):
+  """The end of a run: finished marker, last lines, the result dict."""
+  if schedule.if_cl and not loop.stop and not loop.stopped_by_divergence:
+    _write_finished(run.logdir, loop.k + 1, stopped=False)
   if summary_writer is not None:
     summary_writer.flush()
-  if not if_cl:
-    _log(out, "best model index={}".format(best_model_idx))
-  if nonfinite:
+  if not schedule.if_cl:
+    _log(out, "best model index={}".format(loop.best_model_idx))
+  if loop.nonfinite:
     _log(out, "{} unroll(s) had non-finite values (gradients zeroed).".format(
-        nonfinite))
-  if divergences:
+        loop.nonfinite))
+  if loop.divergences:
     _log(out, "{} meta-iteration(s) diverged (--on_divergence={}).".format(
-        divergences, config.on_divergence))
-  return dict(best_evaluation=best_evaluation, last_checkpoint=writer.latest(),
-              meta_iterations=k + 1, nonfinite_unrolls=nonfinite,
-              divergences=divergences,
-              stopped_by_divergence=stopped_by_divergence,
-              best_model_idx=best_model_idx, evaluations=num_evaluations)
+        loop.divergences, config.on_divergence))
+  return dict(best_evaluation=loop.best_evaluation,
+              last_checkpoint=run.writer.latest(),
+              meta_iterations=loop.k + 1, nonfinite_unrolls=loop.nonfinite,
+              divergences=loop.divergences,
+              stopped_by_divergence=loop.stopped_by_divergence,
+              best_model_idx=loop.best_model_idx,
+              evaluations=loop.num_evaluations)
 
 
 def resume_point(writer, progress, resume, num_meta_iterations, out):

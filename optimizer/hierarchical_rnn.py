@@ -230,7 +230,13 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     return self.num_rnn_inputs != self.num_gradient_scales
 
   def _build_variables(self):
-    """Creates every meta-parameter with its TF1 name (original l.150-310)."""
+    """Creates every meta-parameter with its TF1 name (original l.150-310).
+
+    Long on purpose: it is the table of the original's variables, in the
+    original's creation order (which fixes the random initial values for a
+    seed) with their TF1 names; split up, that order would be spread over
+    several functions.
+    """
     init = self.init_scales
     seed = self.random_seed
     sizes = self.level_sizes
@@ -571,6 +577,10 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     and _compute_new_learning_rate. Returns (new packed state without
     ``true_param``, per-tensor update steps shaped like the grads, per-tensor
     lr_attend rows and attention_delta rows).
+
+    Long on purpose: one straight pass over the [k, N] rows of all tensors,
+    in the order of the six original functions it mirrors; cut into pieces,
+    each piece would take and return a dozen of those rows.
     """
     g = self.num_gradient_scales
     seg = self.segments([grad.shape.num_elements() for grad in grads])
