@@ -1,6 +1,7 @@
 """HierarchicalRNN over its whole option space, against the original's
 formulas and invariants (the exact numbers are checked by test_fidelity)."""
 
+import functools
 import itertools
 import math
 
@@ -10,6 +11,8 @@ import tensorflow as tf
 
 from optimizer import hierarchical_rnn
 from optimizer import utils
+
+import hrnn_reference  # tests/hrnn_reference.py  # pylint: disable=g-bad-import-order
 
 SHAPES = [(5, 3), (3,), (2, 2, 2)]
 
@@ -165,8 +168,8 @@ def test_invalid_configurations_raise():
 
 
 # ----------------------------------------------------------------------------
-# compute_updates (feature-major fast path) against compute_updates_reference
-# (the line-by-line port), over the option grid and the remaining flags.
+# compute_updates (feature-major fast path) against
+# hrnn_reference.compute_updates_reference (the line-by-line port), over the option grid and the remaining flags.
 
 EQUIVALENCE_SHAPES = [(32, 4), (5, 3), (3,), (2, 2, 2)]  # 128: aligned rows
 
@@ -199,7 +202,8 @@ def _run_both(opt, num_steps=3, mode_mt=None):
   params = [tf.constant(rng.randn(*s).astype(np.float32))
             for s in EQUIVALENCE_SHAPES]
   results = []
-  for fn in (opt.compute_updates, opt.compute_updates_reference):
+  for fn in (opt.compute_updates, functools.partial(
+      hrnn_reference.compute_updates_reference, opt)):
     p = list(params)
     states = [opt.initialize_state(x) for x in p]
     glob = opt.initialize_global_state()
@@ -267,7 +271,8 @@ def test_fast_path_equals_reference_compiled():
            for p in params]
   states = [opt.initialize_state(p) for p in params]
   glob = opt.initialize_global_state()
-  ref = opt.compute_updates_reference(params, grads, states, glob)
+  ref = hrnn_reference.compute_updates_reference(opt, params, grads, states,
+                                                 glob)
   for jit in (False, True):
     fast = tf.function(opt.compute_updates, jit_compile=jit)(
         params, grads, states, glob)
@@ -312,8 +317,8 @@ def test_packed_steps_carried_equal_reference():
   rng = np.random.RandomState(2)
   for _ in range(5):
     grads = [tf.constant(rng.randn(*s).astype(np.float32)) for s in SHAPES]
-    ref_p, ref_s, ref_g, ref_a, _ = opt.compute_updates_reference(
-        ref_p, grads, ref_s, ref_g)
+    ref_p, ref_s, ref_g, ref_a, _ = hrnn_reference.compute_updates_reference(
+        opt, ref_p, grads, ref_s, ref_g)
     fast_p, packed, fast_g, fast_a, _ = opt.compute_updates_packed(
         fast_p, grads, packed, fast_g)
   for x, y in zip(tf.nest.flatten([fast_p, fast_g, fast_a]),
