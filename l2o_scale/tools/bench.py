@@ -36,7 +36,10 @@ on the machine at hand:
     active (switch on), each also with ``--jit_compile`` (the optimizer's
     step compiled by XLA inside the unroll), taking turns.
 
-(c) one whole meta-iteration as metarun runs it
+(c) the floor of (b): the same unroll with SGD (one meta-parameter) instead
+    of the learned optimizer, what any optimizer's unroll costs here.
+
+(d) one whole meta-iteration as metarun runs it
     (``training._Trainer.run_series``: 5 unrolls of 20 steps with their
     meta-updates and progress lines, no evaluation).
 
@@ -376,6 +379,42 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
   return out
 
 
+def bench_unroll_floor(data_dir, cfg, timer=time.perf_counter):
+  """The floor of (b): the same 20-step unroll with the learned optimizer
+  replaced by SGD with one meta-parameter (its log learning rate). What is
+  left is what any optimizer's unroll computes: the objective on the
+  10,000-row mini dataset at every step (the meta-objective), the batch
+  gradients and the meta-gradient back through both."""
+  spec, _, batch_size = _mlp_problem(data_dir)
+  test, n = _mini_dataset(data_dir)
+  mini_data = tf.constant(np.asarray(test.data[:n], np.float32))
+  mini_labels = tf.constant(datasets.one_hot_rows(test.labels[:n], 10))
+  np.random.seed(0)
+  problem = spec.build()
+  log_lr = tf.Variable(-3.)
+  params0 = [tf.constant(np.random.normal(size=s).astype(np.float32))
+             for s in problem.param_shapes]
+  batches = tf.constant(datasets.batch_indices(n, UNROLL_LENGTH, batch_size))
+
+  def body(i, params, total):
+    obj = problem.objective(params, mini_data, mini_labels)
+    rows = tf.gather(batches, i)
+    _, grads = problem.objective_and_gradients(
+        params, tf.gather(mini_data, rows), tf.gather(mini_labels, rows))
+    return (i + 1, [p - tf.exp(log_lr) * g for p, g in zip(params, grads)],
+            total + obj / UNROLL_LENGTH)
+
+  @tf.function(autograph=False)
+  def unroll_and_meta_gradient():
+    with tf.GradientTape() as tape:
+      _, _, total = tf.while_loop(lambda i, *_: i < UNROLL_LENGTH, body,
+                                  (tf.constant(0), params0, tf.constant(0.)))
+    return total, tape.gradient(total, log_lr)
+
+  return measure(lambda: [t.numpy() for t in unroll_and_meta_gradient()], 1,
+                 cfg["unroll_repeats"], 1, timer)
+
+
 def bench_meta_iteration(data_dir, cfg, jit_compile=False,
                          timer=time.perf_counter):
   """One whole meta-iteration as metarun runs it (``training._Trainer
@@ -568,7 +607,9 @@ def format_table(report):
     if entry and "median" in entry:
       rows.append((label.format(s["batch_size"]), entry["median"],
                    entry["min"], entry["first_call_seconds"]))
-  for name, label in (("noreg", "no regularizer"),
+  for name, label in (("sgd_floor", "SGD instead of the learned optimizer "
+                                    "(floor)"),
+                      ("noreg", "no regularizer"),
                       ("noreg_xla", "no regularizer, --jit_compile"),
                       ("hessian_esd", "hessian-esd"),
                       ("hessian_esd_xla", "hessian-esd, --jit_compile")):
@@ -686,6 +727,7 @@ def main(argv=None):
     unrolls = bench_unrolls(args.data_dir, cfg, xla=not args.no_xla)
     print("timing a whole meta-iteration ...", flush=True)
     meta_iteration = bench_meta_iteration(args.data_dir, cfg)
+    unrolls["sgd_floor"] = bench_unroll_floor(args.data_dir, cfg)
     print("timing steps inside the compiled meta-test loop ...", flush=True)
     loop = bench_loop_steps(args.data_dir, cfg)
   except datasets.DataNotFoundError as e:
