@@ -181,8 +181,13 @@ def split_batches(all_batches, lengths, stride=1):
   return groups
 
 
-SeriesResult = collections.namedtuple("SeriesResult",
-                                      ["last", "total_step", "diverged"])
+SeriesResult = collections.namedtuple(
+    "SeriesResult", ["last", "total_step", "diverged", "mini"])
+SeriesResult.__doc__ = """One meta-iteration's series of unrolls: ``last``
+(the last applied unroll's output and regularizer switch, or None), the
+summary step counter after it, why it diverged (or None), and ``mini``: the
+last unroll's mini dataset (data, labels), which the evaluation reuses as the
+original's ``validate`` reused the fed placeholders."""
 
 
 class CarriedState(object):
@@ -517,7 +522,6 @@ class _Trainer(object):
                      else first_unroll) or (first_unroll and
                                             self.reset_next_series)
       mini_data, mini_labels = self.mini_dataset(mini_batches[unroll_itr])
-      self.last_mini = (mini_data, mini_labels)
       if mt_training:
         mt_labels = mt_utils_lib.stack_mt_labels(teacher[unroll_itr],
                                                  len(self.problem.param_shapes))
@@ -554,7 +558,8 @@ class _Trainer(object):
           sub_obj, objective, grads, self.config.divergence_growth_limit)
       if reason and self.config.on_divergence != "continue":
         self.warn_divergence(log_prefix, unroll_itr, num_unrolls, reason)
-        return SeriesResult(last, total_step, reason)
+        return SeriesResult(last, total_step, reason,
+                            (mini_data, mini_labels))
       self.apply(grads, objective, unroll_itr, k)
       if unroll_itr + 1 < num_unrolls:
         self.carried.update(out.final_state)
@@ -568,7 +573,7 @@ class _Trainer(object):
       if reason:
         self.warn_divergence(log_prefix, unroll_itr, num_unrolls, reason)
     self.reset_next_series = False
-    return SeriesResult(last, total_step, None)
+    return SeriesResult(last, total_step, None, (mini_data, mini_labels))
 
   def warn_divergence(self, prefix, unroll_itr, num_unrolls, reason):
     action = {
@@ -634,12 +639,12 @@ class _Trainer(object):
         tf.summary.histogram(name + "_grad", c)
 
   # --------------------------------------------------------- validation
-  def validate(self, k, lengths, switch):
+  def validate(self, k, lengths, switch, mini):
     """Final objective of one evaluation series (original ``validate``)."""
     num_unrolls = len(lengths)
     total = sum(lengths)
     init_tensors = [tf.constant(t) for t in self.init_tensors()]
-    mini_data, mini_labels = self.last_mini
+    mini_data, mini_labels = mini
     fetched = None
     for unroll_itr, length in enumerate(lengths):
       first_unroll = unroll_itr == 0
@@ -660,8 +665,11 @@ class _Trainer(object):
         self.carried.update(fetched.final_state)
     return float(fetched.problem_objectives.numpy()[-1])
 
-  def evaluate(self, k, lengths, switch, epochs):
-    return sum(self.validate(k, lengths, switch) for _ in range(epochs)) / epochs
+  def evaluate(self, k, lengths, switch, epochs, mini):
+    """Mean final objective of ``epochs`` validation series on ``mini`` (the
+    last training series' mini dataset, :class:`SeriesResult`)."""
+    return sum(self.validate(k, lengths, switch, mini)
+               for _ in range(epochs)) / epochs
 
 
 def _unroll_plan(k, if_cl, curriculum, fix_unroll, fix_unroll_length,
@@ -881,7 +889,7 @@ def _train_on_problem(run, trainer, loop, schedule, start_k, problem_itr,
         prefix, "imitation" if mt_training else "training",
         trainer.problem_name, len(lengths),
         lengths[0] if len(set(lengths)) == 1 else lengths))
-    last, loop.total_step, diverged = trainer.run_series(
+    last, loop.total_step, diverged, mini = trainer.run_series(
         k, lengths, mt_training, loop.total_step, prefix)
     if diverged:
       loop.divergences += 1
@@ -901,7 +909,7 @@ def _train_on_problem(run, trainer, loop, schedule, start_k, problem_itr,
     run.progress.problem_itr.assign(problem_itr)
     if (k + 1) % schedule.evaluation_period == 0:
       _evaluate(run, trainer, loop, schedule, k, last[1] if last else False,
-                summary_writer, out)
+                mini, summary_writer, out)
     if not schedule.if_cl and (k + 1) % schedule.save_period == 0:
       run.writer.save(k + 1)
     if loop.stop:
@@ -909,7 +917,8 @@ def _train_on_problem(run, trainer, loop, schedule, start_k, problem_itr,
       return
 
 
-def _evaluate(run, trainer, loop, schedule, k, switch, summary_writer, out):
+def _evaluate(run, trainer, loop, schedule, k, switch, mini, summary_writer,
+              out):
   """One evaluation: the curriculum's step, or the (original or robust)
   selection of ``model.ckpt-0``."""
   length = schedule.fix_unroll_length
@@ -917,13 +926,14 @@ def _evaluate(run, trainer, loop, schedule, k, switch, summary_writer, out):
     eval_lengths = [length] * run.curriculum.eval_unrolls
   else:
     eval_lengths = [length] * (schedule.fix_num_steps_eval // length)
-  cost = trainer.evaluate(k, eval_lengths, switch, schedule.evaluation_epochs)
+  cost = trainer.evaluate(k, eval_lengths, switch, schedule.evaluation_epochs,
+                          mini)
   loop.num_evaluations += 1
   if schedule.if_cl:
     loop.stop = _curriculum_step(
         run.curriculum, cost, k, schedule.evaluation_period, run.writer,
         run.progress, trainer, switch, length, schedule.evaluation_epochs,
-        out, loop.robust_best)
+        out, robust_best=loop.robust_best, mini=mini)
     loop.best_evaluation = run.curriculum.best
     return
   score_fn = None
@@ -1093,7 +1103,7 @@ def _read_finished(logdir, num_meta_iterations):
 
 def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,
                      trainer, switch, fix_unroll_length, evaluation_epochs, out,
-                     robust_best=None):
+                     robust_best=None, mini=None):
   """Applies the curriculum decision after an evaluation; True means stop.
 
   ``robust_best`` (``--selection=robust``): a one-element list holding the
@@ -1123,7 +1133,8 @@ def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,
         checkpoints.CHECKPOINT_BASENAME, decision.stage))
     checkpoints.restore_optimizer(stage_ckpt, writer.optimizer)
     eval_lengths = [fix_unroll_length] * curriculum.eval_unrolls
-    new_cost = trainer.evaluate(k, eval_lengths, switch, evaluation_epochs)
+    new_cost = trainer.evaluate(k, eval_lengths, switch, evaluation_epochs,
+                                mini)
     curriculum.reset_best(new_cost)
     _log(out, "curriculum: promoted to num_steps={}; evaluation {}, "
          "num_steps={}, cost={:.6g}".format(

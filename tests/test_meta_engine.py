@@ -63,20 +63,20 @@ def _hrnn():
       use_gradient_shortcut=True, use_grad_products=True)
 
 
-@pytest.mark.parametrize("switch", [True, False])
-def test_python_bool_switch_gives_the_tensor_switch_numbers(switch):
+def test_python_bool_switch_gives_the_tensor_switch_numbers():
   problem, reg, make_inputs = _mlp_setup()
   optimizer = _hrnn()
   step = meta_step_lib.make_meta_step(problem, optimizer, reg)
-  base = make_inputs(tf.constant(switch))
-  out_t, grads_t = step(base, None, False)
-  out_p, grads_p = step(base._replace(jacob_switch=switch), None, False)
-  # The regularizer moves the meta-objective when (and only when) it is on.
-  assert (float(out_t.regular) != 0.) == switch
-  np.testing.assert_allclose(out_p.metaobj, out_t.metaobj, rtol=1e-6)
-  np.testing.assert_allclose(out_p.regular, out_t.regular, rtol=1e-6)
-  for a, b in zip(grads_p, grads_t):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  for switch in (True, False):
+    base = make_inputs(tf.constant(switch))
+    out_t, grads_t = step(base, None, False)
+    out_p, grads_p = step(base._replace(jacob_switch=switch), None, False)
+    # The regularizer moves the meta-objective when (and only when) it is on.
+    assert (float(out_t.regular) != 0.) == switch
+    np.testing.assert_allclose(out_p.metaobj, out_t.metaobj, rtol=1e-6)
+    np.testing.assert_allclose(out_p.regular, out_t.regular, rtol=1e-6)
+    for a, b in zip(grads_p, grads_t):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
 def test_xla_compiled_optimizer_step_matches_the_plain_meta_step():
