@@ -99,6 +99,12 @@ def unsupported(flag_values):
     reasons.append("distributed mode needs --fix_unroll=True")
   if flag_values.num_problems != 1:
     reasons.append("distributed mode trains one problem (--num_problems=1)")
+  if flag_values.jit_compile:
+    # Measured: XLA refuses to read the meta-parameters that live on the
+    # parameter servers ("Trying to access resource ... located in device
+    # /job:ps").
+    reasons.append("--jit_compile is not supported in distributed mode (XLA "
+                   "cannot read variables on the parameter servers)")
   if flag_values.objective_training_max_multiplier > 0:
     reasons.append("--objective_training_max_multiplier is not supported in "
                    "distributed mode")

@@ -52,7 +52,8 @@ def test_unsupported_modes_are_refused_in_one_line(tmp_path):
       cluster.cluster_spec(1, 1), "chief", 0))
   result = subprocess.run(
       [sys.executable, "metarun.py", "--train_dir={}".format(tmp_path),
-       "--if_cl=True", "--worker_tasks=3", "--selection=robust"],
+       "--if_cl=True", "--worker_tasks=3", "--selection=robust",
+       "--jit_compile"],
       capture_output=True, text=True,
       env=env, cwd=ROOT, timeout=120)
   assert result.returncode == 2
@@ -61,6 +62,7 @@ def test_unsupported_modes_are_refused_in_one_line(tmp_path):
   assert "distributed mode needs --fix_unroll=True" in result.stderr
   assert "--worker_tasks=3 disagrees with TF_CONFIG (1)" in result.stderr
   assert "--selection=robust is single-process only for now" in result.stderr
+  assert "--jit_compile is not supported in distributed mode" in result.stderr
   assert not os.listdir(tmp_path)
 
 
