@@ -331,7 +331,6 @@ class _Reporter(object):
     self.problem_name = trainer.problem_name
     self.optimizer = trainer.optimizer
     self.out = trainer.out
-    self.learner = meta_learner.MetaLearner(None, 0.)  # last_grads only
 
 
 def report_iteration(reporter, result, k, num_meta_iterations, lengths,
@@ -360,7 +359,6 @@ def report_iteration(reporter, result, k, num_meta_iterations, lengths,
                         np.array([unroll["first"], unroll["last"]]),
                         done - previous, False, step + u + 1)
     previous = done
-  reporter.learner.last_grads = (result["grads"], result["clipped"])
   return nonfinite_unrolls
 
 
@@ -492,7 +490,8 @@ def _train(strategy, coordinator, num_workers, lost, logdir, optimizer_spec,
     nonfinite += report_iteration(reporter, result, k, num_meta_iterations,
                                   lengths, step)
     step += len(lengths)
-    reporter.write_histograms(result["states"], step)
+    reporter.write_histograms(result["states"],
+                              (result["grads"], result["clipped"]), step)
     progress.meta_iteration.assign(k + 1)
     if (k + 1) % evaluation_period == 0:
       cost = dist.evaluate(eval_lengths, plan.mini_rows[-1],

@@ -21,16 +21,16 @@ def make_meta_step(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,
   ``grads`` follow ``optimizer.meta_variables`` (sorted TF1 names); a
   meta-parameter the objective does not depend on gets a zero gradient.
   ``jit_compile``: the optimizer's step inside the unroll compiled with XLA
-  (:func:`unroll.step_functions`).
+  (:func:`unroll.optimizer_update`).
   """
   meta_vars = optimizer.meta_variables
-  functions = unroll_lib.step_functions(optimizer, jit_compile)
+  update = unroll_lib.optimizer_update(optimizer, jit_compile)
 
   @tf.function(autograph=False)
   def meta_step(inputs, carried, mode_mt):
     with tf.GradientTape() as tape:
       out = unroll_lib.unroll(problem, optimizer, inputs, carried, mode_mt,
-                              reg, functions)
+                              reg, update)
       loss = out.metaobjmt if mode_mt else out.metaobj
       if l2_reg:
         loss += l2_reg * tf.add_n([tf.reduce_sum(v ** 2) for v in meta_vars])
@@ -45,11 +45,11 @@ def make_meta_step(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,
 def make_eval_unroll(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,
                      jit_compile=False):
   """Compiled unroll without gradients (validation, original ``validate``)."""
-  functions = unroll_lib.step_functions(optimizer, jit_compile)
+  update = unroll_lib.optimizer_update(optimizer, jit_compile)
 
   @tf.function(autograph=False)
   def eval_unroll(inputs, carried):
     return unroll_lib.unroll(problem, optimizer, inputs, carried, False, reg,
-                             functions)
+                             update)
 
   return eval_unroll

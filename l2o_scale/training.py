@@ -591,11 +591,11 @@ class _Trainer(object):
     numbered as it is."""
     update = self.learner.apply(grads)
     self.pending_warning = None
-    finite_objective = np.isfinite(objective.numpy())
-    if update.nonfinite or not finite_objective:
+    value = float(objective.numpy())
+    if update.nonfinite or not np.isfinite(value):
       self.num_nonfinite += 1
-      what = (None if finite_objective else
-              "meta-objective {:.6g}".format(float(objective.numpy())))
+      what = (None if np.isfinite(value) else
+              "meta-objective {:.6g}".format(value))
       counted = "{} of {} meta-gradient entries non-finite{}".format(
           update.nonfinite, update.entries,
           ", replaced by zeros as the original does" if update.nonfinite
@@ -617,11 +617,12 @@ class _Trainer(object):
         tf.summary.scalar("MetaObjective", value)
         tf.summary.scalar(self.problem_name + "_MetaObjective", value)
 
-  def write_histograms(self, state, step):
+  def write_histograms(self, state, grads, step):
     """The original's histogram summaries (states, raw/clipped grads, vars).
 
     ``state``: the first tensor's optimizer state as a dict with the TF1
-    slot names (as the original summarised it), or None.
+    slot names (as the original summarised it), or None. ``grads``: the last
+    (raw, clipped) meta-gradients.
     """
     if self.summary_writer is None or state is None:
       return
@@ -630,7 +631,7 @@ class _Trainer(object):
         for key, val in sorted(state.items()):
           tf.summary.histogram("State/{}".format(key),
                                utils.make_finite(val, tf.zeros_like(val)))
-      raw, clipped = self.learner.last_grads
+      raw, clipped = grads
       for (name, var), g, c in zip(self.optimizer.tf1_variables().items(), raw,
                                    clipped):
         tf.summary.histogram(name + "_rawgrad",
@@ -904,7 +905,7 @@ def _train_on_problem(run, trainer, loop, schedule, start_k, problem_itr,
       continue
     trainer.write_histograms(
         unroll_lib.per_tensor_states(run.optimizer, last[0].final_state)[0]
-        if last else None, loop.total_step)
+        if last else None, trainer.learner.last_grads, loop.total_step)
     run.progress.meta_iteration.assign(k + 1)
     run.progress.problem_itr.assign(problem_itr)
     if (k + 1) % schedule.evaluation_period == 0:
@@ -1103,7 +1104,7 @@ def _read_finished(logdir, num_meta_iterations):
 
 def _curriculum_step(curriculum, cost, k, evaluation_period, writer, progress,
                      trainer, switch, fix_unroll_length, evaluation_epochs, out,
-                     robust_best=None, mini=None):
+                     robust_best=None, *, mini):
   """Applies the curriculum decision after an evaluation; True means stop.
 
   ``robust_best`` (``--selection=robust``): a one-element list holding the

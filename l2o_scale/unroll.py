@@ -158,13 +158,19 @@ def regularizer_value(problem, params, batch_data, batch_labels, clean_grads,
                              grads=clean_grads, probes=reg.probes)
 
 
+def _decided_while_tracing(switch):
+  """Whether a ``jacob_switch`` is a Python bool (see :class:`UnrollInputs`)
+  rather than a bool tensor."""
+  return isinstance(switch, (bool, np.bool_))
+
+
 def switched_regularizer(problem, params, batch_data, batch_labels,
                          clean_grads, reg, switch):
   """:func:`regularizer_value` while ``switch`` is on, else 0 (the
   original's ``tf.cond`` on ``jacob_switch``). A Python bool ``switch``
   decides while tracing: no ``tf.cond``, whose gradient took half of the
   hessian-esd meta-step's tracing time."""
-  if isinstance(switch, (bool, np.bool_)):
+  if _decided_while_tracing(switch):
     return (regularizer_value(problem, params, batch_data, batch_labels,
                               clean_grads, reg) if switch else tf.constant(0.))
   return tf.cond(
@@ -175,7 +181,7 @@ def switched_regularizer(problem, params, batch_data, batch_labels,
 
 
 def _step_gradients(problem, params, batch_data, batch_labels, reg,
-                    jacob_switch, regularizer_fn=switched_regularizer):
+                    jacob_switch):
   """Gradients fed to the optimizer and the regularizer value (l.290-330).
 
   The regularizer is only evaluated when it is used: always with
@@ -201,8 +207,9 @@ def _step_gradients(problem, params, batch_data, batch_labels, reg,
              for g, p in zip(grads, params)]
     return grads, value
   if reg.reg_optimizer:
-    return grads, regularizer_fn(problem, params, batch_data, batch_labels,
-                                 clean_grads, reg, jacob_switch)
+    return grads, switched_regularizer(problem, params, batch_data,
+                                       batch_labels, clean_grads, reg,
+                                       jacob_switch)
   return grads, tf.constant(0.)
 
 
@@ -263,38 +270,30 @@ def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
                               global_state)
 
 
-StepFunctions = collections.namedtuple("StepFunctions",
-                                       ["update", "regularizer"])
-StepFunctions.__doc__ = """The two pieces of an unroll step that can be
-compiled with XLA: ``update`` (the optimizer's packed step, signature of
-``compute_updates_packed``) and ``regularizer`` (signature of
-:func:`switched_regularizer`)."""
+def optimizer_update(optimizer, jit_compile=False):
+  """The optimizer's packed step as the unroll calls it
+  (``compute_updates_packed``), compiled with XLA on its own if
+  ``jit_compile``.
 
-
-def step_functions(optimizer, jit_compile=False):
-  """The unroll's optimizer step and regularizer, compiled with XLA each on
-  its own if ``jit_compile``.
-
-  Why only these two: they are ~100 (the step) and ~1,000 (a 10-step
-  Lanczos with its meta-gradient) small ops on small tensors, whose cost is
-  op dispatch, not arithmetic; XLA fuses them into a few loops, forward and
+  Why only the step: its ~100 small element-wise ops on [k, N] rows cost op
+  dispatch, not arithmetic, and XLA fuses them into a few loops, forward and
   backward (the gradient of a ``jit_compile`` function is compiled too).
   The rest of the unroll (the objective's large matmuls on the mini
   dataset, the while loop and its accumulators) stays in TensorFlow's
-  executor: the whole meta-step under XLA ran 2x slower. The numbers differ
-  from the uncompiled ones by float rounding.
+  executor: the whole meta-step under XLA ran 2x slower. The regularizer
+  cannot be compiled this way in TF 2.21 (its gradient inside the while
+  loop fails). The numbers differ from the uncompiled ones by float
+  rounding.
   """
   if not jit_compile:
-    return StepFunctions(optimizer.compute_updates_packed,
-                         switched_regularizer)
+    return optimizer.compute_updates_packed
 
   def update(params, grads, states, global_state, mode_mt, teacher_steps):
     return optimizer.compute_updates_packed(params, grads, states,
                                             global_state, mode_mt,
                                             teacher_steps)
 
-  return StepFunctions(tf.function(update, jit_compile=True),
-                       switched_regularizer)
+  return tf.function(update, jit_compile=True)
 
 
 class StepCarry(collections.namedtuple(
@@ -312,18 +311,18 @@ class _UnrollStep(object):
   trainable_optimizer.py l.282-350): what stays fixed during the unroll is
   held here, what changes is the :class:`StepCarry`."""
 
-  def __init__(self, problem, optimizer, inputs, mode_mt, reg, functions,
+  def __init__(self, problem, optimizer, inputs, mode_mt, reg, update,
                initial_obj):
     self.problem = problem
     self.optimizer = optimizer
     self.inputs = inputs
     self.mode_mt = bool(mode_mt)
     self.reg = reg
-    self.functions = functions
+    self.update = update
     self.initial_obj = initial_obj
     self.num_iter = tf.shape(inputs.obj_weights)[0]
     switch = inputs.jacob_switch
-    if not isinstance(switch, (bool, np.bool_)):
+    if not _decided_while_tracing(switch):
       switch = tf.convert_to_tensor(switch, tf.bool)
     self.switch = switch
 
@@ -342,7 +341,7 @@ class _UnrollStep(object):
     """Original: reg = cond(switch, reg, regular); regular += alpha * reg."""
     if not self.reg.reg_optimizer:
       return regular
-    if isinstance(self.switch, (bool, np.bool_)):
+    if _decided_while_tracing(self.switch):
       picked = reg_value if self.switch else regular
     else:
       picked = tf.where(self.switch, reg_value, regular)
@@ -361,13 +360,12 @@ class _UnrollStep(object):
     eval_params = inner_step.gradient_point(optimizer, state.params,
                                             state.attend_params)
     grads, reg_value = _step_gradients(problem, eval_params, batch_data,
-                                       batch_labels, self.reg, self.switch,
-                                       self.functions.regularizer)
+                                       batch_labels, self.reg, self.switch)
     if not optimizer.use_second_derivatives:
       grads = [tf.stop_gradient(g) for g in grads]
     weight = tf.gather(inputs.obj_weights, itr)
     new_params, new_states, new_global, new_attend, steps = (
-        self.functions.update(
+        self.update(
             state.params, grads, state.states, state.global_state,
             tf.constant(True) if self.mode_mt else None,
             teacher_steps if self.mode_mt else None))
@@ -383,7 +381,7 @@ class _UnrollStep(object):
 
 
 def unroll(problem, optimizer, inputs, carried, mode_mt=False,
-           reg=NO_REGULARIZER, functions=None):
+           reg=NO_REGULARIZER, update=None):
   """Runs one partial unroll; differentiable with respect to the optimizer.
 
   Args:
@@ -393,7 +391,8 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
     carried: LoopState from the previous unroll, or None.
     mode_mt: Python bool: imitation mode.
     reg: RegularizerConfig.
-    functions: StepFunctions (default: :func:`step_functions` uncompiled).
+    update: the optimizer's step (default: :func:`optimizer_update`,
+      uncompiled).
 
   Returns:
     UnrollOutput. ``metaobj`` is the scaled meta-objective plus the
@@ -406,7 +405,7 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
                               clear_after_read=False,
                               element_shape=tf.TensorShape([]))
   step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg,
-                     functions or step_functions(optimizer),
+                     update or optimizer_update(optimizer),
                      state.initial_obj)
   start = StepCarry(tf.constant(0), tf.constant(0.), tf.constant(0.),
                     tf.constant(0.), objectives.write(0, start_obj), state)

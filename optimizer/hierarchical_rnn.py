@@ -393,8 +393,8 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     """One step on all tensors (``_compute_updates``, l.363-432).
 
     Computes what the line-by-line port of the original
-    (``tests/hrnn_reference.py``) computes, up to float rounding, with per-tensor state dicts in the TF1
-    layout: packs them (:meth:`pack_state`), runs
+    (``tests/hrnn_reference.py``) computes, up to float rounding, with
+    per-tensor state dicts in the TF1 layout: packs them (:meth:`pack_state`), runs
     :meth:`compute_updates_packed` and unpacks the result. Callers that keep
     the state across steps (the meta-test loop, the benchmark) use the
     packed form directly and skip the packing.

@@ -320,6 +320,13 @@ def _mini_dataset(data_dir):
   return test, n
 
 
+def _mini_tensors(data_dir):
+  """The mini dataset as the unroll reads it: (data, one-hot labels, rows)."""
+  test, n = _mini_dataset(data_dir)
+  return (tf.constant(np.asarray(test.data[:n], np.float32)),
+          tf.constant(datasets.one_hot_rows(test.labels[:n], 10)), n)
+
+
 def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
   """Times one 20-step meta-training unroll, as the original's
   ``time_original.py`` (b)/(c) time it: forward through 20 optimizer steps,
@@ -334,9 +341,7 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
   from l2o_scale import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
 
   spec, _, batch_size = _mlp_problem(data_dir)
-  test, n = _mini_dataset(data_dir)
-  mini_data = tf.constant(np.asarray(test.data[:n], np.float32))
-  mini_labels = tf.constant(datasets.one_hot_rows(test.labels[:n], 10))
+  mini_data, mini_labels, n = _mini_tensors(data_dir)
   out = {"unroll_length": UNROLL_LENGTH, "mini_dataset_rows": int(n),
          "batch_size": int(batch_size)}
   variants = [(reg, jit) for reg in ("noreg", "hessian_esd")
@@ -386,9 +391,7 @@ def bench_unroll_floor(data_dir, cfg, timer=time.perf_counter):
   10,000-row mini dataset at every step (the meta-objective), the batch
   gradients and the meta-gradient back through both."""
   spec, _, batch_size = _mlp_problem(data_dir)
-  test, n = _mini_dataset(data_dir)
-  mini_data = tf.constant(np.asarray(test.data[:n], np.float32))
-  mini_labels = tf.constant(datasets.one_hot_rows(test.labels[:n], 10))
+  mini_data, mini_labels, n = _mini_tensors(data_dir)
   np.random.seed(0)
   problem = spec.build()
   log_lr = tf.Variable(-3.)
@@ -607,17 +610,19 @@ def format_table(report):
     if entry and "median" in entry:
       rows.append((label.format(s["batch_size"]), entry["median"],
                    entry["min"], entry["first_call_seconds"]))
-  for name, label in (("sgd_floor", "SGD instead of the learned optimizer "
-                                    "(floor)"),
-                      ("noreg", "no regularizer"),
-                      ("noreg_xla", "no regularizer, --jit_compile"),
-                      ("hessian_esd", "hessian-esd"),
-                      ("hessian_esd_xla", "hessian-esd, --jit_compile")):
+  for name, label in (
+      ("sgd_floor", "unroll + meta-gradient, {} steps, SGD instead of the "
+       "learned optimizer (floor)"),
+      ("noreg", "unroll + meta-update, {} steps, no regularizer"),
+      ("noreg_xla", "unroll + meta-update, {} steps, no regularizer, "
+       "--jit_compile"),
+      ("hessian_esd", "unroll + meta-update, {} steps, hessian-esd"),
+      ("hessian_esd_xla", "unroll + meta-update, {} steps, hessian-esd, "
+       "--jit_compile")):
     entry = u.get(name)
     if entry and "median" in entry:
-      rows.append(("unroll + meta-update, {} steps, {}".format(
-          u["unroll_length"], label), entry["median"], entry["min"],
-                   entry["first_call_seconds"]))
+      rows.append((label.format(u["unroll_length"]), entry["median"],
+                   entry["min"], entry["first_call_seconds"]))
   width = max(len(r[0]) for r in rows)
   lines = ["{:<{w}}  {:>12}  {:>12}  {:>14}".format(
       "what", "median", "min", "first call", w=width)]
