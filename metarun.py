@@ -17,6 +17,7 @@ model.ckpt-K`` (``model.ckpt-0`` is the best evaluated model).
 
 import os
 import random
+import re
 import shutil
 import sys
 
@@ -37,8 +38,6 @@ from l2o_scale import distributed
 from l2o_scale import metaopt
 from l2o_scale import optimizer_flags
 from l2o_scale import run_record
-from l2o_scale import selection
-from l2o_scale import stability
 from l2o_scale import training
 from problems import datasets
 from problems import problem_sets as ps
@@ -344,11 +343,30 @@ def _file_error(e, logdir):
   else:
     what = logdir
     reason = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
+    # TF's file errors read "{{function_node ...}} <path>; <reason> [Op:X]".
+    named = re.search(r"(\S+); ([^\[]+)", reason)
+    if named:
+      what, reason = named.group(1), named.group(2).strip()
   return ("reading or writing {} failed: {}. If the disk is full or "
           "read-only, free space or give another --train_dir; if a checkpoint "
           "is damaged (truncated .data, empty .index), delete that "
           "model.ckpt-K.* or start over with --resume=False --overwrite."
           .format(what, reason))
+
+
+def names_logdir(error, logdir):
+  """Whether a TensorFlow error came from a file in ``logdir`` (the run's
+  folder inside --train_dir, where every file the run writes lives).
+
+  TF's file systems name the file they failed on ("<path>; No space left on
+  device", as the checkpoint and summary writers report it). An error of the
+  computation itself (incompatible shapes, an out-of-memory
+  ResourceExhaustedError, a bug) names no such file: metarun lets it through
+  with its traceback instead of calling it a disk problem.
+  """
+  message = getattr(error, "message", None) or str(error)
+  return any(path in message
+             for path in (logdir, os.path.abspath(logdir)))
 
 
 def _train_locked(logdir, spec, problems_and_data, task):
@@ -397,7 +415,12 @@ def _train_locked(logdir, spec, problems_and_data, task):
     sys.stderr.write("metarun.py: cannot resume: {}\nUse another --train_dir "
                      "or --resume=False --overwrite.\n".format(e))
     return 2
-  except (tf.errors.OpError, OSError) as e:
+  except OSError as e:
+    sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
+    return 2
+  except tf.errors.OpError as e:
+    if not names_logdir(e, logdir):
+      raise  # The computation failed, not the disk: keep TF's traceback.
     sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
     return 2
   except distributed.ClusterLostError as e:

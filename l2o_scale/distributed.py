@@ -342,15 +342,11 @@ def report_iteration(reporter, result, k, num_meta_iterations, lengths,
   training._log(reporter.out, "{} training on {}: {} unrolls of {} steps".format(
       prefix, reporter.problem_name, len(lengths), lengths[0]))
   previous = float(result["start"])
+  entries = sum(v.shape.num_elements()
+                for v in reporter.optimizer.meta_variables)
   nonfinite_unrolls = 0
   for u, unroll in enumerate(result["unrolls"]):
-    objective, nonfinite = unroll["objective"], int(unroll["nonfinite"])
-    if nonfinite or not np.isfinite(objective):
-      nonfinite_unrolls += 1
-      training._log(reporter.out, "warning: non-finite meta-objective or "
-                    "meta-gradient at meta-iteration {} unroll {} ({} "
-                    "non-finite gradient entries); replaced by zeros as the "
-                    "original does.".format(k, u, nonfinite))
+    objective = float(unroll["objective"])
     if unroll["first"] < 0 or unroll["last"] < 0:
       raise ValueError("Training problem objectives must be nonnegative.")
     done = float(unroll["done"])
@@ -359,6 +355,11 @@ def report_iteration(reporter, result, k, num_meta_iterations, lengths,
                         np.array([unroll["first"], unroll["last"]]),
                         done - previous, False, step + u + 1)
     previous = done
+    warning = training.nonfinite_warning(k, u, objective,
+                                         int(unroll["nonfinite"]), entries)
+    if warning:
+      nonfinite_unrolls += 1
+      training._log(reporter.out, warning)  # pylint: disable=protected-access
   return nonfinite_unrolls
 
 

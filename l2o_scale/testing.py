@@ -460,7 +460,6 @@ def test_optimizer(optimizer,
       run.record(records, start, schedule[start], data, labels)
     if heldout_every and start % heldout_every == 0:
       heldout_record(start)
-    t0 = time.time()
     objs = run.run_chunk(tf.constant(schedule[start:end])).numpy()
     if compiled_at is None:
       compiled_at = (time.time(), end)

@@ -359,6 +359,22 @@ class CheckpointWriter(object):
           path, message.splitlines()[0] if message else type(e).__name__))
 
 
+def nonfinite_warning(k, unroll_itr, value, nonfinite, entries):
+  """The warning for an unroll of (0-based) meta-iteration ``k`` whose
+  meta-objective ``value`` or ``nonfinite`` of its ``entries`` meta-gradient
+  entries are not finite; None when all are finite. Printed after the
+  unroll's progress line and numbered as it is (single-process and
+  distributed runs alike)."""
+  if not nonfinite and np.isfinite(value):
+    return None
+  what = None if np.isfinite(value) else "meta-objective {:.6g}".format(value)
+  counted = "{} of {} meta-gradient entries non-finite{}".format(
+      nonfinite, entries,
+      ", replaced by zeros as the original does" if nonfinite else "")
+  return "warning: [meta-iteration {}] unroll {}: {}{}.".format(
+      k + 1, unroll_itr + 1, what + "; " if what else "", counted)
+
+
 def _log(out, message):
   out.write(message + "\n")
   out.flush()
@@ -590,19 +606,11 @@ class _Trainer(object):
     about non-finite values, printed after the unroll's progress line and
     numbered as it is."""
     update = self.learner.apply(grads)
-    self.pending_warning = None
-    value = float(objective.numpy())
-    if update.nonfinite or not np.isfinite(value):
+    self.pending_warning = nonfinite_warning(
+        k, unroll_itr, float(objective.numpy()), update.nonfinite,
+        update.entries)
+    if self.pending_warning:
       self.num_nonfinite += 1
-      what = (None if np.isfinite(value) else
-              "meta-objective {:.6g}".format(value))
-      counted = "{} of {} meta-gradient entries non-finite{}".format(
-          update.nonfinite, update.entries,
-          ", replaced by zeros as the original does" if update.nonfinite
-          else "")
-      self.pending_warning = (
-          "warning: [meta-iteration {}] unroll {}: {}{}.".format(
-              k + 1, unroll_itr + 1, what + "; " if what else "", counted))
 
   def log_unroll(self, prefix, unroll_itr, num_unrolls, length, objective,
                  sub_obj, seconds, mt_training, step):

@@ -5,15 +5,16 @@ Every cluster is bounded by timeouts and its processes are killed in a
 finally, so a hung cluster fails the test instead of hanging CI.
 """
 
+import io
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import types
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from l2o_scale import checkpoints
@@ -45,6 +46,28 @@ def test_locked_rmsprop_on_ps_equals_the_ports_rmsprop():
                   kernel_vars + kernel.ms + kernel.mom):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=2e-6, atol=1e-7)
   assert not np.allclose(port_vars[0].numpy(), values[0])
+
+
+def test_nonfinite_warning_follows_its_unroll_line_numbered_as_it():
+  """The chief's report of a meta-iteration from a worker: the warning for
+  an unroll with non-finite meta-gradient entries comes right after that
+  unroll's progress line, with the single-process run's 1-based numbers."""
+  meta = [tf.Variable(tf.zeros([3, 4])), tf.Variable(tf.zeros([5]))]
+  out = io.StringIO()
+  reporter = distributed._Reporter(types.SimpleNamespace(  # pylint: disable=protected-access
+      summary_writer=None, problem_name="quadratic",
+      optimizer=types.SimpleNamespace(meta_variables=meta), out=out))
+  unroll = lambda nonfinite, done: dict(objective=1.5, nonfinite=nonfinite,
+                                        first=2., last=1., done=done)
+  result = {"start": 0., "unrolls": [unroll(0, 1.), unroll(3, 2.)]}
+  count = distributed.report_iteration(reporter, result, 4, 10, [20, 20], 0)
+  lines = out.getvalue().splitlines()
+  assert count == 1
+  assert lines[2].startswith("[meta-iteration 5/10] unroll 2/2 (20 steps)")
+  assert lines[3] == ("warning: [meta-iteration 5] unroll 2: 3 of 17 "
+                      "meta-gradient entries non-finite, replaced by zeros "
+                      "as the original does.")
+  assert len(lines) == 4
 
 
 def test_unsupported_modes_are_refused_in_one_line(tmp_path):

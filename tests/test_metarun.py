@@ -181,3 +181,48 @@ def test_full_or_read_only_disk_is_one_line_naming_the_file(
     assert left == [], left
   finally:
     subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+def test_only_errors_of_the_train_dir_are_reported_as_disk_errors(
+    tmp_path, data_dir):
+  """A TensorFlow error that names a file of the run (a full disk while
+  saving a checkpoint, as TF's SaveV2 reports it) is the one-line disk
+  message; an error of the computation (here, incompatible shapes raised
+  inside training) keeps its traceback instead of blaming the disk."""
+  code = """
+import sys
+import tensorflow as tf
+import metarun
+from l2o_scale import metaopt
+
+def fails(message):
+  def train(*args, **kwargs):
+    if message is None:
+      tf.matmul(tf.zeros([2, 3]), tf.zeros([2, 3]))  # InvalidArgumentError
+    raise tf.errors.ResourceExhaustedError(None, None, message)
+  return train
+
+metarun.FLAGS(["metarun.py", "--train_dir={train_dir}",
+               "--data_dir={data_dir}"] + {tiny!r})
+logdir = "{train_dir}/HierarchicalRNN_GRUCell_20_2"
+metaopt.train_optimizer = fails(
+    "{{{{function_node __wrapped__SaveV2}}}} " + logdir +
+    "/model.ckpt-1_temp/part-00000; No space left on device [Op:SaveV2]")
+print("disk exit", metarun.main(["metarun.py"]))
+metaopt.train_optimizer = fails(None)
+metarun.main(["metarun.py"])
+""".format(train_dir=tmp_path / "run", data_dir=data_dir, tiny=TINY)
+  out = _python(code)
+  lines = out.stderr.strip().splitlines()
+  assert "disk exit 2" in out.stdout, (out.stdout, out.stderr)
+  disk = [l for l in lines if l.startswith("metarun.py: reading or writing")]
+  assert disk == [
+      "metarun.py: reading or writing {}/HierarchicalRNN_GRUCell_20_2/"
+      "model.ckpt-1_temp/part-00000 failed: No space left on device. If the "
+      "disk is full or read-only, free space or give another --train_dir; if "
+      "a checkpoint is damaged (truncated .data, empty .index), delete that "
+      "model.ckpt-K.* or start over with --resume=False --overwrite.".format(
+          tmp_path / "run")], lines
+  assert out.returncode == 1
+  assert lines[-1].startswith("tensorflow.python.framework.errors_impl."
+                              "InvalidArgumentError"), lines[-3:]

@@ -232,7 +232,6 @@ def _sigmoid(x):
 
 def numpy_crnn_step(values, sizes, cell_name, x, g, state):
   """Independent numpy version of one CoordinatewiseRNN step."""
-  n = x.size
   gv = g.reshape(-1, 1).astype(np.float64)
   decay, ms = state["decay"], state["rms"]
   if np.all(ms == 0):

@@ -386,6 +386,15 @@ def test_bench_json_report(tmp_path):
   text = bench.format_table(report)
   assert "3.00x" in text and "4.00 ms" in text and "(XLA)" in text
   assert "GRU alone, XLA) / fastest Adam step: 1.90x" in text
+  # In the compiled meta-test loop, the XLA learned step against Adam
+  # without and with XLA.
+  loop = {"steps": 1500, "l2o": 0.0033, "l2o_xla": 0.0012, "adam": 0.0006,
+          "adam_xla": 0.0004}
+  report = bench.make_report(steps, unrolls, info, quick=True, loop=loop)
+  assert report["loop_l2o_xla_over_adam_ratio"] == pytest.approx(2.)
+  assert report["loop_l2o_xla_over_adam_xla_ratio"] == pytest.approx(3.)
+  assert ("learned / Adam 5.50x, learned XLA / Adam 2.00x, both XLA 3.00x"
+          in bench.format_table(report))
 
 
 def test_bench_speedup_over_the_original_in_its_json_format():
