@@ -39,7 +39,7 @@ from l2o_scale import run_record
 from optimizer import hierarchical_rnn
 
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
-DEFAULT_LEVEL_SIZES = (10, 20, 20)
+DEFAULT_LEVEL_SIZES = tuple(optimizer_flags.HRNN_CELL_SIZES)
 
 
 def default_hrnn_kwargs():
