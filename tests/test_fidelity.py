@@ -54,24 +54,26 @@ def test_replayer_without_fixtures_exits_nonzero(tmp_path, capsys):
 
 
 def _write_meta_test_fixture(folder, problem_spec, level_sizes, kwargs,
-                             num_steps=6):
+                             num_steps=6, data=None, data_dir=None,
+                             batch_size=16):
   """A fixture in the shared format, whose expected arrays come from the
   black-box path (``apply_gradients`` on tf.Variables, eagerly) rather than
-  the replayer's compiled pure step: an independent route to the numbers."""
+  the replayer's compiled pure step: an independent route to the numbers.
+  ``data``: the spec's data source (batches of ``batch_size`` rows)."""
   from l2o_scale import checkpoints  # pylint: disable=g-import-not-at-top
   from l2o_scale.tools import fixture_spec  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   spec = {"kind": "meta_test", "problem": problem_spec,
           "optimizer": {"cls": "HierarchicalRNN", "level_sizes": level_sizes,
                         "kwargs": kwargs},
-          "data": None, "num_steps": num_steps, "early_steps": 2,
+          "data": data, "num_steps": num_steps, "early_steps": 2,
           "tolerances": {g: {"rel_l2": 1e-4} for g in
                          ("early", "final", "slot")}}
   spec["tolerances"]["objectives"] = {"max_rel": 1e-4}
   os.makedirs(os.path.join(folder, "ckpt"))
   with open(os.path.join(folder, "spec.json"), "w") as f:
     json.dump(spec, f)
-  problem = fixture_spec.build_problem(problem_spec)
+  problem = fixture_spec.build_problem(problem_spec, "meta_test")
   opt = fixture_spec.build_optimizer(spec["optimizer"])
   checkpoints.save_optimizer(os.path.join(folder, "ckpt", "model.ckpt-0"), opt)
   rng = np.random.RandomState(0)
@@ -79,15 +81,20 @@ def _write_meta_test_fixture(folder, problem_spec, level_sizes, kwargs,
           problem.param_shapes]
   variables = [tf.Variable(v) for v in init]
   arrays = {"init{}".format(i): v for i, v in enumerate(init)}
+  images, labels = fixture_spec.load_data(data, data_dir)
+  if data is not None:
+    arrays["batches"] = rng.randint(0, len(images), (num_steps, batch_size))
   objectives = []
   opt.build(variables)
   for t in range(num_steps):
+    batch = ((images[arrays["batches"][t]], labels[arrays["batches"][t]])
+             if data is not None else ())
     with tf.GradientTape() as tape:
-      obj = problem.objective(list(variables))
+      obj = problem.objective(list(variables), *batch)
     # As the original's test_optimizer: the objective at the real parameters
     # (differs from the variables' values with attention).
     real = [opt.get_slot(v, "true_param") for v in variables]
-    objectives.append(float(problem.objective(real)))
+    objectives.append(float(problem.objective(real, *batch)))
     opt.apply_gradients(zip(tape.gradient(obj, variables), variables))
     if t + 1 == 2 or t + 1 == num_steps:
       prefix = "early/" if t + 1 == 2 else ""
@@ -120,4 +127,30 @@ def test_replayer_rebuilds_other_problems_and_options(tmp_path, problem,
   folder = str(tmp_path / problem["cls"])
   _write_meta_test_fixture(folder, problem, levels, kwargs)
   status, _, message = tf1_reference.replay_fixture(folder)
+  assert status == "PASS", message
+
+
+@pytest.mark.parametrize("kwargs", [{"mode": "test"}, {}])
+def test_replayer_reads_convnet_as_the_evaluation_code_names_it(
+    tmp_path, data_dir, kwargs):
+  """``ConvNet`` in a spec from the original evaluation code (with its
+  ``mode`` argument, or in a meta_test fixture) is that code's convnet
+  (VALID convolutions, batch norm, pooling: the port's ConvNetEval); in a
+  meta-training spec without ``mode`` it stays the training code's.
+  (``mode="test"``: with batch statistics the conv biases get no gradient,
+  and their optimizer states are float-rounding noise.)"""
+  from l2o_scale.tools import fixture_spec  # pylint: disable=g-import-not-at-top
+  from problems import problem_generator  # pylint: disable=g-import-not-at-top
+  problem = {"cls": "ConvNet",
+             "args": [[1, 28, 28], 10, [[3, 3, 4, 1], [5, 5, 8, 1]]],
+             "kwargs": dict(kwargs, random_seed=1, affine_size=128)}
+  assert type(fixture_spec.build_problem(problem, "meta_test")) is (
+      problem_generator.ConvNetEval)
+  assert type(fixture_spec.build_problem(problem, "meta_train")) is (
+      problem_generator.ConvNetEval if kwargs else problem_generator.ConvNet)
+  folder = str(tmp_path / "convnet_eval")
+  _write_meta_test_fixture(folder, problem, [5, 6], {
+      "init_lr_range": [1e-3, 1e-3], "num_gradient_scales": 2},
+                           num_steps=4, data="mnist_t10k", data_dir=data_dir)
+  status, _, message = tf1_reference.replay_fixture(folder, data_dir)
   assert status == "PASS", message

@@ -48,14 +48,30 @@ def load_spec(folder):
     return json.load(f)
 
 
-def build_problem(problem_spec):
-  """Problem instance from the spec's ``problem`` entry."""
-  name = problem_spec["cls"]
+def problem_class(name, kwargs, kind=None):
+  """The port's class for a problem named as in the original code.
+
+  Both original folders define a ``ConvNet``, and they differ: the training
+  code's has SAME convolutions and no pooling (the port's ``ConvNet``), the
+  evaluation code's has VALID convolutions, batch norm and max-pooling, and
+  a ``mode`` argument (the port's ``ConvNetEval``). A ``ConvNet`` with
+  ``mode``, or in a ``meta_test`` fixture (the evaluation code's loop), is
+  the evaluation one.
+  """
+  if name == "ConvNet" and ("mode" in kwargs or kind == "meta_test"):
+    name = "ConvNetEval"
   cls = getattr(problem_generator, name, None)
   if cls is None or not isinstance(cls, type):
     raise ValueError("Unknown problem class {!r}".format(name))
+  return cls
+
+
+def build_problem(problem_spec, kind=None):
+  """Problem instance from the spec's ``problem`` entry (``kind``: the
+  fixture's, see :func:`problem_class`)."""
   args = [_tuplify(a) for a in problem_spec.get("args", [])]
   kwargs = {k: _tuplify(v) for k, v in problem_spec.get("kwargs", {}).items()}
+  cls = problem_class(problem_spec["cls"], kwargs, kind)
   if "activation" in kwargs:
     kwargs["activation"] = activation_from_name(kwargs["activation"])
   return cls(*args, **kwargs)

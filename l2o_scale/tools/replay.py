@@ -47,7 +47,7 @@ def _state_arrays(prefix, states):
 
 def replay_meta_test(folder, spec, arrays, data_dir=None):
   """Replays a ``meta_test`` fixture; returns its arrays, named as the fixture's."""
-  problem = fixture_spec.build_problem(spec["problem"])
+  problem = fixture_spec.build_problem(spec["problem"], spec["kind"])
   optimizer = fixture_spec.build_optimizer(spec["optimizer"])
   checkpoints.restore_optimizer(os.path.join(folder, "ckpt", "model.ckpt-0"),
                                 optimizer)
@@ -109,7 +109,7 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
   as the fixture (``unroll{u}/grad/<TF1 name>:0``).
   """
   from l2o_scale import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
-  problem = fixture_spec.build_problem(spec["problem"])
+  problem = fixture_spec.build_problem(spec["problem"], spec["kind"])
   # Right after the problem (which seeds np.random and draws its data), as
   # the original drew its regularizer probes while building the graph.
   reg = regularizer_config(spec, problem)
