@@ -20,5 +20,5 @@ setup(
         "absl-py",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={"test": ["pytest", "pytest-xdist"]},
 )
