@@ -344,7 +344,8 @@ def _file_error(e, logdir):
     what = logdir
     reason = (getattr(e, "message", None) or str(e)).strip().splitlines()[0]
     # TF's file errors read "{{function_node ...}} <path>; <reason> [Op:X]".
-    named = re.search(r"(\S+); ([^\[]+)", reason)
+    named = (re.search(r"(\S+); ([^\[]+)", reason)
+             if isinstance(e, tf.errors.OpError) else None)
     if named:
       what, reason = named.group(1), named.group(2).strip()
   return ("reading or writing {} failed: {}. If the disk is full or "
@@ -415,11 +416,8 @@ def _train_locked(logdir, spec, problems_and_data, task):
     sys.stderr.write("metarun.py: cannot resume: {}\nUse another --train_dir "
                      "or --resume=False --overwrite.\n".format(e))
     return 2
-  except OSError as e:
-    sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
-    return 2
-  except tf.errors.OpError as e:
-    if not names_logdir(e, logdir):
+  except (tf.errors.OpError, OSError) as e:
+    if isinstance(e, tf.errors.OpError) and not names_logdir(e, logdir):
       raise  # The computation failed, not the disk: keep TF's traceback.
     sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
     return 2
