@@ -22,7 +22,7 @@ import shutil
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from l2o_scale import quiet_cuda  # pylint: disable=g-import-not-at-top
+from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
 quiet_cuda.import_tensorflow()
 
 from absl import app  # pylint: disable=g-import-not-at-top
@@ -31,14 +31,14 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale import checkpoints
-from l2o_scale import config_flags
-from l2o_scale import dir_lock
-from l2o_scale import distributed
+from l2o_scale.runs import checkpoints
+from l2o_scale.config import config_flags
+from l2o_scale.runs import dir_lock
+from l2o_scale.meta_training import distributed
 from l2o_scale import metaopt
-from l2o_scale import optimizer_flags
-from l2o_scale import run_record
-from l2o_scale import training
+from l2o_scale.config import optimizer_flags
+from l2o_scale.runs import run_record
+from l2o_scale.meta_training import training
 from problems import datasets
 from problems import problem_sets as ps
 

@@ -42,7 +42,7 @@ import time
 import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from l2o_scale import quiet_cuda  # pylint: disable=g-import-not-at-top
+from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
 quiet_cuda.import_tensorflow()
 
 from absl import app  # pylint: disable=g-import-not-at-top
@@ -50,12 +50,12 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale import atomic_file
-from l2o_scale import baselines
-from l2o_scale import checkpoints
-from l2o_scale import optimizer_flags
-from l2o_scale import run_record
-from l2o_scale import testing
+from l2o_scale.runs import atomic_file
+from l2o_scale.meta_testing import baselines
+from l2o_scale.runs import checkpoints
+from l2o_scale.config import optimizer_flags
+from l2o_scale.runs import run_record
+from l2o_scale.meta_testing import testing
 from problems import curvature
 from problems import datasets
 from problems import problem_sets as ps

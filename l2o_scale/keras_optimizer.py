@@ -32,10 +32,10 @@ import os
 import keras
 import tensorflow as tf
 
-from l2o_scale import checkpoints
-from l2o_scale import inner_step
-from l2o_scale import optimizer_flags
-from l2o_scale import run_record
+from l2o_scale.runs import checkpoints
+from l2o_scale.meta_testing import inner_step
+from l2o_scale.config import optimizer_flags
+from l2o_scale.runs import run_record
 from optimizer import hierarchical_rnn
 
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.

@@ -6,7 +6,7 @@ import sys
 
 if __name__ == "__main__":
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-  from l2o_scale import quiet_cuda  # pylint: disable=g-import-not-at-top
+  from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
   quiet_cuda.import_tensorflow()
   from l2o_scale.tools import tf1_reference  # pylint: disable=g-import-not-at-top
   sys.exit(tf1_reference.main())

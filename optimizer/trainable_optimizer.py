@@ -2,7 +2,7 @@
 
 Port of ``optimizer/trainable_optimizer.py`` (L2O-Scale-Training, l.51-200 for
 the optimizer interface; the meta-training unroll ``train`` of l.202-560 lives
-in :mod:`l2o_scale.unroll`). In TF1 the class was a ``tf.train.Optimizer``
+in :mod:`l2o_scale.meta_training.unroll`). In TF1 the class was a ``tf.train.Optimizer``
 whose variables were created by ``tf.get_variable`` inside scopes. Here it is
 a ``tf.Module``:
 

@@ -31,9 +31,9 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
-from l2o_scale import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
-from l2o_scale import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
-from l2o_scale import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from l2o_scale import checkpoints
+from l2o_scale.runs import checkpoints
 from optimizer import hierarchical_rnn
 
 FIXTURE_KWARGS = dict(

@@ -60,7 +60,7 @@ def _write_meta_test_fixture(folder, problem_spec, level_sizes, kwargs,
   black-box path (``apply_gradients`` on tf.Variables, eagerly) rather than
   the replayer's compiled pure step: an independent route to the numbers.
   ``data``: the spec's data source (batches of ``batch_size`` rows)."""
-  from l2o_scale import checkpoints  # pylint: disable=g-import-not-at-top
+  from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
   from l2o_scale.tools import fixture_spec  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   spec = {"kind": "meta_test", "problem": problem_spec,

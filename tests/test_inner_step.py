@@ -1,11 +1,11 @@
-"""Tests of l2o_scale.inner_step: the attention rule against hand-computed
+"""Tests of l2o_scale.meta_testing.inner_step: the attention rule against hand-computed
 truth, and the packed and per-tensor forms of the step agreeing."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from l2o_scale import inner_step
+from l2o_scale.meta_testing import inner_step
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
 

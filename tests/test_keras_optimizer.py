@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from l2o_scale import checkpoints
+from l2o_scale.runs import checkpoints
 from l2o_scale.keras_optimizer import LearnedOptimizer
 from problems import datasets
 from problems import problem_generator as pg
@@ -135,8 +135,8 @@ def test_config_round_trip(fixtures_dir):
 def test_from_checkpoint_rebuilds_from_the_run_record(tmp_path):
   """A checkpoint trained with non-default options restores without them
   being passed when run_record.json sits next to it (issue 13)."""
-  from l2o_scale import optimizer_flags
-  from l2o_scale import run_record
+  from l2o_scale.config import optimizer_flags
+  from l2o_scale.runs import run_record
   from optimizer import hierarchical_rnn
   kwargs = optimizer_flags.optimizer_kwargs_from_values(
       {"num_gradient_scales": 3})

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from l2o_scale import meta_learner
-from l2o_scale import meta_step as meta_step_lib
-from l2o_scale import tf1_optimizers
-from l2o_scale import training
-from l2o_scale import unroll as unroll_lib
+from l2o_scale.meta_training import meta_learner
+from l2o_scale.meta_training import meta_step as meta_step_lib
+from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.meta_training import training
+from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
 

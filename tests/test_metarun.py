@@ -97,7 +97,7 @@ def test_default_optimizer_kwargs_are_the_flag_defaults():
   absl flags as metarun.py defines them, with no flag given."""
   code = (
       "from absl import flags\n"
-      "from l2o_scale import optimizer_flags as o\n"
+      "from l2o_scale.config import optimizer_flags as o\n"
       "o.define_optimizer_flags()\n"
       "flags.FLAGS(['metarun'])\n"
       "assert o.optimizer_kwargs(flags.FLAGS) == o.default_optimizer_kwargs()"

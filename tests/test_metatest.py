@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import metatest
-from l2o_scale import checkpoints
+from l2o_scale.runs import checkpoints
 from problems import datasets
 
 FLAGS = flags.FLAGS
@@ -197,7 +197,7 @@ def test_baseline_learning_rate_errors(args, message):
 def test_recorded_flags_come_from_the_run_record_unless_given(tmp_path,
                                                               capsys):
   """run_record.json rebuilds the optimizer; an explicit flag wins, noted."""
-  from l2o_scale import run_record
+  from l2o_scale.runs import run_record
   logdir = str(tmp_path)
   assert metatest.recorded_flags(_parse(), logdir).num_gradient_scales == 4
   run_record.write(logdir, "HierarchicalRNN",

@@ -8,9 +8,9 @@ import os
 import numpy as np
 import pytest
 
-from l2o_scale import baselines
+from l2o_scale.meta_testing import baselines
 from l2o_scale import keras_optimizer
-from l2o_scale import testing
+from l2o_scale.meta_testing import testing
 from problems import problem_sets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

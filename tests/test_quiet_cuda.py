@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from l2o_scale import quiet_cuda
+from l2o_scale.runs import quiet_cuda
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,7 +56,7 @@ def test_captured_stderr_is_filtered_not_lost(tmp_path):
         return []
       config = types.SimpleNamespace(list_physical_devices=_list)
       """).format(probing=PROBING, real=REAL))
-  code = ("from l2o_scale import quiet_cuda\n"
+  code = ("from l2o_scale.runs import quiet_cuda\n"
           "quiet_cuda.import_tensorflow()\n")
   out = _run(code, path_first=str(tmp_path))
   assert out.returncode == 0, out.stderr
@@ -69,7 +69,7 @@ def test_captured_stderr_is_filtered_not_lost(tmp_path):
 def test_real_tf_import_prints_no_probing_lines():
   if quiet_cuda.has_cuda_driver():
     pytest.skip("this machine has a CUDA driver: nothing is filtered")
-  out = _run("from l2o_scale import quiet_cuda\n"
+  out = _run("from l2o_scale.runs import quiet_cuda\n"
              "tf = quiet_cuda.import_tensorflow()\n"
              "print(tf.reduce_sum(tf.ones([3])).numpy())\n")
   assert out.returncode == 0, out.stderr

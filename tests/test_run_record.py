@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from l2o_scale import dir_lock
-from l2o_scale import run_record
+from l2o_scale.runs import dir_lock
+from l2o_scale.runs import run_record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
@@ -154,7 +154,7 @@ def test_help_lists_the_optimizer_flags():
 
 
 def test_atomic_replace_keeps_the_old_file_when_writing_fails(tmp_path):
-  from l2o_scale import atomic_file  # pylint: disable=g-import-not-at-top
+  from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top
   target = str(tmp_path / "record.json")
   with atomic_file.replace(target) as f:
     f.write("old")

@@ -1,5 +1,5 @@
 """Divergence detection, rollback, robust best-model selection and the
-optimizee initialisation of meta-training (l2o_scale/stability.py,
+optimizee initialisation of meta-training (l2o_scale/meta_training/stability.py,
 selection.py; the opt-in flags of metarun.py)."""
 
 import io
@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from l2o_scale import checkpoints
+from l2o_scale.runs import checkpoints
 from l2o_scale import metaopt
-from l2o_scale import optimizer_flags
-from l2o_scale import selection
-from l2o_scale import stability
-from l2o_scale import tf1_optimizers
-from l2o_scale import training
+from l2o_scale.config import optimizer_flags
+from l2o_scale.meta_training import selection
+from l2o_scale.meta_training import stability
+from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.meta_training import training
 from optimizer import hierarchical_rnn
 from problems import problem_sets
 from problems import problem_spec

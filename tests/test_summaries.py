@@ -6,7 +6,7 @@ import time
 import tensorflow as tf
 from tensorboard.backend.event_processing import plugin_event_accumulator
 
-from l2o_scale import summaries
+from l2o_scale.runs import summaries
 
 
 def _scalars(logdir, tag="MetaObjective"):

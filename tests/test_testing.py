@@ -1,4 +1,4 @@
-"""Tests of l2o_scale.testing (metaopt.test_optimizer / run_wall_clock_test)."""
+"""Tests of l2o_scale.meta_testing.testing (metaopt.test_optimizer / run_wall_clock_test)."""
 
 import json
 import os
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from l2o_scale import baselines
-from l2o_scale import checkpoints
+from l2o_scale.meta_testing import baselines
+from l2o_scale.runs import checkpoints
 from l2o_scale import metaopt
-from l2o_scale import testing
+from l2o_scale.meta_testing import testing
 from optimizer import hierarchical_rnn
 from problems import datasets
 from problems import problem_generator as pg

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from l2o_scale import curriculum as curriculum_lib
+from l2o_scale.meta_training import curriculum as curriculum_lib
 from l2o_scale import metaopt
-from l2o_scale import mt_utils
-from l2o_scale import tf1_optimizers
-from l2o_scale import training
-from l2o_scale import unroll as unroll_lib
+from l2o_scale.meta_training import mt_utils
+from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.meta_training import training
+from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
 from problems import problem_spec
@@ -238,7 +238,7 @@ def test_imitation_meta_iteration_with_k_teacher_steps(tmp_path):
   assert "imitation on Quadratic: 2 unrolls of 3 steps" in log
   assert "(3 steps, imitation) meta-objective" in log
   restored = spec.build()
-  from l2o_scale import checkpoints  # pylint: disable=g-import-not-at-top
+  from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
   before = {n: v.numpy() for n, v in restored.tf1_variables().items()}
   checkpoints.restore_optimizer(str(tmp_path / "model.ckpt-1"), restored)
   moved = [n for n, v in restored.tf1_variables().items()

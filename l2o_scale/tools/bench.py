@@ -29,7 +29,7 @@ on the machine at hand:
 (b) one 20-step meta-training unroll as the original's
     ``../shared/original-tf1/time_original.py`` times it: forward through 20
     optimizer steps, the meta-gradient back through them and the meta-update
-    (``l2o_scale.meta_step.make_meta_step`` on ``l2o_scale.unroll``, then
+    (``l2o_scale.meta_training.meta_step.make_meta_step`` on ``l2o_scale.meta_training.unroll``, then
     ``meta_learner.MetaLearner``: make finite, clip, RMSProp) with a
     10,000-sample mini dataset (the MNIST test split: the offline train split
     has only 5,000 rows), without a regularizer and with ``hessian-esd``
@@ -67,13 +67,13 @@ import time
 import numpy as np
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from l2o_scale import quiet_cuda  # pylint: disable=g-import-not-at-top
+from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
 quiet_cuda.import_tensorflow()
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from l2o_scale import inner_step  # pylint: disable=g-import-not-at-top
-from l2o_scale import optimizer_flags  # pylint: disable=g-import-not-at-top
+from l2o_scale.meta_testing import inner_step  # pylint: disable=g-import-not-at-top
+from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top
 from problems import datasets  # pylint: disable=g-import-not-at-top
 
 UNROLL_LENGTH = 20
@@ -163,7 +163,7 @@ def _hrnn():
 
 # ---------------------------------------------------------------- (a) steps
 def make_l2o_step(problem, optimizer, jit_compile=False, seed=0):
-  """The learned step (:func:`l2o_scale.inner_step.inner_step` on the packed
+  """The learned step (:func:`l2o_scale.meta_testing.inner_step.inner_step` on the packed
   state) as one tf.function over variables; returns a callable
   ``step(x, y) -> loss``."""
   tf.random.set_seed(seed)
@@ -299,8 +299,8 @@ def bench_loop_steps(data_dir, cfg):
   Adam's loop up too.
   """
   # Imported here: only this measurement needs the meta-test machinery.
-  from l2o_scale import baselines  # pylint: disable=g-import-not-at-top
-  from l2o_scale import testing  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import baselines  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import testing  # pylint: disable=g-import-not-at-top
   spec, dataset, batch_size = _mlp_problem(data_dir)
   problem = spec.build()
   steps = cfg["step_repeats"] * cfg["step_inner"]
@@ -338,10 +338,10 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
   each also with the optimizer's step compiled by XLA
   (``make_meta_step(jit_compile=True)``, metarun's ``--jit_compile``)."""
   # Imported here: only this measurement needs the meta-training machinery.
-  from l2o_scale import meta_learner  # pylint: disable=g-import-not-at-top
-  from l2o_scale import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale import tf1_optimizers  # pylint: disable=g-import-not-at-top
-  from l2o_scale import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import tf1_optimizers  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
 
   spec, _, batch_size = _mlp_problem(data_dir)
   mini_data, mini_labels, n = _mini_tensors(data_dir)
@@ -428,8 +428,8 @@ def bench_meta_iteration(data_dir, cfg, jit_compile=False,
   progress lines), on the MLP with the 10,000-row test split as its data,
   without the evaluation that follows every ``evaluation_period``."""
   import io  # pylint: disable=g-import-not-at-top
-  from l2o_scale import tf1_optimizers  # pylint: disable=g-import-not-at-top
-  from l2o_scale import training  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import tf1_optimizers  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import training  # pylint: disable=g-import-not-at-top
   spec, _, batch_size = _mlp_problem(data_dir)
   test, n = _mini_dataset(data_dir)
   np.random.seed(0)

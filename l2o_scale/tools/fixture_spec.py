@@ -80,7 +80,7 @@ def build_problem(problem_spec, kind=None):
 def build_optimizer(optimizer_spec):
   """Optimizer instance from the spec's ``optimizer`` entry."""
   # Imported here: optimizer_flags pulls in absl flags definitions.
-  from l2o_scale import optimizer_flags  # pylint: disable=g-import-not-at-top
+  from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top
   cls = optimizer_flags.optimizer_class(optimizer_spec["cls"])
   kwargs = {k: _tuplify(v) for k, v in optimizer_spec.get("kwargs", {}).items()}
   args = []

@@ -12,8 +12,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale import checkpoints
-from l2o_scale import inner_step
+from l2o_scale.runs import checkpoints
+from l2o_scale.meta_testing import inner_step
 from l2o_scale.tools import fixture_spec
 
 META_TRAIN_AVAILABLE = True
@@ -21,7 +21,7 @@ META_TRAIN_AVAILABLE = True
 
 def make_step(problem, optimizer):
   """Compiled step: objective + gradients on the batch, then the update
-  (:func:`l2o_scale.inner_step.inner_step`).
+  (:func:`l2o_scale.meta_testing.inner_step.inner_step`).
 
   ``params`` are the values of the original's variables: with attention the
   attended location, where the gradients are taken; the objective is
@@ -89,7 +89,7 @@ def _final_arrays(prefix, params, states):
 
 def regularizer_config(spec, problem):
   """RegularizerConfig from a meta_train fixture's ``flags`` (original defaults)."""
-  from l2o_scale import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
   flags = spec.get("flags", {})
   return unroll_lib.make_regularizer_config(
       problem,
@@ -108,7 +108,7 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
   gradient of the differentiated objective for every meta-parameter, named
   as the fixture (``unroll{u}/grad/<TF1 name>:0``).
   """
-  from l2o_scale import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
   problem = fixture_spec.build_problem(spec["problem"], spec["kind"])
   # Right after the problem (which seeds np.random and draws its data), as
   # the original drew its regularizer probes while building the graph.
@@ -132,7 +132,7 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
   names = list(optimizer.tf1_variables())
   batches = np.asarray(arrays["batches"]) if data is not None else None
   results = {}
-  from l2o_scale import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
   carried = unroll_lib.zero_loop_state(problem, optimizer)
   offset = 0
   for u, length in enumerate(lengths):

@@ -46,11 +46,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 
-from l2o_scale import meta_learner
-from l2o_scale import summaries as summaries_lib
-from l2o_scale import tf1_optimizers
-from l2o_scale import training
-from l2o_scale import unroll as unroll_lib
+from l2o_scale.meta_training import meta_learner
+from l2o_scale.runs import summaries as summaries_lib
+from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.meta_training import training
+from l2o_scale.meta_training import unroll as unroll_lib
 
 JOBS = ("chief", "worker", "ps")
 

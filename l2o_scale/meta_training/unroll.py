@@ -38,7 +38,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale import inner_step
+from l2o_scale.meta_testing import inner_step
 from problems import problem_generator
 
 class LoopState(collections.namedtuple(

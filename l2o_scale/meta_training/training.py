@@ -3,7 +3,7 @@
 Port of ``train_optimizer`` and ``validate`` of the L2O-Entropy training code
 (``L2O-ScalewHessian/L2O-Scale-Training/metaopt.py`` l.95-600), with the TF1
 graph/session/Supervisor machinery replaced by eager Python around compiled
-unrolls (:mod:`l2o_scale.meta_step`):
+unrolls (:mod:`l2o_scale.meta_training.meta_step`):
 
 * problems are drawn from ``problems_and_data``; each meta-iteration starts
   from fresh standard-normal optimizee parameters (as the L2O-Entropy code
@@ -39,19 +39,19 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale import atomic_file
-from l2o_scale import checkpoints
-from l2o_scale import config_flags
-from l2o_scale import curriculum as curriculum_lib
-from l2o_scale import meta_learner as meta_learner_lib
-from l2o_scale import meta_step as meta_step_lib
-from l2o_scale import mt_utils as mt_utils_lib
-from l2o_scale import selection as selection_lib
-from l2o_scale import stability
-from l2o_scale import summaries as summaries_lib
-from l2o_scale import testing as testing_lib
-from l2o_scale import tf1_optimizers
-from l2o_scale import unroll as unroll_lib
+from l2o_scale.runs import atomic_file
+from l2o_scale.runs import checkpoints
+from l2o_scale.config import config_flags
+from l2o_scale.meta_training import curriculum as curriculum_lib
+from l2o_scale.meta_training import meta_learner as meta_learner_lib
+from l2o_scale.meta_training import meta_step as meta_step_lib
+from l2o_scale.meta_training import mt_utils as mt_utils_lib
+from l2o_scale.meta_training import selection as selection_lib
+from l2o_scale.meta_training import stability
+from l2o_scale.runs import summaries as summaries_lib
+from l2o_scale.meta_testing import testing as testing_lib
+from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import utils
 from problems import datasets
 
@@ -64,7 +64,7 @@ OPTIMIZEE_INITS = ("normal", "problem")
 @dataclasses.dataclass
 class TrainingConfig:
   """The meta-training settings metarun.py takes as flags, each declared once
-  here with its default and ``--help`` text (l2o_scale.config_flags defines
+  here with its default and ``--help`` text (l2o_scale.config.config_flags defines
   the flags from these fields).
 
   The original defined them as module-level flags in ``metaopt.py``
@@ -103,7 +103,7 @@ class TrainingConfig:
       10, "Number of iterations for hessian information calculation.")
   # New in the port (defaults = the original's behaviour): meta-training
   # that learns and stays stable (README "Meta-training that learns";
-  # l2o_scale/stability.py, selection.py).
+  # l2o_scale/meta_training/stability.py, selection.py).
   optimizee_init: str = flag(
       "normal", "Initial optimizee parameters of each meta-iteration: "
       "'normal' = standard normal (the original), 'problem' = the problem's "
@@ -270,7 +270,7 @@ def write_resume_state(path, carried, loop_state):
   state and ``loop_state`` (a JSON-able dict of the training loop's own
   values: the best model's meta-iteration, the meta learning rate after
   rollbacks, the best robust score of a curriculum run), atomically
-  (l2o_scale.atomic_file).
+  (l2o_scale.runs.atomic_file).
 
   Saving the random states (rather than re-seeding per meta-iteration) keeps
   the single random stream of the original, so a run with ``--seed`` draws

@@ -10,7 +10,7 @@ unroll, all inside one ``tf.function``.
 
 import tensorflow as tf
 
-from l2o_scale import unroll as unroll_lib
+from l2o_scale.meta_training import unroll as unroll_lib
 
 
 def make_meta_step(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,

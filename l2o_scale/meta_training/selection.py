@@ -9,7 +9,7 @@ optimizers that diverge after 500-750 steps of meta-testing.
 
 The robust score meta-tests the optimizer as ``metatest.py`` does -- the
 problem's own initialisation, minibatches of the training data, the compiled
-meta-test loop (:func:`l2o_scale.testing.test_optimizer`) -- on a fixed set
+meta-test loop (:func:`l2o_scale.meta_testing.testing.test_optimizer`) -- on a fixed set
 of runs, over a horizon long enough to expose a late divergence. Run ``i``
 has fixed initial parameters and batch order (from seed ``i``) and a fixed
 initial learning rate (the ``(2i+1)/(2n)`` log-quantile of the optimizer's
@@ -28,7 +28,7 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale import testing
+from l2o_scale.meta_testing import testing
 from problems import datasets
 
 SELECTIONS = ("original", "robust")

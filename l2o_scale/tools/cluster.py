@@ -1,6 +1,6 @@
 """One-machine launcher of a distributed meta-training cluster.
 
-    python -m l2o_scale.cluster --workers=N [--ps=1] [--log_dir=D] -- <metarun flags>
+    python -m l2o_scale.tools.cluster --workers=N [--ps=1] [--log_dir=D] -- <metarun flags>
 
 starts ``metarun.py`` as ps task(s), N workers and the chief on free
 127.0.0.1 ports (one TF_CONFIG per process), prints each process's id and
@@ -12,6 +12,7 @@ when the chief fails. The exit status is the chief's.
 import argparse
 import contextlib
 import json
+import importlib.util
 import os
 import signal
 import socket
@@ -19,8 +20,9 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-METARUN = os.path.join(ROOT, "metarun.py")
+# The metarun.py next to the packages (a checkout or an installed tree).
+METARUN = importlib.util.find_spec("metarun").origin
+ROOT = os.path.dirname(METARUN)
 
 
 def free_ports(count):
@@ -66,7 +68,7 @@ def _start(cluster, task_type, index, flags, log_dir, out):
   err = log[:-len(".log")] + ".err.log" if chief else log
   with open(log if not chief else err, "w") as log_file:
     proc = subprocess.Popen(
-        [sys.executable, METARUN] + list(flags), cwd=ROOT, env=env,
+        [sys.executable, METARUN] + list(flags), env=env,
         stdout=subprocess.PIPE if chief else log_file,
         stderr=log_file if chief else subprocess.STDOUT, text=True,
         start_new_session=True)
@@ -145,7 +147,7 @@ def _interrupt(signum, frame):
 def main(argv=None):
   parser = argparse.ArgumentParser(
       description="Run metarun.py on a one-machine parameter-server cluster.",
-      usage="python -m l2o_scale.cluster --workers=N [--ps=1] [--log_dir=D] "
+      usage="python -m l2o_scale.tools.cluster --workers=N [--ps=1] [--log_dir=D] "
             "-- <metarun.py flags>")
   parser.add_argument("--workers", type=int, default=2)
   parser.add_argument("--ps", type=int, default=1)

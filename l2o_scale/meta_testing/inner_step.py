@@ -3,10 +3,10 @@ attention rule, written once.
 
 Why one place: the step "objective, gradients at the right point, optimizer
 call, new parameters and state" was written in the meta-test loop
-(:mod:`l2o_scale.testing`), the fixture replayer
+(:mod:`l2o_scale.meta_testing.testing`), the fixture replayer
 (:mod:`l2o_scale.tools.replay`), the Keras optimizer
 (:mod:`l2o_scale.keras_optimizer`), the benchmark (:mod:`l2o_scale.tools.bench`)
-and the meta-training unroll (:mod:`l2o_scale.unroll`), each deciding the
+and the meta-training unroll (:mod:`l2o_scale.meta_training.unroll`), each deciding the
 attention rule again.
 
 The attention rule (original ``hierarchical_rnn.py`` ``_compute_updates``

@@ -6,10 +6,10 @@ meta-gradients are replaced by zeros (``utils.make_finite``), each entry is
 clipped to ``[-gradient_clip, gradient_clip]`` (``tf.clip_by_value``), and
 the TF1 RMSProp meta-optimizer applies the result. One owner for the three,
 as the outer trainers of google/learned_optimization split a gradient
-*estimator* (here :mod:`l2o_scale.meta_step`: one unroll in, meta-gradients
+*estimator* (here :mod:`l2o_scale.meta_training.meta_step`: one unroll in, meta-gradients
 out) from the *learner* that applies them; the training loops (single
-process, :mod:`l2o_scale.training`; parameter servers,
-:mod:`l2o_scale.distributed`) only decide when.
+process, :mod:`l2o_scale.meta_training.training`; parameter servers,
+:mod:`l2o_scale.meta_training.distributed`) only decide when.
 """
 
 import collections
@@ -36,7 +36,7 @@ def prepare(grads, gradient_clip):
 class MetaLearner(object):
   """Applies meta-gradients with the original's rule.
 
-  ``meta_optimizer`` is the :class:`l2o_scale.tf1_optimizers.RMSProp` whose
+  ``meta_optimizer`` is the :class:`l2o_scale.meta_training.tf1_optimizers.RMSProp` whose
   slots and counter go into checkpoints; this class adds the clipping level
   and the bookkeeping the training loop reports (the last raw and clipped
   gradients for the histogram summaries).

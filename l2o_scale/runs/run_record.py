@@ -11,7 +11,7 @@ import datetime
 import json
 import os
 
-from l2o_scale import atomic_file
+from l2o_scale.runs import atomic_file
 
 FORMAT = "l2o-scale run record"
 VERSION = 1
@@ -28,7 +28,7 @@ def path(logdir):
 
 def write(logdir, optimizer, optimizer_flags, training_flags, command,
           **extra):
-  """Writes the record atomically (l2o_scale.atomic_file); returns its
+  """Writes the record atomically (l2o_scale.runs.atomic_file); returns its
   path."""
   record = dict(format=FORMAT, version=VERSION, optimizer=optimizer,
                 optimizer_flags=dict(optimizer_flags),

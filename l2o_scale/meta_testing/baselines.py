@@ -13,13 +13,13 @@ They expose the same *pure* interface as the learned optimizers
 (:class:`optimizer.trainable_optimizer.TrainableOptimizer`):
 ``initialize_state(var)``, ``initialize_global_state()`` and
 ``compute_updates(params, grads, states, global_state)``, so that
-:func:`l2o_scale.testing.test_optimizer` runs every optimizer inside the same
+:func:`l2o_scale.meta_testing.testing.test_optimizer` runs every optimizer inside the same
 compiled loop and their speeds are comparable.
 """
 
 import tensorflow as tf
 
-from l2o_scale import tf1_optimizers
+from l2o_scale.meta_training import tf1_optimizers
 from optimizer import trainable_optimizer
 
 # Learning rates of the original evaluation (metatest.py l.366-380).

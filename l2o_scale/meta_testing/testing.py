@@ -19,7 +19,7 @@ How it differs from the TF1 code, and why:
   optimizer's packed layout (``initialize_packed_state`` /
   ``compute_updates_packed``, see
   :class:`optimizer.trainable_optimizer.PackedStateDefaults`); the
-  baselines in :mod:`l2o_scale.baselines` implement the same interface with
+  baselines in :mod:`l2o_scale.meta_testing.baselines` implement the same interface with
   the TF1 update rules.
 * ``objective_values[t]`` is the objective on minibatch ``t`` *before* update
   ``t`` (for an optimizer with attention: at the real, not the attended,
@@ -40,8 +40,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale import checkpoints
-from l2o_scale import inner_step
+from l2o_scale.runs import checkpoints
+from l2o_scale.meta_testing import inner_step
 from problems import datasets
 
 DEFAULT_PROGRESS_EVERY = 1000  # the original printed every 1000 iterations
@@ -92,7 +92,7 @@ def _check_pure_optimizer(optimizer):
           "their packed-state forms, see "
           "optimizer.trainable_optimizer.PackedStateDefaults): a "
           "learned optimizer from optimizer/ or a baseline from "
-          "l2o_scale.baselines (SGD, Adam, Adagrad). Got {!r}.".format(
+          "l2o_scale.meta_testing.baselines (SGD, Adam, Adagrad). Got {!r}.".format(
               type(optimizer).__name__))
 
 
@@ -365,7 +365,7 @@ def test_optimizer(optimizer,
 
   Args:
     optimizer: a learned optimizer (``optimizer/``) or a baseline
-      (:mod:`l2o_scale.baselines`).
+      (:mod:`l2o_scale.meta_testing.baselines`).
     problem: a ``problems.problem_generator.Problem``.
     num_iter: number of optimizer steps.
     dataset: the problem's training data (``data``, ``labels``), or None.
