@@ -184,6 +184,8 @@ def check_flags(flag_values):
         ",".join(flag_values.selection_seeds)))
   if not 0. < flag_values.divergence_lr_decay <= 1.:
     errors.append("--divergence_lr_decay must be in (0, 1]")
+  if flag_values.meta_lr_warmup < 0:
+    errors.append("--meta_lr_warmup must be >= 0")
 
 
   if not flag_values.gradient_clip_level > 0:
@@ -211,6 +213,21 @@ def check_flags(flag_values):
     errors.append("--use_relative_lr / --use_extreme_indicator need "
                   "--dynamic_output_scale=True")
   return errors
+
+
+def meta_optimizer_unsupported(flag_values):
+  """Distributed mode applies the original's RMSProp on the parameter
+  servers (TF1 ApplyRMSProp with locking): other meta-optimizers are refused
+  there, one line each."""
+  reasons = []
+  if flag_values.meta_optimizer != "rmsprop":
+    reasons.append("--meta_optimizer={} is single-process only for now "
+                   "(distributed mode: --meta_optimizer=rmsprop)".format(
+                       flag_values.meta_optimizer))
+  if flag_values.meta_lr_warmup:
+    reasons.append("--meta_lr_warmup is single-process only for now "
+                   "(distributed mode: --meta_lr_warmup=0)")
+  return reasons
 
 
 def warnings_for(flag_values):
@@ -295,6 +312,7 @@ def main(argv):
     errors += distributed.flag_mismatches(FLAGS, *task)
     if task[0] == "chief":
       errors += distributed.unsupported(FLAGS)
+      errors += meta_optimizer_unsupported(FLAGS)
   if errors:
     sys.stderr.write("metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
                      "\n")

@@ -50,7 +50,6 @@ from l2o_scale.meta_training import selection as selection_lib
 from l2o_scale.meta_training import stability
 from l2o_scale.runs import summaries as summaries_lib
 from l2o_scale.meta_testing import testing as testing_lib
-from l2o_scale.meta_training import tf1_optimizers
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import utils
 from problems import datasets
@@ -134,6 +133,19 @@ class TrainingConfig:
       False, "Compile the optimizer's step inside each meta-training unroll "
       "with XLA (forward and meta-gradient); the numbers change by float "
       "rounding only.")
+  meta_optimizer: str = flag(
+      "rmsprop", "The meta-optimizer: 'rmsprop' = TF1 RMSProp with its mean "
+      "square starting at 1 (the original; its first steps are small, an "
+      "implicit warm-up), 'rmsprop_ms0' = the same with the mean square "
+      "starting at 0 (as Keras' RMSprop), 'adam' = TF1 Adam with bias "
+      "correction (beta1 0.9, beta2 0.999, epsilon 1e-8; --rms_decay and "
+      "--rms_epsilon apply to the RMSProp rules only).",
+      meta_learner_lib.META_OPTIMIZERS)
+  meta_lr_warmup: int = flag(
+      0, "If > 0: the meta learning rate rises linearly from 1/N of "
+      "--meta_learning_rate to it over the first N meta-updates (one per "
+      "unroll; counted by the checkpointed update counter). 0: no warm-up "
+      "(the original).")
   selection_seeds: tuple = flag(
       (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
       "the initial parameters, initial learning rates and batches).")
@@ -820,9 +832,8 @@ def _open_run(logdir, optimizer_spec, learning_rate, config, schedule, resume,
   """
   tf.io.gfile.makedirs(logdir)
   optimizer = optimizer_spec.build()
-  meta_optimizer = tf1_optimizers.RMSProp(
-      optimizer.meta_variables, learning_rate, decay=config.rms_decay,
-      epsilon=config.rms_epsilon)
+  meta_optimizer = meta_learner_lib.build_meta_optimizer(
+      optimizer.meta_variables, learning_rate, config)
   progress = TrainingProgress()
   writer = CheckpointWriter(logdir, optimizer, meta_optimizer, progress)
   curriculum = (curriculum_lib.Curriculum(schedule.fix_unroll_length)
