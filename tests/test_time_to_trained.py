@@ -18,6 +18,8 @@ FAKE_TRAINING = textwrap.dedent("""
     listed = []
     for k in range(1, 6):
       time.sleep(0.15)
+      print("[meta-iteration {}/5] training: 1 unrolls of 20 steps"
+            .format(k), flush=True)
       print("[meta-iteration {}/5] unroll 1/1 (20 steps) meta-objective 1"
             .format(k), flush=True)
       print("selection {}, robust score={} (...)".format(k, 10. * k),
@@ -72,8 +74,13 @@ def test_time_to_trained_is_the_first_snapshot_at_or_below_threshold(tmp_path):
   assert elapsed == sorted(elapsed)
   assert job["seconds_per_meta_iteration"] == pytest.approx(
       (elapsed[2] - elapsed[0]) / 2)
-  assert job["first_progress_line_elapsed"] is not None
-  assert (tmp_path / "run.log").read_text().count("[meta-iteration") == 3
+  assert job["first_unroll_elapsed"] > 0
+  # Its line is the end of the first unroll, not the one announcing it.
+  assert ttt.FIRST_UNROLL_LINE.match(
+      "[meta-iteration 1/4] unroll 1/5 (20 steps) meta-objective -0.004")
+  assert not ttt.FIRST_UNROLL_LINE.match(
+      "[meta-iteration 1/4] training on FullyConnected: 5 unrolls of 20 steps")
+  assert (tmp_path / "run.log").read_text().count("] unroll 1/1") == 3
 
 
 def test_run_to_end_scores_every_snapshot_and_keeps_the_first_hit(tmp_path):

@@ -75,6 +75,7 @@ YARDSTICK_GLOBAL_SEED = 1
 YARDSTICK_PROBLEMS = "mnist_mlp_problems"
 CHECKPOINT = re.compile(r'"model\.ckpt-(\d+)"')
 META_ITERATION_LINE = re.compile(r"^\[meta-iteration (\d+)/\d+\]")
+FIRST_UNROLL_LINE = re.compile(r"^\[meta-iteration 1/\d+\] unroll 1/")
 SELECTION_LINE = re.compile(r"robust score=(\S+)")
 
 
@@ -215,9 +216,9 @@ def run_job(command, train_dir, score, threshold=THRESHOLD,
   Returns a dict: ``snapshots`` ([{meta_iteration, elapsed, score,
   score_seconds}]), ``seconds_to_trained`` / ``meta_iterations_to_trained``
   (None if never), ``seconds_per_meta_iteration``, ``stopped_at_threshold``,
-  ``returncode``, ``total_active_seconds``, ``first_progress_line_elapsed``
-  (start-up plus tracing of the first unroll) and the recipe's own selection
-  scores.
+  ``returncode``, ``total_active_seconds`` (the whole training, pauses
+  left out), ``first_unroll_elapsed`` (start-up, tracing and the first
+  unroll) and the recipe's own selection scores.
   """
   log_path = log_path or os.path.join(train_dir + ".log")
   os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
@@ -264,9 +265,8 @@ def run_job(command, train_dir, score, threshold=THRESHOLD,
   proc.wait()
   output.join()
   reached = time_to_threshold(snapshots, threshold)
-  first_line = next((t for t, line in output.lines
-                     if META_ITERATION_LINE.match(line) and "unroll" in line),
-                    None)
+  first_unroll = next((t for t, line in output.lines
+                       if FIRST_UNROLL_LINE.match(line)), None)
   return dict(
       command=command, log=log_path, returncode=proc.returncode,
       stopped_at_threshold=stopped_at_threshold,
@@ -276,8 +276,9 @@ def run_job(command, train_dir, score, threshold=THRESHOLD,
       seconds_per_meta_iteration=seconds_per_meta_iteration(snapshots),
       total_active_seconds=active_elapsed(end, start, pauses),
       paused_seconds=sum(c - s for s, c in pauses),
-      first_progress_line_elapsed=(
-          active_elapsed(first_line, start, pauses) if first_line else None),
+      first_unroll_elapsed=(
+          active_elapsed(first_unroll, start, pauses) if first_unroll
+          else None),
       own_selection_scores=own_selection_scores(output.lines),
       output_tail=[line for _, line in output.lines[-5:]])
 
