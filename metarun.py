@@ -38,7 +38,6 @@ from l2o_scale.meta_training import distributed
 from l2o_scale import metaopt
 from l2o_scale.config import optimizer_flags
 from l2o_scale.runs import run_record
-from l2o_scale.meta_training import training
 from problems import datasets
 from problems import problem_sets as ps
 
@@ -81,8 +80,8 @@ flags.DEFINE_boolean("set_profiling", False,
                      "Profile with the TF profiler into train_dir (TensorBoard).")
 # The meta-training settings of metaopt.py, optimizer/trainable_optimizer.py
 # and problems/problem_generator.py, and the port's stability and selection
-# flags: declared once, as the fields of training.TrainingConfig.
-config_flags.define_flags(training.TrainingConfig, __name__)
+# flags: declared once, as the fields of TrainingConfig.
+config_flags.define_flags(metaopt.TrainingConfig, __name__)
 
 # problems/problem_generator.py
 flags.DEFINE_float("l2_reg_scale", 1e-3,

@@ -65,7 +65,7 @@ def test_metarun_training_config_is_the_dataclass_defaults():
       "sys.argv = ['metarun.py', '--alpha=0.25', '--selection_seeds=5,6']\n"
       "import metarun\n"
       "from absl import flags\n"
-      "from l2o_scale.meta_training import training\n"
+      "from l2o_scale.meta_training import config as training\n"
       "flags.FLAGS(['metarun.py'])\n"
       "assert metarun.training_config(flags.FLAGS) == training.TrainingConfig()\n"
       "flags.FLAGS.unparse_flags()\n"

@@ -10,7 +10,7 @@ import tensorflow as tf
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import meta_step as meta_step_lib
 from l2o_scale.meta_training import tf1_optimizers
-from l2o_scale.meta_training import training
+from l2o_scale.meta_training import train_state
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
@@ -105,7 +105,7 @@ def test_xla_compiled_optimizer_step_matches_the_plain_meta_step():
 def test_resume_state_of_the_per_tensor_layout_is_read_and_packed():
   problem = pg.FullyConnected(6, 3, hidden_sizes=(5,), activation=tf.nn.sigmoid)
   optimizer = _hrnn()
-  carried = training.CarriedState(problem, optimizer)
+  carried = train_state.CarriedState(problem, optimizer)
   rng = np.random.RandomState(1)
   values = carried.value._replace(states=unroll_lib.per_tensor_states(
       optimizer, carried.value))

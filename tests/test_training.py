@@ -13,7 +13,7 @@ from l2o_scale.meta_training import curriculum as curriculum_lib
 from l2o_scale import metaopt
 from l2o_scale.meta_training import mt_utils
 from l2o_scale.meta_training import tf1_optimizers
-from l2o_scale.meta_training import training
+from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
@@ -21,7 +21,7 @@ from problems import problem_spec
 
 
 def test_regularizer_switch_quirks():
-  sw = training.regularizer_switch
+  sw = plan_lib.regularizer_switch
   # 'none' disables the regularizer in every unroll (the paper's command).
   assert not any(sw(u, 5, "none", 0.5) for u in range(5))
   # 'posterior': on strictly after int(5 * 0.5 + 1) = 3.
@@ -34,17 +34,17 @@ def test_regularizer_switch_quirks():
 
 def test_sample_numiter_bounds_and_sigmoid_weights():
   np.random.seed(0)
-  samples = [training.sample_numiter(40, 10) for _ in range(500)]
+  samples = [plan_lib.sample_numiter(40, 10) for _ in range(500)]
   assert min(samples) >= 10 and max(samples) <= 30
-  w = training.sigmoid_weights(20)
+  w = plan_lib.sigmoid_weights(20)
   assert w.sum() == pytest.approx(1.) and np.all(np.diff(w) > 0)
 
 
 def test_split_batches_mt_stride():
   batches = list(range(12))
-  assert training.split_batches(batches, [2, 4]) == [[0, 1], [2, 3, 4, 5]]
+  assert plan_lib.split_batches(batches, [2, 4]) == [[0, 1], [2, 3, 4, 5]]
   # k = 2: every other batch for the learner, consecutive groups of 2*n.
-  assert training.split_batches(batches, [2, 4], 2) == [[0, 2], [4, 6, 8, 10]]
+  assert plan_lib.split_batches(batches, [2, 4], 2) == [[0, 2], [4, 6, 8, 10]]
 
 
 def test_curriculum_scripted():
