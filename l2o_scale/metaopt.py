@@ -16,4 +16,4 @@ from l2o_scale.meta_training.plan import regularizer_switch  # noqa: F401
 from l2o_scale.meta_training.plan import sample_numiter  # noqa: F401
 from l2o_scale.meta_training.plan import sigmoid_weights  # noqa: F401
 from l2o_scale.meta_training.training import train_optimizer  # noqa: F401
-from l2o_scale.meta_training.unroll import REG_OPTIONS  # noqa: F401
+from l2o_scale.meta_training.regularizer import REG_OPTIONS  # noqa: F401

@@ -11,6 +11,7 @@ from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import meta_step as meta_step_lib
 from l2o_scale.meta_training import tf1_optimizers
 from l2o_scale.meta_training import train_state
+from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
@@ -36,7 +37,7 @@ def test_meta_learner_zeroes_nonfinite_entries_clips_and_applies_rmsprop():
 def _mlp_setup(reg_option="hessian-esd", steps=4):
   np.random.seed(3)
   problem = pg.FullyConnected(6, 3, hidden_sizes=(5,), activation=tf.nn.sigmoid)
-  reg = unroll_lib.make_regularizer_config(problem, reg_optimizer=True,
+  reg = regularizer_lib.make_regularizer_config(problem, reg_optimizer=True,
                                            alpha=0.1, reg_option=reg_option,
                                            hessian_itrs=4)
   rng = np.random.RandomState(0)

@@ -14,6 +14,7 @@ from l2o_scale import metaopt
 from l2o_scale.meta_training import mt_utils
 from l2o_scale.meta_training import tf1_optimizers
 from l2o_scale.meta_training import plan as plan_lib
+from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
@@ -254,10 +255,10 @@ def test_meta_training_sees_the_problems_gradient_transform():
       zero_probability=1.0)
   params = [tf.ones((6, 1))]
   grads, _ = unroll_lib._step_gradients(  # pylint: disable=protected-access
-      sparse, params, tf.zeros([0]), tf.zeros([0]), unroll_lib.NO_REGULARIZER,
+      sparse, params, tf.zeros([0]), tf.zeros([0]), regularizer_lib.NO_REGULARIZER,
       tf.constant(False))
   assert np.all(grads[0].numpy() == 0.)
   dense, _ = unroll_lib._step_gradients(  # pylint: disable=protected-access
       sparse.problem, params, tf.zeros([0]), tf.zeros([0]),
-      unroll_lib.NO_REGULARIZER, tf.constant(False))
+      regularizer_lib.NO_REGULARIZER, tf.constant(False))
   assert np.any(dense[0].numpy() != 0.)

@@ -95,6 +95,12 @@ class TrainingConfig:
       False, "Compile the optimizer's step inside each meta-training unroll "
       "with XLA (forward and meta-gradient); the numbers change by float "
       "rounding only.")
+  time_parallel: bool = flag(
+      True, "Evaluate the objective on the mini dataset (and a regularizer "
+      "that only enters the meta-objective) at all steps of an unroll after "
+      "its trajectory, in one vectorized pass, instead of step by step; an "
+      "unroll that the original's stop rules end early runs step by step. "
+      "The numbers change by float rounding only.")
   selection_seeds: tuple = flag(
       (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
       "the initial parameters, initial learning rates and batches).")

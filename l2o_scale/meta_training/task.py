@@ -20,6 +20,7 @@ from l2o_scale.meta_training import mt_utils as mt_utils_lib
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import selection as selection_lib
 from l2o_scale.meta_testing import testing as testing_lib
+from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 from problems import datasets
 
@@ -64,14 +65,16 @@ class MetaTrainingTask(object):
             "the whole dataset as the mini dataset.".format(
                 self.mini_batch_size, self.data.shape[0]))
         self.mini_batch_size = self.data.shape[0]
-    self.reg = unroll_lib.make_regularizer_config(
+    self.reg = regularizer_lib.make_regularizer_config(
         problem, config.reg_optimizer, config.reg_optimizee, config.alpha,
         config.beta, config.reg_option, config.hessian_itrs)
     self.mt = mt_utils_lib.MTUtils(problem) if config.if_mt else None
     self.meta_step = meta_step_lib.make_meta_step(
-        problem, optimizer, self.reg, config.l2_reg, config.jit_compile)
+        problem, optimizer, self.reg, config.l2_reg, config.jit_compile,
+        config.time_parallel)
     self.eval_unroll = meta_step_lib.make_eval_unroll(
-        problem, optimizer, self.reg, config.jit_compile)
+        problem, optimizer, self.reg, config.jit_compile,
+        config.time_parallel)
     self.planner = plan_lib.Planner(
         problem, 0 if self.data is None else self.data.shape[0],
         self.batch_size, self.mini_batch_size, config)

@@ -342,26 +342,31 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
   from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import tf1_optimizers  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
 
   spec, _, batch_size = _mlp_problem(data_dir)
   mini_data, mini_labels, n = _mini_tensors(data_dir)
   out = {"unroll_length": UNROLL_LENGTH, "mini_dataset_rows": int(n),
          "batch_size": int(batch_size)}
-  variants = [(reg, jit) for reg in ("noreg", "hessian_esd")
-              for jit in ((False, True) if xla else (False,))]
+  # (regularizer, XLA step, time-parallel objective): the default engine,
+  # the step-by-step one, and the default with XLA.
+  engines = [(False, True), (False, False)] + ([(True, True)] if xla else [])
+  variants = [(reg, jit, parallel) for reg in ("noreg", "hessian_esd")
+              for jit, parallel in engines]
   calls = {}
-  for reg_name, jit in variants:
+  for reg_name, jit, parallel in variants:
     np.random.seed(0)
     problem = spec.build()
     optimizer = _hrnn()
     if reg_name == "noreg":
-      reg = unroll_lib.NO_REGULARIZER
+      reg = regularizer_lib.NO_REGULARIZER
     else:
-      reg = unroll_lib.make_regularizer_config(
+      reg = regularizer_lib.make_regularizer_config(
           problem, reg_optimizer=True, reg_option="hessian-esd")
     meta_step = meta_step_lib.make_meta_step(problem, optimizer, reg,
-                                             jit_compile=jit)
+                                             jit_compile=jit,
+                                             time_parallel=parallel)
     learner = meta_learner.MetaLearner(
         tf1_optimizers.RMSProp(optimizer.meta_variables, 1e-6), 1e4)
     batches = tf.constant(datasets.batch_indices(n, UNROLL_LENGTH, batch_size))
@@ -383,7 +388,8 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
       learner.apply(grads)
       result.metaobj.numpy()
 
-    calls[reg_name + ("_xla" if jit else "")] = call
+    calls[reg_name + ("_xla" if jit else "") +
+          ("" if parallel else "_sequential")] = call
   out.update(measure_interleaved(calls, 1, cfg["unroll_repeats"], 1, timer))
   return out
 

@@ -89,9 +89,10 @@ def _final_arrays(prefix, params, states):
 
 def regularizer_config(spec, problem):
   """RegularizerConfig from a meta_train fixture's ``flags`` (original defaults)."""
+  from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
   flags = spec.get("flags", {})
-  return unroll_lib.make_regularizer_config(
+  return regularizer_lib.make_regularizer_config(
       problem,
       reg_optimizer=bool(flags.get("reg_optimizer", False)),
       reg_optimizee=bool(flags.get("reg_optimizee", False)),
@@ -101,8 +102,12 @@ def regularizer_config(spec, problem):
       hessian_itrs=int(flags.get("hessian_itrs", 10)))
 
 
-def replay_meta_train(folder, spec, arrays, data_dir=None):
+def replay_meta_train(folder, spec, arrays, data_dir=None,
+                      time_parallel=True):
   """Replays a ``meta_train`` fixture: partial unrolls, no meta update between.
+
+  ``time_parallel``: the unroll metarun runs by default (``--time_parallel``);
+  False replays the step-by-step one.
 
   Returns per unroll u the meta-objective, the problem objectives and the
   gradient of the differentiated objective for every meta-parameter, named
@@ -128,7 +133,8 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
   lengths = [int(n) for n in spec["unroll_lengths"]]
   switches = spec.get("jacob_switch", [False] * len(lengths))
   mode_mt = bool(spec.get("mode_mt", False))
-  step = meta_step_lib.make_meta_step(problem, optimizer, reg)
+  step = meta_step_lib.make_meta_step(problem, optimizer, reg,
+                                      time_parallel=time_parallel)
   names = list(optimizer.tf1_variables())
   batches = np.asarray(arrays["batches"]) if data is not None else None
   results = {}
