@@ -150,7 +150,9 @@ def test_plot_cli(synthetic, tmp_path):
 
 
 # ------------------------------------------------- medium size (medium.py)
+import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
 import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _write_final(folder, seed, name, final):
@@ -212,16 +214,72 @@ def medium_results(tmp_path):
 
 
 def test_split_and_tuned_names():
-  assert medium.split_name("hess-1e-3.t2") == ("hess-1e-3", 2)
-  assert medium.split_name("l2o-scale") == ("l2o-scale", None)
-  assert medium.tuned_lr("Adam-lr3e-4") == ("Adam", 3e-4)
-  assert medium.tuned_lr("SGD-lr0.1") == ("SGD", 0.1)
-  assert medium.tuned_lr("Adam") is None
-  assert medium.variant_label("hess-1e-3") == "Hessian-ESD reg. α=1e-3"
-  assert medium.variant_label("jacob-1e-2") == "Jacobian reg. α=1e-2"
-  assert medium.variant_label("Adam-lr1e-3") == "Adam (tuned, lr 1e-3)"
-  assert medium.variant_style("Adam-lr1e-3")[1] == "--"
-  assert medium.variant_style("hess-1e-2")[1] == "-"
+  assert styles.split_name("hess-1e-3.t2") == ("hess-1e-3", 2)
+  assert styles.split_name("l2o-scale") == ("l2o-scale", None)
+  assert styles.tuned_lr("Adam-lr3e-4") == ("Adam", 3e-4)
+  assert styles.tuned_lr("SGD-lr0.1") == ("SGD", 0.1)
+  assert styles.tuned_lr("Adam") is None
+  assert styles.label("hess-1e-3") == "Hessian-ESD reg. α=1e-3"
+  assert styles.label("hess-1e-3.t2") == "Hessian-ESD reg. α=1e-3"
+  assert styles.label("jacob-1e-2") == "Jacobian reg. α=1e-2"
+  assert styles.label("Adam-lr1e-3") == "Adam (tuned, lr 1e-3)"
+  assert styles.label("l2o-entropy-reg") != "l2o-entropy-reg"
+
+
+# Every name reproduce/all.sh can produce in one figure.
+ALL_NAMES = (["l2o-scale", "l2o-entropy-paper-cmd", "l2o-entropy-reg",
+              "l2o-entropy-reg-cl-mt", "SGD", "Adam", "Adagrad"] +
+             ["{}-{}".format(k, a) for k in ("hess", "jacob")
+              for a in ("1e-4", "1e-3", "1e-2")] +
+             ["Adam-lr" + lr for lr in ("3e-4", "1e-3", "3e-3", "1e-2")] +
+             ["SGD-lr" + lr for lr in ("0.1", "0.3", "1")])
+
+
+def test_every_optimizer_has_its_own_look_and_label():
+  """Lines are told apart by (colour, line style, marker): no two names
+  share all three, nor a label; learned optimizers are solid with filled
+  markers, the original baselines dashed, tuned ones dash-dotted, both with
+  open markers; a training-seed suffix changes nothing."""
+  looks = {n: tuple(sorted(styles.style(n).items())) for n in ALL_NAMES}
+  assert len(set(looks.values())) == len(ALL_NAMES)
+  assert len({styles.label(n) for n in ALL_NAMES}) == len(ALL_NAMES)
+  for n in ALL_NAMES:
+    s = styles.style(n)
+    assert s == styles.style(n + ".t3")
+    if styles.tuned_lr(n):
+      assert s["linestyle"] == "-." and not s["filled"]
+    elif styles.is_baseline(n):
+      assert s["linestyle"] == "--" and not s["filled"]
+    else:
+      assert s["linestyle"] == "-" and s["filled"]
+  # Tuned learning rates of one optimizer: one marker each.
+  for opt in ("Adam", "SGD"):
+    markers = [styles.style(n)["marker"] for n in ALL_NAMES
+               if n.startswith(opt + "-lr")]
+    assert len(set(markers)) == len(markers)
+  # No learned optimizer in a baseline's colour.
+  learned = {styles.style(n)["color"] for n in ALL_NAMES
+             if not styles.is_baseline(n)}
+  base = {styles.style(n)["color"] for n in ALL_NAMES if styles.is_baseline(n)}
+  assert not learned & base
+
+
+def test_order_learned_then_baselines():
+  names = ["SGD-lr1", "Adam", "l2o-entropy-reg-cl-mt", "jacob-1e-2",
+           "hess-1e-2", "hess-1e-4", "l2o-scale", "SGD", "Adam-lr1e-3"]
+  assert styles.ordered(names) == [
+      "l2o-scale", "hess-1e-4", "hess-1e-2", "jacob-1e-2",
+      "l2o-entropy-reg-cl-mt", "SGD", "Adam", "SGD-lr1", "Adam-lr1e-3"]
+
+
+def test_run_counts_text():
+  learned = figures.run_counts([(t, s) for t in (1, 2, 3) for s in (6, 12)])
+  assert learned == (3, 2)
+  assert figures.run_counts([6, 12, 18]) == (1, 3)
+  assert figures.runs_text({"l2o-scale": learned, "Adam": (1, 3)}) == (
+      "per line, learned: 3 training × 2 test seeds; baselines: 3 test seeds")
+  assert figures.runs_text({"l2o-scale": (1, 3), "SGD": (1, 3)}) == (
+      "each line: 3 test seeds")
 
 
 def test_variant_pooling_over_training_seeds(medium_results):
@@ -313,8 +371,14 @@ def test_medium_cli_writes_everything(medium_results, tmp_path):
     for ext in ("png", "pdf"):
       assert (out / (name + "." + ext)).stat().st_size > 1000, name
   text = (out / "results.md").read_text()
+  # One row per meta-training run, from its log.
+  assert ("| Hessian-ESD reg. α=1e-3 | 1 | robust selection | 0.5 (3) | "
+          "not reached | 1 | — |") in text
+  assert ("| L2O-Entropy (reg. + CL + MT) | 2 | evaluation cost | 2 (2) | — "
+          "| 0 | — |") in text
   rows = {}
-  for l in text.splitlines():   # the first row of each label: the main table
+  per_problem = text[text.index("## Per problem"):]
+  for l in per_problem.splitlines():  # the first row of each label
     if l.startswith("| "):
       rows.setdefault(l.split("|")[1].strip(), l)
   assert "| 3 × 2 | 2.9 ± 0.82 |" in rows["L2O-Scale (no reg.)"]
@@ -325,8 +389,11 @@ def test_medium_cli_writes_everything(medium_results, tmp_path):
   hess = rows["Hessian-ESD reg. α=1e-3"]
   assert "Regularizer effect" in text and "2 × pooled std" in text
   effect = [l for l in text.splitlines()
-            if l.startswith("| Hessian-ESD reg. α=1e-3 | +")]
+            if l.startswith("| Hessian-ESD reg. α=1e-3 | +") and "(differs)" in l]
   assert len(effect) == 1 and effect[0].count("(differs)") == 3, effect
+  # The verdicts across problems, held-out accuracy only.
+  assert "| Hessian-ESD reg. α=1e-3 | +0.0991 (beyond the spread) |" in text
+  assert "| Jacobian reg. α=1e-2 | +0.0000 (within) |" in text
   jac = [l for l in text.splitlines() if l.startswith("| Jacobian reg. α=1e-2 | ")
          and "seed spread" in l]
   assert len(jac) == 1 and jac[0].count("+0 (within seed spread)") == 3, jac
