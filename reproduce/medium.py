@@ -406,7 +406,7 @@ CONFIG_NAMES = (
 
 def run_section(run_dir):
   """The facts of an all.sh run (Markdown): its settings (config.txt, local
-  paths left out), the machine (machine.txt), end-to-end wall time
+  paths left out), the machine and end-to-end wall time of each invocation
   (invocations.tsv) and stage times (timings.tsv). '' without config.txt."""
   config_path = os.path.join(run_dir, "config.txt")
   if not os.path.exists(config_path):
@@ -420,19 +420,22 @@ def run_section(run_dir):
   for key, name in CONFIG_NAMES:
     if config.get(key):
       lines.append("| {} | {} |".format(name, config[key].replace(",", ", ")))
-  machine = os.path.join(run_dir, "machine.txt")
-  if os.path.exists(machine):
-    lines.append("| machine | {} |".format(open(machine).read().strip()))
   invocations = os.path.join(run_dir, "invocations.tsv")
   if os.path.exists(invocations):
-    rows = [l.rstrip("\n").split("\t") for l in open(invocations) if
-            l.strip()]
-    total = sum(float(r[1]) for r in rows)
+    # date, wall seconds, stages run, machine; one line per invocation of
+    # all.sh that ran a stage.
+    with open(invocations) as f:
+      rows = [l.rstrip("\n").split("\t") for l in f if l.strip()]
+    machines = sorted({r[3] for r in rows if len(r) > 3})
+    for m in machines:
+      lines.append("| machine | {} |".format(m))
     lines.append("| wall time, end to end | {} in {} invocation{} of "
-                 "reproduce/all.sh (started {}) |".format(
-                     format_duration(total), len(rows),
-                     "" if len(rows) == 1 else "s",
-                     ", ".join(r[0] for r in rows)))
+                 "reproduce/all.sh ({}), up to the last meta-test |".format(
+                     format_duration(sum(float(r[1]) for r in rows)),
+                     len(rows), "" if len(rows) == 1 else "s",
+                     ", ".join("{}: {} stages in {}".format(
+                         r[0], r[2], format_duration(float(r[1])))
+                               for r in rows)))
   timings = read_timings(os.path.join(run_dir, "timings.tsv"))
   for kind, prefix in (("meta-training", "train-"),
                        ("meta-testing", "test-")):

@@ -346,7 +346,7 @@ def main(argv=None):
   parser.add_argument("--run_dir", default=None,
                       help="all.sh output folder: results.md states its "
                       "settings, machine and wall time (config.txt, "
-                      "machine.txt, invocations.tsv, timings.tsv)")
+                      "invocations.tsv, timings.tsv)")
   args = parser.parse_args(argv)
   raw_losses, raw_heldout = load_results(args.results_dir)
   if not raw_losses:

@@ -13,8 +13,11 @@ import json
 import math
 import os
 import pickle
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -362,6 +365,26 @@ def test_parse_train_logs(medium_results):
   assert cl["selections"] == [] and cl["best"] is None
 
 
+def test_train_log_points_at_meta_iterations(tmp_path):
+  """Evaluations are placed at the meta-iteration they were taken at: that
+  of the progress line before them, else evaluation J times the logged
+  --evaluation_period."""
+  log = tmp_path / "train-x.t2.log"
+  log.write_text(
+      "+ python metarun.py --evaluation_period=2 --seed=2\n"
+      "evaluation 1, cost=3\nselection 1, robust score=1.5 (x)\n"
+      "[meta-iteration 4/6] training on FullyConnected: 5 unrolls\n"
+      "[meta-iteration 4/6] unroll 1/5 (20 steps) meta-objective 1\n"
+      "evaluation 2, cost=2\nselection 2, robust score=0.04 (x)\n"
+      "[meta-iteration 5/6] objective diverged: rolled back to x\n")
+  parsed = medium.parse_train_log(str(log))
+  assert parsed["evaluations"] == [(2, None, 3.0), (4, None, 2.0)]
+  assert parsed["selections"] == [(2, 1.5), (4, 0.04)]
+  assert parsed["rollbacks"] == [5] and parsed["seed"] == 2
+  table = medium.training_table({"x": {2: parsed}}, {"train-x.t2": 95.})
+  assert "| x | 2 | robust selection | 0.04 (4) | 4 | 1 | 95 s |" in table
+
+
 def test_medium_cli_writes_everything(medium_results, tmp_path):
   out = tmp_path / "fig"
   assert plot.main(["--results_dir", medium_results[0], "--out_dir", str(out),
@@ -582,11 +605,19 @@ def _number(cell):
   return float(cell.split("±")[0])
 
 
+def _progress(stdout):
+  """(stage k, total, rest) of each "[done] NAME in S s (stage k/N; rest)"
+  line."""
+  return [(int(m.group(1)), int(m.group(2)), m.group(3)) for m in
+          re.finditer(r"^\[done\] \S+ in [0-9.]+ s \(stage (\d+)/(\d+); "
+                      r"(.*)\)$", stdout, re.M)]
+
+
 def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
   """REPRO_TINY: 1 meta-iteration, 1 seed, 20 test steps, one problem."""
   out = tmp_path / "repro"
   env = dict(os.environ, REPRO_TINY="1", L2O_SCALE_DATA_DIR=data_dir,
-             PYTHON=sys.executable)
+             PYTHON=sys.executable, REPRO_HEARTBEAT="1")
   env.pop("REPRO_QUICK", None)
   cmd = ["bash", os.path.join(ROOT, "reproduce", "all.sh"),
          "--out={}".format(out)]
@@ -594,6 +625,23 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
                         timeout=600)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert "plan:" in proc.stdout and "offline MNIST" in proc.stdout
+  # Progress: every finished stage counted once, in order, with an estimate
+  # of the time left until the last; a line while meta-training runs (it
+  # imports TensorFlow and compiles the unroll: seconds on any machine).
+  progress = _progress(proc.stdout)
+  assert [k for k, _, _ in progress] == list(range(1, 7)), proc.stdout
+  assert all(n == 6 for _, n, _ in progress)
+  assert all(re.fullmatch(r"about \d+ (s|min) left", rest)
+             for _, _, rest in progress[:-1]), progress
+  assert progress[-1][2] == "all done"
+  assert re.search(r"^\[\.\.\. \] train-l2o-scale running for \d+ s: ",
+                   proc.stdout, re.M), proc.stdout
+  # results.md states the run: its settings and this invocation.
+  results = (out / "figures" / "results.md").read_text()
+  assert "| meta-test steps | 20 |" in results
+  assert "| wall time, end to end |" in results and ": 5 stages in " in results
+  invocations = (out / "invocations.tsv").read_text().splitlines()
+  assert len(invocations) == 1 and invocations[0].split("\t")[2] == "5"
   figures = out / "figures"
   assert (figures / "loss_curves.png").stat().st_size > 1000
   assert (figures / "loss_curves.pdf").stat().st_size > 1000
@@ -610,9 +658,59 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert "[run ]" not in proc.stdout
   assert proc.stdout.count("[skip]") == 6
+  assert "stages: 6 (6 done earlier)" in proc.stdout
+  assert len((out / "invocations.tsv").read_text().splitlines()) == 1
   # Other settings into the same folder are refused.
   env["REPRO_QUICK"], env["REPRO_TINY"] = "1", "0"
   proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                         timeout=300)
   assert proc.returncode != 0
   assert "holds results of other settings" in proc.stderr
+
+
+def test_all_sh_interrupted_stops_its_stages(tmp_path, data_dir):
+  """A kill (as Ctrl-C) of all.sh stops the stages it runs in the
+  background, says how to continue, and leaves no stage marked done that
+  did not finish."""
+  out = tmp_path / "repro"
+  env = dict(os.environ, REPRO_TINY="1", L2O_SCALE_DATA_DIR=data_dir,
+             PYTHON=sys.executable)
+  env.pop("REPRO_QUICK", None)
+  proc = subprocess.Popen(
+      ["bash", os.path.join(ROOT, "reproduce", "all.sh"),
+       "--out={}".format(out)], env=env, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  try:
+    for line in proc.stdout:
+      if line.startswith("[run ] train-"):
+        break
+    pids = []
+    for _ in range(100):  # the pid files of both stages that started
+      pids = [int(p.read_text()) for p in (out / ".running").glob("*.pid")
+              if p.read_text().strip()]
+      if len(pids) == 2:
+        break
+      time.sleep(0.1)
+    assert pids
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  assert proc.returncode == 130, err
+  assert "interrupted" in err and "run the same command again" in err
+  for pid in pids:
+    for _ in range(100):
+      if not _alive(pid):
+        break
+      time.sleep(0.1)
+    assert not _alive(pid), "stage process {} still runs".format(pid)
+  assert not (out / ".stages" / "train-l2o-scale.done").exists()
+
+
+def _alive(pid):
+  try:
+    with open("/proc/{}/stat".format(pid)) as f:
+      return f.read().split(")")[-1].split()[0] != "Z"
+  except OSError:
+    return False
