@@ -241,29 +241,6 @@ print("{}, {:,} train / {:,} test images".format(kind, len(train), len(test)))
 EOF
 }
 
-# One line: CPU model, cores, TensorFlow and Python versions.
-describe_machine() {
-  "$PYTHON" - <<'EOF'
-import importlib.metadata
-import os
-import platform
-model = ""
-try:
-  with open("/proc/cpuinfo") as f:
-    model = next((l.split(":", 1)[1].strip() for l in f
-                  if l.startswith("model name")), "")
-except OSError:
-  pass
-try:
-  tf = "TensorFlow " + importlib.metadata.version("tensorflow")
-except importlib.metadata.PackageNotFoundError:
-  tf = "TensorFlow (version unknown)"
-print("{}, {} CPU cores, {}, Python {}".format(
-    model or platform.processor() or platform.machine(), os.cpu_count(), tf,
-    platform.python_version()))
-EOF
-}
-
 echo "== L2O-Entropy reproduction, size: $SIZE =="
 echo "output:  $OUT (logs in logs/, stage markers in .stages/: delete a marker to redo its stage)"
 echo -n "data:    "
@@ -534,7 +511,7 @@ for s in "${ALL_STAGES[@]}"; do [[ -f "$MARKS/$s.done" ]] && DONE_NOW=$((DONE_NO
 if (( DONE_NOW > DONE_AT_START )); then
   printf '%s\t%s\t%s\t%s\n' "$(date -u -d "@$INVOCATION_START" +%Y-%m-%d)" \
     "$(( $(date +%s) - INVOCATION_START ))" "$(( DONE_NOW - DONE_AT_START ))" \
-    "$(describe_machine)" >> "$OUT/invocations.tsv"
+    "$("$PYTHON" reproduce/machine.py)" >> "$OUT/invocations.tsv"
   rm -f "$MARKS/plot.done"
 fi
 

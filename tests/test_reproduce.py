@@ -714,3 +714,18 @@ def _alive(pid):
       return f.read().split(")")[-1].split()[0] != "Z"
   except OSError:
     return False
+
+
+def test_pretrained_metatest_table(tmp_path):
+  """reproduce/pretrained_metatest.py's table: per seed the final train loss
+  and held-out accuracy of each optimizer, and their means."""
+  import pretrained_metatest  # pylint: disable=g-import-not-at-top
+  folder = str(tmp_path / pretrained_metatest.PROBLEM)
+  for seed, (loss, acc) in zip((6, 12, 18), ((.1, .8), (.2, .9), (.3, .7))):
+    _write_final(folder, seed, "l2o-scale", loss)
+    _write_flat(folder, seed, "l2o-scale", acc)
+  text = pretrained_metatest.table(str(tmp_path), [("l2o-scale", "l2o-scale")],
+                                   3000)
+  assert ("| l2o-scale | 0.1000 / 0.8000 | 0.2000 / 0.9000 | 0.3000 / 0.7000 "
+          "| 0.2000 / 0.8000 |") in text
+  assert text.startswith("3000 steps")
