@@ -114,6 +114,8 @@ def _bench_tables(report):
        _ms(report.get("l2o_step_seconds_no_xla")),
        _ms(_get(orig, "meta_test_step", "median_s")),
        _x(speed.get("meta_test_step"))),
+      ("the unroll's floor: SGD in place of the learned optimizer",
+       _s(_get(report, "unrolls", "sgd_floor", "median")), "", ""),
       ("one meta-iteration (5 unrolls with meta-updates)",
        _s(report.get("meta_iteration_seconds")), "", ""),
   ]

@@ -95,8 +95,8 @@ def table(results_dir, models, steps):
     lines.append("| {} | {} | {:.4f} / {:.4f} |".format(
         label, " | ".join(cells), float(np.mean(finals)),
         float(np.mean(acc))))
-  return ("{} steps on the MNIST MLP 784-20-10 (sigmoid) of meta-training, "
-          "test seeds {}. Final train loss: mean of the last {} minibatch "
+  return ("{} steps on the MNIST MLP 784-20-10 (sigmoid), the problem the "
+          "optimizers were meta-trained on; test seeds {}. Final train loss: mean of the last {} minibatch "
           "losses; held-out accuracy: on the MNIST test split after the "
           "last step.\n\n".format(steps, SEEDS.replace(",", ", "),
                                   plot.FINAL_WINDOW) + "\n".join(lines) + "\n")
