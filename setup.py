@@ -20,5 +20,9 @@ setup(
         "absl-py",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest", "pytest-xdist"]},
+    extras_require={
+        "docs": ["mkdocs>=1.6,<2"],
+        # The test suite builds the documentation in strict mode.
+        "test": ["pytest", "pytest-xdist", "mkdocs>=1.6,<2"],
+    },
 )
