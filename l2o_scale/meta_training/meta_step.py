@@ -29,7 +29,7 @@ def _with_fallback(parallel, sequential):
 
   def call(*args):
     result = parallel(*args)
-    out = result[0] if isinstance(result, tuple) else result
+    out = result if hasattr(result, "early_stop") else result[0]
     if tf.executing_eagerly():
       return sequential(*args) if bool(out.early_stop) else result
     return tf.cond(out.early_stop, lambda: sequential(*args), lambda: result)

@@ -236,7 +236,9 @@ class _UnrollStep(object):
     self.reg = reg
     self.update = update
     self.initial_obj = initial_obj
-    self.num_iter = tf.shape(inputs.obj_weights)[0]
+    # Static where known (XLA needs the trail's size at compile time).
+    self.num_iter = (inputs.obj_weights.shape[0] or
+                     tf.shape(inputs.obj_weights)[0])
     switch = inputs.jacob_switch
     if not regularizer.decided_while_tracing(switch):
       switch = tf.convert_to_tensor(switch, tf.bool)
@@ -389,18 +391,27 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
   step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg,
                      update or optimizer_update(optimizer),
                      state.initial_obj, time_parallel)
-  objectives = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
-                              clear_after_read=False,
-                              element_shape=tf.TensorShape([]))
-  start = StepCarry(tf.constant(0), tf.constant(0.), tf.constant(0.),
-                    tf.constant(0.), objectives.write(0, start_obj), state,
-                    step.trail(state.params))
-  [end] = tf.while_loop(step.keep_going, lambda carry: [step(carry)],
-                        [start])
+  def loop(carry):
+    if time_parallel:
+      carry = carry._replace(trail=step.trail(state.params))
+    else:
+      objectives = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
+                                  clear_after_read=False,
+                                  element_shape=tf.TensorShape([]))
+      carry = carry._replace(objectives=objectives.write(0, start_obj))
+    [end] = tf.while_loop(
+        step.keep_going, lambda c: [step(c)], [carry],
+        maximum_iterations=step.num_iter if time_parallel else None)
+    if time_parallel:
+      return end._replace(trail=tuple(ta.stack() for ta in end.trail))
+    return end._replace(objectives=end.objectives.stack())
+
+  end = loop(StepCarry(tf.constant(0), tf.constant(0.), tf.constant(0.),
+                       tf.constant(0.), tf.constant(0.), state, ()))
   multiplier = optimizer.obj_train_max_multiplier
   if time_parallel:
     num_params = len(state.params)
-    stacks = [ta.stack() for ta in end.trail]
+    stacks = list(end.trail)
     at_steps = _objectives_at(problem, stacks[:num_params], inputs.mini_data,
                               inputs.mini_labels)
     obj_accum = tf.reduce_sum(inputs.obj_weights * at_steps)
@@ -413,8 +424,8 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
           problem, reg, stacks[-num_params:], inputs))
   else:
     obj_accum, regular = end.obj_accum, end.regular
-    problem_objectives = end.objectives.stack()
-    early_stop = end.itr < step.num_iter
+    problem_objectives = end.objectives
+    early_stop = end.itr < tf.shape(inputs.obj_weights)[0]
   scaled = optimizer.scale_objective(obj_accum, problem_objectives,
                                      state.initial_obj)
   return UnrollOutput(scaled + regular, end.obj_accum_mt, problem_objectives,
