@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
 from l2o_scale.config import config_flags
+from l2o_scale.config import recipes
 from l2o_scale.runs import dir_lock
 from l2o_scale.meta_training import distributed
 from l2o_scale import metaopt
@@ -96,6 +97,13 @@ flags.DEFINE_integer("seed", None, "Seed numpy, Python and TF random streams.")
 flags.DEFINE_boolean("resume", True,
                      "Continue from the latest checkpoint in the log dir.")
 flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
+flags.DEFINE_enum("recipe", None, recipes.names(),
+                  "A named set of metarun flags shipped with the package "
+                  "(l2o_scale/config/recipes/<name>.flags, an absl flagfile): "
+                  + "; ".join("{}: {}".format(n, recipes.summary(n))
+                              for n in recipes.names()) +
+                  ". A flag given on the command line wins over the "
+                  "recipe's.")
 flags.DEFINE_boolean("overwrite", False,
                      "With --resume=False, delete the earlier run's "
                      "checkpoints and record in the log dir first (without it "
@@ -220,6 +228,13 @@ def warnings_for(flag_values):
                  "off in every unroll: with --reg_optimizer=True the "
                  "accumulated regularizer stays 0 (original behaviour; use "
                  "--regularize_time=always to apply it).")
+  if (flag_values.recipe is None and
+      flag_values.meta_learning_rate == flag_values["meta_learning_rate"].default):
+    notes.append("the original's meta learning rate ({:g}) learns nothing "
+                 "visible in hours on this problem; --recipe=fast (or "
+                 "--recipe=stable) trains a useful optimizer (python "
+                 "metarun.py --helpfull: recipe).".format(
+                     flag_values.meta_learning_rate))
   if flag_values.if_cl and not flag_values.fix_unroll:
     notes.append("--if_cl uses --fix_unroll_length unrolls regardless of "
                  "--fix_unroll (original behaviour).")
@@ -462,7 +477,7 @@ def report_end(result, logdir):
 
 
 def run():
-  app.run(main)
+  app.run(main, argv=recipes.expand(sys.argv))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ setup(
     packages=find_packages(include=["l2o_scale", "l2o_scale.*", "optimizer",
                                     "optimizer.*", "problems", "problems.*"]),
     py_modules=["metarun", "metatest"],
+    package_data={"l2o_scale": ["config/recipes/*.flags"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-datasets",
