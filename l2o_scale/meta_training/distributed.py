@@ -41,6 +41,7 @@ names the others.
 """
 
 import collections
+import contextlib
 import json
 import logging as std_logging
 import os
@@ -180,6 +181,18 @@ class LostWorkerReporter(std_logging.Handler):
   def filter(self, record):
     return not ("MultiDeviceSaver" in record.getMessage() and
                 "retracing" in record.getMessage())
+
+  @contextlib.contextmanager
+  def attached(self):
+    """Handles and filters the ``tensorflow`` logger's records meanwhile."""
+    logger = std_logging.getLogger("tensorflow")
+    logger.addHandler(self)
+    logger.addFilter(self)
+    try:
+      yield self
+    finally:
+      logger.removeHandler(self)
+      logger.removeFilter(self)
 
 
 def locked_rmsprop(meta_optimizer, grads):
@@ -344,16 +357,12 @@ def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
   the ps: more than scheduled after re-runs) and ``lost_workers``.
   """
   del is_chief, callbacks, obj_train_max_multiplier, fix_unroll, if_cl
-  resolver = (cluster_resolver or
-              tf.distribute.cluster_resolver.TFConfigClusterResolver())
-  strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+  strategy = tf.distribute.experimental.ParameterServerStrategy(
+      cluster_resolver or
+      tf.distribute.cluster_resolver.TFConfigClusterResolver())
   coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
       strategy)
   num_workers = strategy.extended._num_workers  # pylint: disable=protected-access
-  lost = LostWorkerReporter(out)
-  tf_logger = std_logging.getLogger("tensorflow")
-  tf_logger.addHandler(lost)
-  tf_logger.addFilter(lost)
   trainer = trainer_lib.MetaTrainer(training.trainer_config(
       logdir, num_problems, num_meta_iterations, num_unroll_func,
       num_partial_unroll_itrs_func, config, resume, summaries,
@@ -366,23 +375,23 @@ def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
                                    optimizer_spec, out, strategy.scope())
   with strategy.scope():
     runs = tf.Variable(0, dtype=tf.int64, trainable=False, name="closure_runs")
-  try:
-    if not trainer.start():
-      return dict(trainer.close(), workers=num_workers, closure_runs=0,
-                  lost_workers=[])
-    _report_placement(trainer, out)
-    _run_chief(trainer, coordinator, problems_and_data, select_random_problems,
-               num_workers, closures_per_worker * num_workers, runs, out)
-  except tf.errors.UnavailableError as e:
-    raise ClusterLostError(str(e)) from e
-  finally:
-    tf_logger.removeHandler(lost)
-    tf_logger.removeFilter(lost)
+  lost = LostWorkerReporter(out)
+  with lost.attached():
+    try:
+      if not trainer.start():
+        return dict(trainer.close(), workers=num_workers, closure_runs=0,
+                    lost_workers=[])
+      _report_placement(trainer, out)
+      _run_chief(trainer, coordinator, problems_and_data,
+                 select_random_problems, num_workers,
+                 closures_per_worker * num_workers, runs, out)
+    except tf.errors.UnavailableError as e:
+      raise ClusterLostError(str(e)) from e
   result = trainer.close()
-  scheduled = num_meta_iterations - trainer.start_k
   closure_runs = int(runs.numpy())
   trainer.log("{} workers ran {} meta-iteration closures for {} scheduled{}."
-              .format(num_workers, closure_runs, scheduled,
+              .format(num_workers, closure_runs,
+                      num_meta_iterations - trainer.start_k,
                       "; lost workers: " + ", ".join(sorted(lost.lost))
                       if lost.lost else ""))
   return dict(result, workers=num_workers, closure_runs=closure_runs,

@@ -47,31 +47,16 @@ def trainer_config(logdir, num_problems, num_meta_iterations, num_unroll_func,
       summaries=summaries)
 
 
-def train_optimizer(logdir,
-                    optimizer_spec,
-                    problems_and_data,
-                    num_problems,
-                    num_meta_iterations,
-                    num_unroll_func,
-                    num_partial_unroll_itrs_func,
-                    learning_rate=1e-4,
-                    gradient_clip=5.,
-                    is_chief=False,
-                    select_random_problems=True,
-                    callbacks=None,
-                    obj_train_max_multiplier=-1,
-                    out=sys.stdout,
-                    fix_unroll=False,
-                    fix_unroll_length=20,
-                    fix_num_steps=100,
-                    fix_num_steps_eval=100,
-                    evaluation_period=1,
-                    evaluation_epochs=20,
-                    save_period=1,
-                    if_cl=False,
-                    config=None,
-                    resume=True,
-                    summaries=True):
+def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
+                    num_meta_iterations, num_unroll_func,
+                    num_partial_unroll_itrs_func, learning_rate=1e-4,
+                    gradient_clip=5., is_chief=False,
+                    select_random_problems=True, callbacks=None,
+                    obj_train_max_multiplier=-1, out=sys.stdout,
+                    fix_unroll=False, fix_unroll_length=20, fix_num_steps=100,
+                    fix_num_steps_eval=100, evaluation_period=1,
+                    evaluation_epochs=20, save_period=1, if_cl=False,
+                    config=None, resume=True, summaries=True):
   """Trains the meta-parameters of an optimizer (the original's arguments).
 
   New arguments: ``config`` (TrainingConfig: the flags the original read

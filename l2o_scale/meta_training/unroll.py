@@ -39,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import inner_step
+from l2o_scale.meta_training import parallel_eval
 from l2o_scale.meta_training import regularizer
 
 class LoopState(collections.namedtuple(
@@ -322,43 +323,6 @@ class _UnrollStep(object):
                   new_states, list(new_global)), trail)
 
 
-def _objectives_at(problem, params_stack, data, labels):
-  """The objective on the mini dataset at each step's parameters, in one
-  vectorized pass ([T]): one read of the data, matmuls with T times wider
-  right-hand sides."""
-  return tf.vectorized_map(
-      lambda params: problem.objective(list(params), data, labels),
-      list(params_stack))
-
-
-def _regularizer_at(problem, reg, eval_stack, inputs):
-  """The regularizer of each step's batch at each step's gradient point
-  ([T]), vectorized over the steps."""
-  def one(args):
-    params, rows = args
-    return regularizer.regularizer_value(problem, list(params),
-                             tf.gather(inputs.mini_data, rows),
-                             tf.gather(inputs.mini_labels, rows), None, reg)
-  return tf.vectorized_map(one, (list(eval_stack), inputs.batches))
-
-
-def stops_early(objectives, weights, initial_obj, multiplier):
-  """Whether the sequential loop would end before its last step, from the
-  objectives before each step (``objectives``: [f(p_0), f(p_0), ...,
-  f(p_T-1)] as :func:`unroll` returns them): a non-finite accumulated
-  objective, or (``multiplier`` > 0) an objective not below
-  :func:`objective_limit`, at the check before some step."""
-  num = tf.shape(weights)[0]
-  at_steps = objectives[1:]
-  accum_before = tf.math.cumsum(weights * at_steps, exclusive=True)
-  stop = tf.logical_not(tf.math.is_finite(accum_before))
-  if multiplier > 0:
-    checked = objectives[:num]
-    stop = tf.logical_or(stop, tf.logical_not(
-        checked < objective_limit(initial_obj, multiplier)))
-  return tf.reduce_any(stop)
-
-
 def unroll(problem, optimizer, inputs, carried, mode_mt=False,
            reg=regularizer.NO_REGULARIZER, update=None, time_parallel=False):
   """Runs one partial unroll; differentiable with respect to the optimizer.
@@ -391,37 +355,15 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
   step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg,
                      update or optimizer_update(optimizer),
                      state.initial_obj, time_parallel)
-  def loop(carry):
-    if time_parallel:
-      carry = carry._replace(trail=step.trail(state.params))
-    else:
-      objectives = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
-                                  clear_after_read=False,
-                                  element_shape=tf.TensorShape([]))
-      carry = carry._replace(objectives=objectives.write(0, start_obj))
-    [end] = tf.while_loop(
-        step.keep_going, lambda c: [step(c)], [carry],
-        maximum_iterations=step.num_iter if time_parallel else None)
-    if time_parallel:
-      return end._replace(trail=tuple(ta.stack() for ta in end.trail))
-    return end._replace(objectives=end.objectives.stack())
-
-  end = loop(StepCarry(tf.constant(0), tf.constant(0.), tf.constant(0.),
-                       tf.constant(0.), tf.constant(0.), state, ()))
-  multiplier = optimizer.obj_train_max_multiplier
+  end = _run_loop(step, start_obj, state)
   if time_parallel:
-    num_params = len(state.params)
-    stacks = list(end.trail)
-    at_steps = _objectives_at(problem, stacks[:num_params], inputs.mini_data,
-                              inputs.mini_labels)
-    obj_accum = tf.reduce_sum(inputs.obj_weights * at_steps)
-    problem_objectives = tf.concat([[start_obj], at_steps], 0)
-    early_stop = stops_early(problem_objectives, inputs.obj_weights,
-                             state.initial_obj, multiplier)
-    regular = end.regular
-    if step.defer_reg and step.switch:
-      regular = tf.reduce_sum(reg.alpha * _regularizer_at(
-          problem, reg, stacks[-num_params:], inputs))
+    multiplier = optimizer.obj_train_max_multiplier
+    limit = (objective_limit(state.initial_obj, multiplier)
+             if multiplier > 0 else None)
+    obj_accum, problem_objectives, regular, early_stop = (
+        parallel_eval.after_trajectory(
+            problem, reg if step.defer_reg and step.switch else None, inputs,
+            start_obj, end.trail, len(state.params), limit, end.regular))
   else:
     obj_accum, regular = end.obj_accum, end.regular
     problem_objectives = end.objectives
@@ -430,6 +372,27 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
                                      state.initial_obj)
   return UnrollOutput(scaled + regular, end.obj_accum_mt, problem_objectives,
                       state.initial_obj, regular, end.state, early_stop)
+
+
+def _run_loop(step, start_obj, state):
+  """The while loop over the unroll's steps, from ``state``; its last
+  :class:`StepCarry` with the per-step objectives (step by step) or the
+  trail (time-parallel) stacked into tensors."""
+  carry = StepCarry(tf.constant(0), tf.constant(0.), tf.constant(0.),
+                    tf.constant(0.), tf.constant(0.), state, ())
+  if step.time_parallel:
+    carry = carry._replace(trail=step.trail(state.params))
+  else:
+    objectives = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
+                                clear_after_read=False,
+                                element_shape=tf.TensorShape([]))
+    carry = carry._replace(objectives=objectives.write(0, start_obj))
+  [end] = tf.while_loop(
+      step.keep_going, lambda c: [step(c)], [carry],
+      maximum_iterations=step.num_iter if step.time_parallel else None)
+  if step.time_parallel:
+    return end._replace(trail=tuple(ta.stack() for ta in end.trail))
+  return end._replace(objectives=end.objectives.stack())
 
 
 def zero_mt_labels(param_shapes, num_steps):
