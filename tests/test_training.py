@@ -4,6 +4,7 @@ checkpoints and resumes."""
 
 import io
 import os
+import random
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from l2o_scale import metaopt
 from l2o_scale.meta_training import mt_utils
 from l2o_scale.meta_training import tf1_optimizers
 from l2o_scale.meta_training import plan as plan_lib
+from l2o_scale.meta_training import train_state
 from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
@@ -262,3 +264,39 @@ def test_meta_training_sees_the_problems_gradient_transform():
       sparse.problem, params, tf.zeros([0]), tf.zeros([0]),
       regularizer_lib.NO_REGULARIZER, tf.constant(False))
   assert np.any(dense[0].numpy() != 0.)
+
+
+def test_a_meta_batch_trains_several_instances_and_resumes_exactly(tmp_path):
+  """--meta_batch_size=2: each meta-iteration draws two optimizee instances
+  (their own initial parameters), carries a state per instance and saves
+  both; a run resumed from its checkpoint ends where the uninterrupted one
+  does."""
+  config = metaopt.TrainingConfig(meta_batch_size=2)
+  def seed():
+    np.random.seed(0)
+    random.seed(0)
+    tf.random.set_seed(0)
+
+  straight = str(tmp_path / "straight")
+  seed()
+  result, log = _train(straight, 3, config=config)
+  assert result["meta_iterations"] == 3
+  split = str(tmp_path / "split")
+  seed()
+  _train(split, 2, config=config)
+  _, log = _train(split, 3, config=config)
+  assert "Resuming from" in log
+  for number in (0, 3):
+    a = tf.train.load_checkpoint(os.path.join(straight,
+                                              "model.ckpt-{}".format(number)))
+    b = tf.train.load_checkpoint(os.path.join(split,
+                                              "model.ckpt-{}".format(number)))
+    for name in a.get_variable_to_shape_map():
+      if name.startswith("optimizer/"):
+        np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name),
+                                      err_msg=name)
+  with np.load(os.path.join(straight, "model.ckpt-3.resume.npz")) as saved:
+    single = len(train_state.CarriedState(
+        _quadratic_spec()[0][0].build(), _optimizer_spec().build())
+        .to_arrays())
+    assert sum(k.startswith("carried_") for k in saved.files) == 2 * single

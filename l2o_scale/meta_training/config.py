@@ -95,6 +95,11 @@ class TrainingConfig:
       False, "Compile the optimizer's step inside each meta-training unroll "
       "with XLA (forward and meta-gradient); the numbers change by float "
       "rounding only.")
+  meta_batch_size: int = flag(
+      1, "Optimizee instances trained per partial unroll (a meta-batch): "
+      "each with its own initial parameters, batches and mini dataset; the "
+      "meta-gradient is that of the mean of their meta-objectives. 1 = the "
+      "original.")
   time_parallel: bool = flag(
       True, "Evaluate the objective on the mini dataset (and a regularizer "
       "that only enters the meta-objective) at all steps of an unroll after "

@@ -112,6 +112,9 @@ def unsupported(flag_values):
     # /job:ps").
     reasons.append("--jit_compile is not supported in distributed mode (XLA "
                    "cannot read variables on the parameter servers)")
+  if flag_values.meta_batch_size != 1:
+    reasons.append("--meta_batch_size is single-process only for now "
+                   "(distributed mode: --meta_batch_size=1)")
   if flag_values.objective_training_max_multiplier > 0:
     reasons.append("--objective_training_max_multiplier is not supported in "
                    "distributed mode")

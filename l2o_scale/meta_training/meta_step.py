@@ -29,18 +29,30 @@ def _with_fallback(parallel, sequential):
 
   def call(*args):
     result = parallel(*args)
-    out = result if hasattr(result, "early_stop") else result[0]
+    outs = result if hasattr(result, "early_stop") else result[0]
+    stops = [o.early_stop for o in _instances(outs)]
+    stop = stops[0] if len(stops) == 1 else tf.reduce_any(tf.stack(stops))
     if tf.executing_eagerly():
-      return sequential(*args) if bool(out.early_stop) else result
-    return tf.cond(out.early_stop, lambda: sequential(*args), lambda: result)
+      return sequential(*args) if bool(stop) else result
+    return tf.cond(stop, lambda: sequential(*args), lambda: result)
 
   return call
+
+
+def _instances(value):
+  """The instances of a meta-batch (a plain tuple), or ``[value]``."""
+  if isinstance(value, tuple) and not hasattr(value, "_fields"):
+    return list(value)
+  return [value]
 
 
 def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
                    l2_reg=0., jit_compile=False, time_parallel=False):
   """Returns ``meta_step(inputs, carried, mode_mt) -> (UnrollOutput, grads)``
-  compiled with tf.function (``inputs``: unroll.UnrollInputs).
+  compiled with tf.function (``inputs``: unroll.UnrollInputs). For a
+  meta-batch, ``inputs`` and ``carried`` are tuples (one item per optimizee
+  instance), the outputs a tuple too, and the meta-gradient is that of the
+  mean of the instances' objectives.
 
   ``grads`` follow ``optimizer.meta_variables`` (sorted TF1 names); a
   meta-parameter the objective does not depend on gets a zero gradient.
@@ -54,16 +66,19 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
     @tf.function(autograph=False)
     def meta_step(inputs, carried, mode_mt):
       with tf.GradientTape() as tape:
-        out = unroll_lib.unroll(problem, optimizer, inputs, carried, mode_mt,
-                                reg, update, time_parallel=parallel)
-        loss = out.metaobjmt if mode_mt else out.metaobj
+        outs = [unroll_lib.unroll(problem, optimizer, i, c, mode_mt, reg,
+                                  update, time_parallel=parallel)
+                for i, c in zip(_instances(inputs), _instances(carried))]
+        losses = [o.metaobjmt if mode_mt else o.metaobj for o in outs]
+        loss = losses[0] if len(losses) == 1 else tf.add_n(losses) / len(
+            losses)
         if l2_reg:
           loss += l2_reg * tf.add_n([tf.reduce_sum(v ** 2)
                                      for v in meta_vars])
       grads = tape.gradient(loss, meta_vars)
       grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
                for g, v in zip(grads, meta_vars)]
-      return out, grads
+      return (outs[0] if hasattr(inputs, "_fields") else tuple(outs)), grads
     return meta_step
 
   return _with_fallback(compiled(True) if time_parallel else None,

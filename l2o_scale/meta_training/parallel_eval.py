@@ -10,18 +10,37 @@ data, matmuls with T times wider right-hand sides), then applies the
 original's stop rules to the result (:func:`stops_early`).
 """
 
+import contextlib
+import logging
+
 import tensorflow as tf
 
 from l2o_scale.meta_training import regularizer
+
+
+@contextlib.contextmanager
+def _without_fallback_warnings():
+  """While tracing: ``tf.vectorized_map`` warns for every op it has no
+  vectorizing rule for (e.g. ``L2Loss`` of the quadratic problems) and runs
+  that op in a loop instead; the result is the same, so the warning (once
+  per op and trace) is only noise to a user."""
+  logger = logging.getLogger("tensorflow")
+  level = logger.level
+  logger.setLevel(logging.ERROR)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
 
 
 def objectives_at(problem, params_stack, data, labels):
   """The objective on the mini dataset at each step's parameters, in one
   vectorized pass ([T]): one read of the data, matmuls with T times wider
   right-hand sides."""
-  return tf.vectorized_map(
-      lambda params: problem.objective(list(params), data, labels),
-      list(params_stack))
+  with _without_fallback_warnings():
+    return tf.vectorized_map(
+        lambda params: problem.objective(list(params), data, labels),
+        list(params_stack))
 
 
 def regularizer_at(problem, reg, eval_stack, inputs):
@@ -32,7 +51,8 @@ def regularizer_at(problem, reg, eval_stack, inputs):
     return regularizer.regularizer_value(problem, list(params),
                              tf.gather(inputs.mini_data, rows),
                              tf.gather(inputs.mini_labels, rows), None, reg)
-  return tf.vectorized_map(one, (list(eval_stack), inputs.batches))
+  with _without_fallback_warnings():
+    return tf.vectorized_map(one, (list(eval_stack), inputs.batches))
 
 
 def stops_early(objectives, weights, limit=None):

@@ -102,19 +102,25 @@ class SeriesDraws(collections.namedtuple(
 
 class MetaIterationPlan(collections.namedtuple(
     "MetaIterationPlan",
-    ["k", "lengths", "mt_training", "draws", "switches", "reset_first"])):
+    ["k", "lengths", "mt_training", "instances", "switches", "reset_first"])):
   """One meta-iteration, decided before it runs.
 
   k: its 0-based index; lengths: its unroll lengths; mt_training: whether it
-  is an imitation meta-iteration; draws: its :class:`SeriesDraws`;
-  switches: per unroll, whether the optimizer regularizer accumulates;
-  reset_first: whether its first unroll re-initialises the optimizer state
-  (:func:`resets_state`).
+  is an imitation meta-iteration; instances: the :class:`SeriesDraws` of
+  each optimizee instance it trains (one, as the original, or a
+  meta-batch); switches: per unroll, whether the optimizer regularizer
+  accumulates; reset_first: whether its first unroll re-initialises the
+  optimizer state (:func:`resets_state`).
   """
 
   @property
   def num_unrolls(self):
     return len(self.lengths)
+
+  @property
+  def draws(self):
+    """The first (or only) instance's draws."""
+    return self.instances[0]
 
 
 def resets_state(k, reset_rnn_params, after_rollback=False):
@@ -201,12 +207,15 @@ class Planner(object):
     mt_training = config.if_mt and random.random() < config.mt_ratio
     lengths = unroll_lengths(schedule, curriculum)
     stride = config.mt_k if mt_training else 1
-    batches, teacher = self.batches(lengths, stride)
-    mini_rows = self.mini_rows(len(lengths))
-    draws = SeriesDraws(self.init_tensors(), batches, mini_rows,
-                        teacher if mt_training else None)
+    instances = []
+    for _ in range(config.meta_batch_size):
+      batches, teacher = self.batches(lengths, stride)
+      mini_rows = self.mini_rows(len(lengths))
+      instances.append(SeriesDraws(self.init_tensors(), batches, mini_rows,
+                                   teacher if mt_training else None))
     return MetaIterationPlan(
-        k, lengths, mt_training, draws, self.switches(len(lengths)),
+        k, lengths, mt_training, tuple(instances),
+        self.switches(len(lengths)),
         resets_state(k, config.reset_rnn_params, after_rollback))
 
   def evaluation(self, k, lengths, switch, mini_rows):
@@ -218,6 +227,6 @@ class Planner(object):
     init = self.init_tensors()
     batches = [self.batches(lengths)[0][u] for u in range(len(lengths))]
     draws = SeriesDraws(init, batches, [mini_rows] * len(lengths), None)
-    return MetaIterationPlan(k, lengths, False, draws,
+    return MetaIterationPlan(k, lengths, False, (draws,),
                              [switch] * len(lengths),
                              resets_state(k, self.config.reset_rnn_params))

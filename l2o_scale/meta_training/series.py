@@ -59,49 +59,76 @@ class LocalSeries(object):
         sub_obj[-1] > unroll_lib.objective_limit(
             out.initial_obj.numpy(), self.obj_train_max_multiplier))
 
+  def _unroll(self, plan, u, tensors, teacher):
+    """Unroll ``u`` of every optimizee instance of ``plan`` with its
+    meta-gradient: (the instances' UnrollOutputs, the meta-gradients)."""
+    task, inputs, carried = self.task, [], []
+    for i, draws in enumerate(plan.instances):
+      inputs.append(task.unroll_inputs(
+          tensors[i], u, task.mini_dataset(draws.mini_rows[u]),
+          task.static_switch(plan.switches[u]), u == 0,
+          u == 0 and plan.reset_first, teacher[i][u]))
+      carried.append(self.state.carried[i].value)
+    if len(inputs) == 1:
+      out, grads = task.meta_step(inputs[0], carried[0],
+                                  bool(plan.mt_training))
+      return [out], grads
+    outs, grads = task.meta_step(tuple(inputs), tuple(carried),
+                                 bool(plan.mt_training))
+    return list(outs), grads
+
+  def _divergence(self, outs, objectives, subs, grads):
+    """Why the first diverging instance diverged, or None."""
+    for objective, sub_obj in zip(objectives, subs):
+      reason = stability.divergence_reason(
+          sub_obj, objective, grads, self.task.config.divergence_growth_limit)
+      if reason:
+        return reason
+    return None
+
   def run(self, plan, step):
     """Trains over the series of ``plan``; ``step`` is the summary step
     before it. Returns a :class:`SeriesOutcome`; with ``on_divergence``
-    other than ``continue`` a diverging unroll ends the series unapplied."""
+    other than ``continue`` a diverging unroll ends the series unapplied.
+    With a meta-batch, the progress line shows the instances' means."""
     task, config, k = self.task, self.task.config, plan.k
-    teacher = task.teacher_steps(plan)
-    tensors = task.series_tensors(plan)
+    instances = range(len(plan.instances))
+    teacher = [task.teacher_steps(plan, i) for i in instances]
+    tensors = [task.series_tensors(plan, i) for i in instances]
     applied, last_out, switch, rows = 0, None, False, None
     for u, length in enumerate(plan.lengths):
       rows = plan.draws.mini_rows[u]
-      mini = task.mini_dataset(rows)
       self._announce_compile()
       start = time.time()
-      inputs = task.unroll_inputs(
-          tensors, u, mini, task.static_switch(plan.switches[u]),
-          u == 0, u == 0 and plan.reset_first, teacher[u])
-      out, grads = task.meta_step(inputs, self.state.carried.value,
-                                  bool(plan.mt_training))
-      objective = out.metaobjmt if plan.mt_training else out.metaobj
-      sub_obj = out.problem_objectives.numpy()
-      if not plan.mt_training and self._breaks_early(out, sub_obj):
+      outs, grads = self._unroll(plan, u, tensors, teacher)
+      objectives = [float((o.metaobjmt if plan.mt_training else o.metaobj)
+                          .numpy()) for o in outs]
+      subs = [o.problem_objectives.numpy() for o in outs]
+      if not plan.mt_training and any(
+          self._breaks_early(o, s) for o, s in zip(outs, subs)):
         self.reporter.broke_early(k, u, plan.num_unrolls)
         break
-      reason = stability.divergence_reason(
-          sub_obj, objective, grads, config.divergence_growth_limit)
+      reason = self._divergence(outs, objectives, subs, grads)
       if reason and config.on_divergence != "continue":
         self.reporter.divergence(k, u, plan.num_unrolls, reason,
                                  config.on_divergence)
         return SeriesOutcome(applied, reason, None, None, switch, rows)
       update = self.learner.apply(grads)
       if u + 1 < plan.num_unrolls:
-        self.state.carried.update(out.final_state)
+        for carried, out in zip(self.state.carried, outs):
+          carried.update(out.final_state)
       step += 1
       record = reporting.UnrollRecord(
-          u, plan.num_unrolls, length, float(objective.numpy()),
-          float(sub_obj[0]), float(sub_obj[-1]), time.time() - start,
+          u, plan.num_unrolls, length, float(np.mean(objectives)),
+          float(np.mean([s[0] for s in subs])),
+          float(np.mean([s[-1] for s in subs])), time.time() - start,
           plan.mt_training, update.nonfinite, step)
       if self.reporter.unroll(k, record):
         self.state.values.nonfinite += 1
       if reason:
         self.reporter.divergence(k, u, plan.num_unrolls, reason,
                                  config.on_divergence)
-      applied, last_out, switch = u + 1, out, plan.switches[u]
+      applied, last_out, switch = u + 1, outs[0], plan.switches[u]
     self.state.reset_next_series = False
     first_state = None
     if last_out is not None:
@@ -121,9 +148,9 @@ class LocalSeries(object):
       inputs = task.unroll_inputs(tensors, u, mini,
                                   task.static_switch(plan.switches[u]),
                                   u == 0, u == 0 and plan.reset_first)
-      fetched = task.eval_unroll(inputs, self.state.carried.value)
+      fetched = task.eval_unroll(inputs, self.state.carried[0].value)
       if u + 1 < plan.num_unrolls:
-        self.state.carried.update(fetched.final_state)
+        self.state.carried[0].update(fetched.final_state)
     return float(fetched.problem_objectives.numpy()[-1])
 
   def evaluate(self, plans):

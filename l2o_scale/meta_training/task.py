@@ -98,22 +98,24 @@ class MetaTrainingTask(object):
     return (tf.constant(self.data[rows]),
             tf.constant(one_hot(self.labels[rows])))
 
-  def teacher_steps(self, plan):
+  def teacher_steps(self, plan, instance=0):
     """Per unroll, the imitation teacher's steps (one array per parameter,
-    ``[length, *shape]``); None outside imitation."""
+    ``[length, *shape]``) for an instance of ``plan``; None outside
+    imitation."""
     shapes = self.problem.param_shapes
     if not plan.mt_training:
       return [None] * plan.num_unrolls
-    draws = plan.draws
+    draws = plan.instances[instance]
     teacher = self.mt.get_mt_labels(draws.init_tensors, self.data,
                                     self.labels, draws.mini_rows,
                                     draws.teacher_batches,
                                     k=self.config.mt_k)
     return [mt_utils_lib.stack_mt_labels(t, len(shapes)) for t in teacher]
 
-  def series_tensors(self, plan):
-    """The draws of ``plan`` as tensors (:class:`SeriesTensors`)."""
-    draws = plan.draws
+  def series_tensors(self, plan, instance=0):
+    """The draws of an instance of ``plan`` as tensors
+    (:class:`SeriesTensors`)."""
+    draws = plan.instances[instance]
     return SeriesTensors(
         init_tensors=[tf.constant(t) for t in draws.init_tensors],
         obj_weights=[tf.constant(np.ones(n, np.float32) / n)

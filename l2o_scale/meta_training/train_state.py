@@ -133,7 +133,8 @@ class TrainState(object):
     self.meta_optimizer = meta_optimizer
     self.progress = TrainingProgress()
     self.values = LoopValues()
-    self.carried = None  # A CarriedState once a problem is attached.
+    self.carried = []  # A CarriedState per optimizee instance, once a
+                       # problem is attached.
     self.reset_next_series = False  # After a rollback: the carried is stale.
     self._pending = None  # What restore read for attach_problem to apply.
     self._snapshot = stability.MetaSnapshot(meta_optimizer,
@@ -156,7 +157,7 @@ class TrainState(object):
     if not match:
       raise ValueError("{} is not a model.ckpt-K of {}".format(path,
                                                                self.logdir))
-    if self.carried is not None:
+    if self.carried:
       self._write_sidecar(resume_state_path(path))
     return self._manager.save(checkpoint_number=int(match.group(1)))
 
@@ -183,14 +184,16 @@ class TrainState(object):
     self._pending = self._read_sidecar(resume_state_path(path))
     return "tf2"
 
-  def attach_problem(self, problem, resuming):
-    """Starts the carried state for ``problem``; when ``resuming``, applies
+  def attach_problem(self, problem, resuming, num_instances=1):
+    """Starts the carried state of each of the ``num_instances`` optimizee
+    instances (a meta-batch) for ``problem``; when ``resuming``, applies
     the restored sidecar: carried state, random streams and loop values, as
     they were when the checkpoint was written (after the problem and its
     probes had been drawn, which is why this waits for the problem).
     Returns False when the checkpoint has no sidecar (written by an older
     version), else True."""
-    self.carried = CarriedState(problem, self.optimizer)
+    self.carried = [CarriedState(problem, self.optimizer)
+                    for _ in range(num_instances)]
     pending, self._pending = self._pending, None
     if not resuming or pending is None:
       return True
@@ -202,7 +205,7 @@ class TrainState(object):
                          cached))
     version, internal, gauss = meta.pop("python")
     random.setstate((version, tuple(internal), gauss))
-    self.carried.load_arrays(arrays)
+    self._load_carried(arrays)
     lr = meta.pop("meta_learning_rate", None)
     if lr is not None:
       self.meta_optimizer.set_learning_rate(lr)
@@ -211,14 +214,26 @@ class TrainState(object):
                                 and v is not None})
     return True
 
+  def _load_carried(self, arrays):
+    """The instances' carried arrays, saved one instance after the other."""
+    if len(self.carried) == 1:
+      self.carried[0].load_arrays(arrays)
+      return
+    size = len(self.carried[0].to_arrays())
+    if len(arrays) != size * len(self.carried):
+      raise ValueError("saved carried state does not fit this problem and "
+                       "meta-batch")
+    for i, carried in enumerate(self.carried):
+      carried.load_arrays(arrays[i * size:(i + 1) * size])
+
   def _write_sidecar(self, path):
     """Numpy's and Python's random states, the carried state and the loop
     values, atomically. Saving the random states (rather than re-seeding per
     meta-iteration) keeps the single random stream of the original, so a
     run with ``--seed`` draws exactly what the original would, interrupted
     or not."""
-    arrays = {"carried_{}".format(i): a
-              for i, a in enumerate(self.carried.to_arrays())}
+    flat = [a for carried in self.carried for a in carried.to_arrays()]
+    arrays = {"carried_{}".format(i): a for i, a in enumerate(flat)}
     np_state = np.random.get_state()
     meta = dict(numpy=[np_state[0], np_state[2], np_state[3], np_state[4]],
                 python=random.getstate(), num_carried=len(arrays),

@@ -127,7 +127,8 @@ class MetaTrainer(object):
     self.problem_itr = problem_itr
     resuming = bool(self.latest) and problem_itr == 0 and self.start_k > 0
     lr = self.state.meta_optimizer.learning_rate
-    if not self.state.attach_problem(problem, resuming):
+    if not self.state.attach_problem(problem, resuming,
+                                     self.training.meta_batch_size):
       self.log("Note: {} has no resume state (written by an older "
                "version): random streams and carried optimizer state "
                "restart, so the run differs from an uninterrupted one."
