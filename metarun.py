@@ -191,6 +191,8 @@ def check_flags(flag_values):
         ",".join(flag_values.selection_seeds)))
   if not 0. < flag_values.divergence_lr_decay <= 1.:
     errors.append("--divergence_lr_decay must be in (0, 1]")
+  if flag_values.meta_lr_warmup < 0:
+    errors.append("--meta_lr_warmup must be >= 0")
 
 
   if not flag_values.gradient_clip_level > 0:

@@ -80,7 +80,7 @@ def test_unsupported_modes_are_refused_in_one_line(tmp_path):
   result = subprocess.run(
       [sys.executable, "metarun.py", "--train_dir={}".format(tmp_path),
        "--if_cl=True", "--worker_tasks=3", "--selection=robust",
-       "--jit_compile"],
+       "--jit_compile", "--meta_optimizer=adam", "--meta_lr_warmup=5"],
       capture_output=True, text=True,
       env=env, cwd=ROOT, timeout=120)
   assert result.returncode == 2
@@ -90,6 +90,10 @@ def test_unsupported_modes_are_refused_in_one_line(tmp_path):
   assert "--worker_tasks=3 disagrees with TF_CONFIG (1)" in result.stderr
   assert "--selection=robust is single-process only for now" in result.stderr
   assert "--jit_compile is not supported in distributed mode" in result.stderr
+  assert "--meta_optimizer=adam is single-process only for now" in (
+      result.stderr)
+  # The ps's locked RMSProp kernel serves the warm-up.
+  assert "--meta_lr_warmup" not in result.stderr
   assert not os.listdir(tmp_path)
 
 

@@ -136,6 +136,43 @@ def test_train_writes_checkpoints_and_resumes(tmp_path):
   assert "already complete" in log
 
 
+def _checkpoint_values(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name.startswith(("optimizer/", "meta_optimizer/"))}
+
+
+@pytest.mark.parametrize("meta_optimizer,warmup",
+                         [("rmsprop_ms0", 0), ("adam", 3)])
+def test_resumed_run_with_a_meta_optimizer_option_equals_uninterrupted(
+    tmp_path, meta_optimizer, warmup):
+  config = metaopt.TrainingConfig(meta_optimizer=meta_optimizer,
+                                  meta_lr_warmup=warmup)
+
+  def train(logdir, iterations):
+    np.random.seed(1)
+    random.seed(1)
+    tf.random.set_seed(1)
+    return _train(str(logdir), iterations, config=config, summaries=False)
+
+  train(tmp_path / "straight", 3)
+  train(tmp_path / "resumed", 2)
+  _, log = train(tmp_path / "resumed", 3)
+  assert "at meta-iteration 2 of 3" in log
+  straight = _checkpoint_values(str(tmp_path / "straight" / "model.ckpt-3"))
+  resumed = _checkpoint_values(str(tmp_path / "resumed" / "model.ckpt-3"))
+  assert sorted(straight) == sorted(resumed)
+  assert any("/m/" in n for n in straight) == (meta_optimizer == "adam")
+  for name in straight:
+    np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
+  # 3 meta-iterations of 2 meta-updates, the meta-parameters moved.
+  assert straight["meta_optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 6
+  first = _checkpoint_values(str(tmp_path / "straight" / "model.ckpt-1"))
+  assert any(not np.array_equal(first[n], straight[n]) for n in straight
+             if n.startswith("optimizer/"))
+
+
 def test_mini_batch_larger_than_data_uses_all(tmp_path, data_dir):
   from problems import problem_sets  # pylint: disable=g-import-not-at-top
   problems = problem_sets.mnist_mlp_problems(data_dir=data_dir)

@@ -13,6 +13,7 @@ import dataclasses
 import typing
 
 from l2o_scale.config import config_flags
+from l2o_scale.meta_training import meta_learner as meta_learner_lib
 from l2o_scale.meta_training import selection as selection_lib
 from l2o_scale.meta_training import stability
 
@@ -95,6 +96,19 @@ class TrainingConfig:
       False, "Compile the optimizer's step inside each meta-training unroll "
       "with XLA (forward and meta-gradient); the numbers change by float "
       "rounding only.")
+  meta_optimizer: str = flag(
+      "rmsprop", "The meta-optimizer: 'rmsprop' = TF1 RMSProp with its mean "
+      "square starting at 1 (the original; its first steps are small, an "
+      "implicit warm-up), 'rmsprop_ms0' = the same with the mean square "
+      "starting at 0 (as Keras' RMSprop), 'adam' = TF1 Adam with bias "
+      "correction (beta1 0.9, beta2 0.999, epsilon 1e-8; --rms_decay and "
+      "--rms_epsilon apply to the RMSProp rules only).",
+      meta_learner_lib.META_OPTIMIZERS)
+  meta_lr_warmup: int = flag(
+      0, "If > 0: the meta learning rate rises linearly from 1/N of "
+      "--meta_learning_rate to it over the first N meta-updates (one per "
+      "unroll; counted by the checkpointed update counter). 0: no warm-up "
+      "(the original).")
   meta_batch_size: int = flag(
       1, "Optimizee instances trained per partial unroll (a meta-batch): "
       "each with its own initial parameters, batches and mini dataset; the "

@@ -112,6 +112,12 @@ def unsupported(flag_values):
     # /job:ps").
     reasons.append("--jit_compile is not supported in distributed mode (XLA "
                    "cannot read variables on the parameter servers)")
+  if flag_values.meta_optimizer == "adam":
+    # The parameter servers apply TF1's locked ApplyRMSProp kernel, which
+    # serves both RMSProp rules and the warm-up (it reads the learning rate
+    # the meta-optimizer gives).
+    reasons.append("--meta_optimizer=adam is single-process only for now "
+                   "(distributed mode: rmsprop or rmsprop_ms0)")
   if flag_values.meta_batch_size != 1:
     reasons.append("--meta_batch_size is single-process only for now "
                    "(distributed mode: --meta_batch_size=1)")

@@ -29,7 +29,6 @@ from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import series as series_lib
 from l2o_scale.meta_training import task as task_lib
-from l2o_scale.meta_training import tf1_optimizers
 from l2o_scale.meta_training import train_state as train_state_lib
 from l2o_scale.runs import checkpoints
 from l2o_scale.runs import summaries as summaries_lib
@@ -54,9 +53,9 @@ class MetaTrainer(object):
     self.out = out
     with scope or _no_scope():
       optimizer = optimizer_spec.build()
-      meta_optimizer = tf1_optimizers.RMSProp(
+      meta_optimizer = meta_learner_lib.build_meta_optimizer(
           optimizer.meta_variables, self.schedule.learning_rate,
-          decay=self.training.rms_decay, epsilon=self.training.rms_epsilon)
+          self.training)
       self.state = train_state_lib.TrainState(config.logdir, optimizer,
                                               meta_optimizer)
     self.optimizer = optimizer

@@ -52,6 +52,7 @@ separately and reported). Usage::
 
   python -m l2o_scale.bench [--quick] [--json PATH] [--no_xla]
                             [--data_dir DIR] [--original SCRIPT]
+  python -m l2o_scale.bench --time_to_trained ...   (l2o_scale.tools.time_to_trained)
 """
 
 import argparse
@@ -717,6 +718,10 @@ def write_json(path, report):
 
 
 def main(argv=None):
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if "--time_to_trained" in argv:
+    from l2o_scale.tools import time_to_trained  # pylint: disable=g-import-not-at-top
+    return time_to_trained.main([a for a in argv if a != "--time_to_trained"])
   parser = argparse.ArgumentParser(
       prog="python -m l2o_scale.bench",
       description="Times a learned-optimizer step against a Keras Adam step "
@@ -737,6 +742,11 @@ def main(argv=None):
   parser.add_argument("--data_dir", default=None,
                       help="MNIST folder (default: $L2O_SCALE_DATA_DIR, else "
                       "tensorflow-datasets)")
+  parser.add_argument("--time_to_trained", action="store_true",
+                      help="instead: wall time of meta-training from a cold "
+                      "start to a trained optimizer, per recipe and training "
+                      "seed (its options: python -m l2o_scale.bench "
+                      "--time_to_trained --help)")
   args = parser.parse_args(argv)
   cfg = QUICK if args.quick else FULL
   info = machine_info()
