@@ -54,6 +54,7 @@ from l2o_scale.runs import atomic_file
 from l2o_scale.meta_testing import baselines
 from l2o_scale.runs import checkpoints
 from l2o_scale.config import optimizer_flags
+from l2o_scale import pretrained
 from l2o_scale.runs import run_record
 from l2o_scale.meta_testing import testing
 from problems import curvature
@@ -133,6 +134,11 @@ def define_flags():
   _define("string", "restore_model_name", "",
           "Checkpoint to restore in <train_dir>/<optimizer subdir>, e.g. "
           "model.ckpt-0. Empty: the latest checkpoint.")
+  _define("string", "pretrained", None,
+          "Test a pretrained optimizer shipped with the package, by name "
+          "(python -m l2o_scale.pretrained lists them): sets the checkpoint "
+          "(instead of --train_dir/--restore_model_name) and its recorded "
+          "optimizer flags.")
   # New flags.
   _define("string", "data_dir", None,
           "Folder with the datasets (MNIST IDX files / CIFAR-10 batches). "
@@ -155,6 +161,12 @@ def define_flags():
           "top Hessian eigenvalue (20 power iterations) of the objective on "
           "the whole train split at the final parameters, saved in the "
           "held-out record. 0: off.")
+  _define("boolean", "assume_optimizer_flags", False,
+          "For a checkpoint of this port without its run_record.json: build "
+          "the optimizer from this command's optimizer flags (defaults where "
+          "not given) instead of refusing. Without it such a checkpoint is "
+          "refused, as flags other than those it was trained with run "
+          "silently wrong.")
   _define("integer", "progress_every", 500,
           "Print progress every N steps.")
   _define("boolean", "jit_compile", False,
@@ -220,6 +232,9 @@ def checkpoint_dir(flag_values):
 def build_optimizer(flag_values):
   """The optimizer to test, restored if learned. Returns (optimizer, path)."""
   name = flag_values.test_optimizer
+  if flag_values.pretrained is not None and name != "L2o":
+    raise ValueError("--pretrained tests a learned optimizer; it does not go "
+                     "with --test_optimizer={}".format(name))
   lr = flag_values.baseline_learning_rate
   if lr is not None and not lr > 0:
     raise ValueError("--baseline_learning_rate must be > 0, got {}".format(lr))
@@ -237,6 +252,8 @@ def build_optimizer(flag_values):
   if name != "L2o":
     raise ValueError("Unknown --test_optimizer={!r}; choose one of {}".format(
         name, ", ".join(TEST_OPTIMIZERS)))
+  if flag_values.pretrained is not None:
+    return _pretrained_optimizer(flag_values)
   logdir = checkpoint_dir(flag_values)
   if not os.path.isdir(logdir):
     raise FileNotFoundError(
@@ -244,21 +261,47 @@ def build_optimizer(flag_values):
         "metarun.py writes (optimizer flags --optimizer/--cell_cls/"
         "--cell_size/--num_cells choose its name).".format(
             logdir, optimizer_flags.checkpoint_subdir(flag_values)))
-  opt = optimizer_flags.optimizer_spec(recorded_flags(flag_values,
-                                                      logdir)).build()
-  path = testing.restore_if_needed(opt, logdir, flag_values.restore_model_name)
+  return _restored(flag_values, checkpoints.checkpoint_in(
+      logdir, flag_values.restore_model_name))
+
+
+def _restored(flag_values, path):
+  """The learned optimizer of checkpoint ``path``, built with the flags of
+  its run record (:func:`recorded_flags`). Returns (optimizer, path)."""
+  values = recorded_flags(flag_values, path,
+                          checkpoints.checkpoint_format(path))
+  opt = optimizer_flags.optimizer_spec(values).build()
+  checkpoints.restore_optimizer(path, opt)
   print("using optimizer L2o ({}) restored from {}".format(
-      flag_values.optimizer, path))
+      values.optimizer, path))
   return opt, path
 
 
-def recorded_flags(flag_values, logdir):
+def _pretrained_optimizer(flag_values):
+  """``--pretrained=NAME``: the shipped checkpoint, which the flags that name
+  another checkpoint would contradict."""
+  given = [name for name in ("train_dir", "restore_model_name")
+           if flag_values[name].present]
+  if given:
+    raise ValueError("--pretrained={} names the checkpoint; drop {}".format(
+        flag_values.pretrained, " and ".join("--" + n for n in given)))
+  return _restored(flag_values, pretrained.checkpoint(flag_values.pretrained))
+
+
+def recorded_flags(flag_values, checkpoint_path, checkpoint_format):
   """The optimizer flags to rebuild the trained optimizer with: the run
-  record's (``run_record.json`` next to the checkpoints), except those given
-  on the command line; without a record (TF1 checkpoints), the flags."""
+  record's (``run_record.json`` next to the checkpoint), except those given
+  on the command line. Without a record: a TF1 checkpoint of the original
+  takes the flags (noted); a TF2 one is refused unless
+  ``--assume_optimizer_flags`` (run_record.record_for_checkpoint)."""
   names = optimizer_flags.optimizer_flag_names()
   given = {name: flag_values[name].value for name in names}
-  record = run_record.read(logdir)
+  record, note = run_record.record_for_checkpoint(
+      checkpoint_path, checkpoint_format, flag_values.assume_optimizer_flags,
+      "give the optimizer flags it was trained with and "
+      "--assume_optimizer_flags")
+  if note:
+    print(note)
   if record is None:
     return types.SimpleNamespace(**given)
   values, notes = run_record.merge_optimizer_flags(
@@ -420,8 +463,14 @@ def main(argv):
   try:
     run(FLAGS)
   except (FileNotFoundError, checkpoints.CheckpointMismatchError,
-          datasets.DataNotFoundError, ValueError) as e:  # RunRecordError too
+          checkpoints.DamagedCheckpointError, datasets.DataNotFoundError,
+          ValueError) as e:  # CheckpointStateError, run record errors too
     sys.exit("metatest.py: error: {}".format(e))
+  except KeyboardInterrupt:
+    sys.stderr.write("metatest.py: interrupted; the result files written so "
+                     "far are complete: run the same command again to test "
+                     "everything.\n")
+    return 130
   except OSError as e:  # A full or read-only disk under --save_dir.
     sys.exit("metatest.py: error: writing {} failed: {}. Free space or give "
              "another --save_dir.".format(e.filename or FLAGS.save_dir,

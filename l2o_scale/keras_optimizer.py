@@ -19,7 +19,11 @@ learning rates, ``true_param``) and the global RNN state are Keras optimizer
 variables, so they are saved with the optimizer and work inside the compiled
 (``tf.function``/XLA) train step of ``fit``. The meta-parameters are the
 learned optimizer's own ``tf.Variable``s, restored from a checkpoint written by
-the original TF1 ``metarun.py`` or by this port.
+the original TF1 ``metarun.py`` or by this port. ``get_config`` holds them
+(with the optimizer's options), so a ``.keras`` file is self-contained: it
+loads in a fresh process, anywhere, without the checkpoint, after only
+``import l2o_scale`` (the package registers this class when Keras is
+imported, see :mod:`l2o_scale.keras_registration`).
 
 Limitations: ``learning_rate`` and ``weight_decay`` are not used by the update
 (the learned optimizer chooses its own step sizes); only the default
@@ -27,9 +31,12 @@ distribution strategy is supported (the joint update cannot be split per
 replica variable).
 """
 
-import os
+import base64
+import io
+import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
@@ -55,8 +62,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     learned_optimizer: a learned optimizer with the pure step interface
       (``initialize_state``, ``initialize_global_state``, ``compute_updates``),
       e.g. a restored ``HierarchicalRNN``.
-    checkpoint_path: where its meta-parameters came from (for ``get_config``).
-    optimizer_kwargs: its constructor options (for ``get_config``).
+    checkpoint_path: where its meta-parameters came from (information only).
+    optimizer_kwargs: all its ``HierarchicalRNN`` constructor options (for
+      ``get_config``, which also holds the meta-parameters).
     name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras
       optimizer.
   """
@@ -87,14 +95,24 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     ``path`` is a checkpoint prefix (``.../model.ckpt-0``) or a folder with a
     ``checkpoint`` file, TF1 (original code) or TF2 (this port).
     The options are those of the ``run_record.json`` in the checkpoint's
-    folder (what metarun.py wrote), else :func:`default_hrnn_kwargs` (TF1
-    checkpoints); ``optimizer_kwargs`` override them; they must match
-    the configuration the checkpoint was trained with, or a
-    ``CheckpointMismatchError`` names the variable that does not fit. A
-    missing checkpoint raises ``FileNotFoundError`` listing those that exist.
+    folder (what metarun.py wrote); ``optimizer_kwargs`` override them.
+    Without a record, a TF1 checkpoint takes :func:`default_hrnn_kwargs`
+    updated by ``optimizer_kwargs`` (with a warning when none are given),
+    and a TF2 checkpoint needs ``optimizer_kwargs`` (``{}`` for the
+    defaults), or ``run_record.MissingRunRecordError`` says so. Options
+    other than the checkpoint's raise a ``CheckpointMismatchError`` naming
+    the variable that does not fit; a missing checkpoint raises
+    ``FileNotFoundError`` listing those that exist, a damaged one
+    ``checkpoints.DamagedCheckpointError`` naming the file.
     """
     resolved = checkpoints.resolve_checkpoint_path(path)
-    record = run_record.read(os.path.dirname(resolved) or ".")
+    record, note = run_record.record_for_checkpoint(
+        resolved, checkpoints.checkpoint_format(resolved),
+        optimizer_kwargs is not None,
+        "pass the options it was trained with as optimizer_kwargs ({} for "
+        "metarun.py's defaults)")
+    if note:
+      warnings.warn(note, stacklevel=2)
     kwargs = optimizer_flags.optimizer_kwargs_from_values(
         run_record.optimizer_flag_values(record))
     if optimizer_kwargs:
@@ -105,9 +123,15 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       kwargs.update(optimizer_kwargs)
     learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
     checkpoints.restore_optimizer(resolved, learned)
-    return cls(learned, checkpoint_path=resolved,
-               optimizer_kwargs=optimizer_kwargs, level_sizes=level_sizes,
-               **keras_kwargs)
+    return cls(learned, checkpoint_path=resolved, optimizer_kwargs=kwargs,
+               level_sizes=level_sizes, **keras_kwargs)
+
+  @classmethod
+  def pretrained(cls, name, **keras_kwargs):
+    """A pretrained optimizer shipped with the package, by name (see
+    ``python -m l2o_scale.pretrained`` for the names and their cards)."""
+    from l2o_scale import pretrained as shipped  # pylint: disable=g-import-not-at-top
+    return cls.from_checkpoint(shipped.checkpoint(name), **keras_kwargs)
 
   # -------------------------------------------------------------- variables
   def build(self, var_list):
@@ -190,22 +214,63 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
 
   # ---------------------------------------------------------------- config
   def get_config(self):
+    """Keras config: the options and the meta-parameters themselves (a
+    base64 ``.npz``), so that it rebuilds the optimizer without a
+    checkpoint."""
     config = super().get_config()
     config.pop("learning_rate", None)
-    config.update(checkpoint_path=self.checkpoint_path,
-                  optimizer_kwargs=self.optimizer_kwargs,
-                  level_sizes=list(self.level_sizes))
+    config.update(optimizer_kwargs=_json_ready(self.optimizer_kwargs),
+                  level_sizes=list(self.level_sizes),
+                  meta_parameters=_encode_arrays(
+                      self.learned_optimizer.tf1_variables()))
     return config
 
   @classmethod
   def from_config(cls, config, custom_objects=None):
     config = dict(config)
     config.pop("learning_rate", None)
-    path = config.pop("checkpoint_path", None)
-    if path is None:
-      raise ValueError("LearnedOptimizer config has no checkpoint_path; "
-                       "build it with LearnedOptimizer.from_checkpoint.")
-    return cls.from_checkpoint(path, **config)
+    encoded = config.pop("meta_parameters", None)
+    if encoded is None:  # A config that only named its checkpoint.
+      path = config.pop("checkpoint_path", None)
+      if path is None:
+        raise ValueError("LearnedOptimizer config has neither "
+                         "meta_parameters nor checkpoint_path; build it with "
+                         "LearnedOptimizer.from_checkpoint.")
+      return cls.from_checkpoint(path, **config)
+    config.pop("checkpoint_path", None)
+    kwargs = dict(config.pop("optimizer_kwargs"))
+    level_sizes = tuple(config.pop("level_sizes"))
+    learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
+    values = _decode_arrays(encoded)
+    variables = learned.tf1_variables()
+    if set(values) != set(variables):
+      raise ValueError(
+          "LearnedOptimizer config: the saved meta-parameters ({} arrays) "
+          "are not those of its options ({} variables), e.g. {}".format(
+              len(values), len(variables),
+              sorted(set(values) ^ set(variables))[0]))
+    for name, var in variables.items():
+      var.assign(values[name])
+    return cls(learned, optimizer_kwargs=kwargs, level_sizes=level_sizes,
+               **config)
+
+
+def _json_ready(kwargs):
+  """Options as JSON keeps them (tuples as lists)."""
+  return {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}
+
+
+def _encode_arrays(variables):
+  """``{name: variable}`` as one base64 string of an ``.npz`` (exact
+  values, names kept)."""
+  buffer = io.BytesIO()
+  np.savez(buffer, **{name: var.numpy() for name, var in variables.items()})
+  return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _decode_arrays(text):
+  with np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False) as f:
+    return {name: f[name] for name in f.files}
 
 
 def _constant_initializer(value):
