@@ -760,7 +760,8 @@ def train_optimizer(logdir,
     run.writer.resume_state = lambda t=trainer: (t.carried, dict(
         best_model_idx=loop.best_model_idx,
         meta_learning_rate=float(run.meta_optimizer.learning_rate),
-        robust_best=loop.robust_best[0] if loop.robust_best else None))
+        robust_best=loop.robust_best[0] if loop.robust_best else None,
+        improvements=loop.improvements))
     if run.latest and problem_itr == 0 and start_k > 0:
       _resume_trainer(run, trainer, loop, out)
     _train_on_problem(run, trainer, loop, schedule, start_k, problem_itr,
@@ -793,6 +794,10 @@ class MetaLoopState:
   nonfinite: int = 0
   num_evaluations: int = 0
   stop: bool = False
+  # Evaluations that beat an earlier finite best (a curriculum promotion is
+  # none): 0 at the end of a run means it learned nothing. None: unknown
+  # (resumed from a sidecar without the count).
+  improvements: int = 0
 
 
 _Schedule = collections.namedtuple("_Schedule", [
@@ -870,8 +875,10 @@ def _resume_trainer(run, trainer, loop, out):
     _log(out, "Note: {} has no resume state (written by an older "
          "version): random streams and carried optimizer state restart, "
          "so the run differs from an uninterrupted one.".format(run.latest))
+    loop.improvements = None
     return
   loop.best_model_idx = restored.get("best_model_idx")
+  loop.improvements = restored.get("improvements")
   _restore_loop_state(restored, run.meta_optimizer, loop.robust_best, out)
 
 
@@ -938,12 +945,15 @@ def _evaluate(run, trainer, loop, schedule, k, switch, mini, summary_writer,
   cost = trainer.evaluate(k, eval_lengths, switch, schedule.evaluation_epochs,
                           mini)
   loop.num_evaluations += 1
+  before = (run.curriculum.stage, run.curriculum.best) if schedule.if_cl \
+      else (None, loop.best_evaluation)
   if schedule.if_cl:
     loop.stop = _curriculum_step(
         run.curriculum, cost, k, schedule.evaluation_period, run.writer,
         run.progress, trainer, switch, length, schedule.evaluation_epochs,
         out, robust_best=loop.robust_best, mini=mini)
     loop.best_evaluation = run.curriculum.best
+    _count_improvement(loop, before, (run.curriculum.stage, loop.best_evaluation))
     return
   score_fn = None
   if trainer.config.selection == "robust":
@@ -957,6 +967,15 @@ def _evaluate(run, trainer, loop, schedule, k, switch, mini, summary_writer,
   if new_best is not None:
     loop.best_evaluation = new_best
     loop.best_model_idx = k + 1
+  _count_improvement(loop, before, (None, loop.best_evaluation))
+
+
+def _count_improvement(loop, before, after):
+  """Counts an evaluation whose best value beat an earlier finite one at the
+  same curriculum stage (``before``/``after``: (stage, best))."""
+  if (loop.improvements is not None and before[0] == after[0] and
+      np.isfinite(before[1]) and after[1] < before[1]):
+    loop.improvements += 1
 
 
 def _close_run(run, loop, schedule, config, summary_writer, out):
@@ -979,7 +998,8 @@ def _close_run(run, loop, schedule, config, summary_writer, out):
               divergences=loop.divergences,
               stopped_by_divergence=loop.stopped_by_divergence,
               best_model_idx=loop.best_model_idx,
-              evaluations=loop.num_evaluations)
+              evaluations=loop.num_evaluations,
+              improvements=loop.improvements)
 
 
 def resume_point(writer, progress, resume, num_meta_iterations, out):
