@@ -953,7 +953,8 @@ def _evaluate(run, trainer, loop, schedule, k, switch, mini, summary_writer,
         run.progress, trainer, switch, length, schedule.evaluation_epochs,
         out, robust_best=loop.robust_best, mini=mini)
     loop.best_evaluation = run.curriculum.best
-    _count_improvement(loop, before, (run.curriculum.stage, loop.best_evaluation))
+    _count_improvement(loop, before,
+                       (run.curriculum.stage, loop.best_evaluation))
     return
   score_fn = None
   if trainer.config.selection == "robust":
