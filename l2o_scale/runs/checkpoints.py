@@ -39,14 +39,22 @@ class CheckpointMismatchError(ValueError):
 
 
 class DamagedCheckpointError(OSError):
-  """A checkpoint file cannot be read; ``filename`` is the damaged file."""
+  """A checkpoint file cannot be read.
 
-  def __init__(self, message, filename):
-    super().__init__(message)
+  ``filename``: the damaged file; ``damage``: what is wrong, one sentence
+  naming the checkpoint and the file; ``others``: the other checkpoints of
+  its folder. ``str()`` adds generic advice; a script can give its own.
+  """
+
+  def __init__(self, damage, filename, others):
+    super().__init__(damage)
+    self.damage = damage
     self.filename = filename
+    self.others = others
 
   def __str__(self):
-    return self.args[0]
+    return "{}. Restore the file from a copy, or use another checkpoint " \
+        "({})".format(self.damage, ", ".join(self.others) or "there is none")
 
 
 class CheckpointStateError(ValueError):
@@ -79,12 +87,9 @@ def _damaged(path, error, data_read):
   else:
     reason = "cannot be read ({})".format(reason)
   return DamagedCheckpointError(
-      "checkpoint {} is damaged: {} {}. Restore the file from a "
-      "copy, or use another checkpoint ({})".format(
-          path, damaged, reason, ", ".join(
-              n for n in list_checkpoints(os.path.dirname(path) or ".")
-              if n != os.path.basename(path)) or "there is no other"),
-      damaged)
+      "checkpoint {} is damaged: {} {}".format(path, damaged, reason), damaged,
+      [n for n in list_checkpoints(os.path.dirname(path) or ".")
+       if n != os.path.basename(path)])
 
 
 class _Reader(object):
