@@ -402,8 +402,9 @@ def _file_error(e, logdir):
       what, reason = named.group(1), named.group(2).strip()
   return ("reading or writing {} failed: {}. If the disk is full or "
           "read-only, free space or give another --train_dir; if a checkpoint "
-          "is damaged (truncated .data, empty .index), delete that "
-          "model.ckpt-K.* or start over with --resume=False --overwrite."
+          "is damaged (truncated .data, empty .index), restore it, name an "
+          "earlier one in the 'checkpoint' file, or start over with "
+          "--resume=False --overwrite."
           .format(what, reason))
 
 

@@ -144,8 +144,15 @@ def test_from_checkpoint_rebuilds_from_the_run_record(tmp_path):
       list(optimizer_flags.HRNN_CELL_SIZES), **kwargs)
   prefix = str(tmp_path / "model.ckpt-0")
   checkpoints.save_optimizer(prefix, trained)
+  # No record: a TF2 checkpoint's options are unknown, so it is refused
+  # unless they are given ({}: the defaults, which do not fit here).
+  with pytest.raises(run_record.MissingRunRecordError,
+                     match="has no run_record.json.*optimizer_kwargs"):
+    LearnedOptimizer.from_checkpoint(prefix)
   with pytest.raises(checkpoints.CheckpointMismatchError):
-    LearnedOptimizer.from_checkpoint(prefix)  # no record: the defaults
+    LearnedOptimizer.from_checkpoint(prefix, optimizer_kwargs={})
+  assert LearnedOptimizer.from_checkpoint(
+      prefix, optimizer_kwargs={"num_gradient_scales": 3})
   run_record.write(str(tmp_path), "HierarchicalRNN",
                    {"num_gradient_scales": 3}, {}, "test")
   opt = LearnedOptimizer.from_checkpoint(prefix)
