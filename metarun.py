@@ -372,6 +372,11 @@ def _main(argv):
     sys.stderr.write("metarun.py: --train_dir={} is a file, not a folder; "
                      "give a folder.\n".format(FLAGS.train_dir))
     return 2
+  misplaced = checkpoints.checkpoint_folder_given(
+      FLAGS.train_dir, optimizer_flags.checkpoint_subdir(FLAGS))
+  if misplaced:
+    sys.stderr.write("metarun.py: {}\n".format(misplaced))
+    return 2
   try:
     os.makedirs(logdir, exist_ok=True)
     lock = dir_lock.acquire(FLAGS.train_dir, " ".join(sys.argv))

@@ -255,6 +255,10 @@ def build_optimizer(flag_values):
   if flag_values.pretrained is not None:
     return _pretrained_optimizer(flag_values)
   logdir = checkpoint_dir(flag_values)
+  misplaced = checkpoints.checkpoint_folder_given(
+      flag_values.train_dir, optimizer_flags.checkpoint_subdir(flag_values))
+  if misplaced:
+    raise FileNotFoundError(misplaced)
   if not os.path.isdir(logdir):
     raise FileNotFoundError(
         "No checkpoint folder {}: --train_dir must hold the {} folder that "
@@ -348,6 +352,9 @@ def run(flag_values):
             "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
   opt, _ = build_optimizer(flag_values)
   save_dir = flag_values.save_dir
+  if os.path.exists(save_dir) and not os.path.isdir(save_dir):
+    raise ValueError("--save_dir={} is a file, not a folder; give a "
+                     "folder.".format(save_dir))
   if not flag_values["save_dir"].present:
     print("results go to --save_dir={} (the original's default; pass "
           "--save_dir to choose)".format(save_dir))
@@ -472,9 +479,9 @@ def main(argv):
                      "everything.\n")
     return 130
   except OSError as e:  # A full or read-only disk under --save_dir.
-    sys.exit("metatest.py: error: writing {} failed: {}. Free space or give "
-             "another --save_dir.".format(e.filename or FLAGS.save_dir,
-                                          e.strerror or e))
+    sys.exit("metatest.py: error: writing {} failed: {}. Give another "
+             "--save_dir (or free space if the disk is full).".format(
+                 e.filename or FLAGS.save_dir, e.strerror or e))
   return 0
 
 

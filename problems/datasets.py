@@ -67,6 +67,9 @@ def _read_idx(path):
   except (EOFError, zlib.error, gzip.BadGzipFile) as e:
     raise DataNotFoundError("{} is truncated or corrupt ({}); download it "
                             "again.".format(path, e or type(e).__name__))
+  if len(raw) < 4:
+    raise DataNotFoundError("{} is truncated ({} bytes, no IDX header); "
+                            "download it again.".format(path, len(raw)))
   magic = int.from_bytes(raw[0:4], "big")
   ndim = magic & 0xFF
   dtype_code = (magic >> 8) & 0xFF
@@ -380,14 +383,25 @@ def _cifar_candidate_dirs(folder):
 
 
 def _read_cifar_pickle(path):
-  with open(path, "rb") as f:
-    batch = pickle.load(f, encoding="bytes")
-  data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-  return data, np.asarray(batch[b"labels"])
+  try:
+    with open(path, "rb") as f:
+      batch = pickle.load(f, encoding="bytes")
+    data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+    return data, np.asarray(batch[b"labels"])
+  except (pickle.UnpicklingError, EOFError, ValueError, KeyError, TypeError,
+          IndexError, AttributeError) as e:
+    raise DataNotFoundError("{} is not a CIFAR-10 python batch (truncated or "
+                            "corrupt: {}); download it again.".format(
+                                path, str(e) or type(e).__name__)) from None
 
 
 def _read_cifar_bin(path):
-  raw = np.fromfile(path, dtype=np.uint8).reshape(-1, 3073)
+  raw = np.fromfile(path, dtype=np.uint8)
+  if raw.size == 0 or raw.size % 3073:
+    raise DataNotFoundError("{} is not a CIFAR-10 binary batch ({} bytes, "
+                            "not a multiple of 3073 per image); download it "
+                            "again.".format(path, raw.size))
+  raw = raw.reshape(-1, 3073)
   return raw[:, 1:].reshape(-1, 3, 32, 32), raw[:, 0]
 
 

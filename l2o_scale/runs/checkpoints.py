@@ -198,6 +198,26 @@ def checkpoint_in(folder, name=""):
   return path
 
 
+def checkpoint_folder_given(train_dir, subdir):
+  """An error line when ``train_dir`` is itself a checkpoint folder (it
+  holds ``model.ckpt-K`` files or a run record) and has no ``subdir``: the
+  scripts would look in (or start a fresh run in) ``train_dir/subdir``
+  instead of using it. None otherwise."""
+  if not os.path.isdir(train_dir) or os.path.isdir(os.path.join(train_dir,
+                                                                 subdir)):
+    return None
+  found = list_checkpoints(train_dir) or [
+      n for n in ("run_record.json",) if os.path.exists(
+          os.path.join(train_dir, n))]
+  if not found:
+    return None
+  return ("--train_dir={} is a checkpoint folder itself (it holds {}); "
+          "--train_dir is the folder above it, whose {} subfolder the "
+          "optimizer flags name: pass --train_dir={}".format(
+              train_dir, ", ".join(found), subdir,
+              os.path.dirname(os.path.normpath(train_dir)) or "."))
+
+
 def list_checkpoints(folder):
   """Names of the checkpoint prefixes in ``folder`` (``model.ckpt-K``)."""
   if not os.path.isdir(folder):

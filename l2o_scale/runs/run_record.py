@@ -59,6 +59,10 @@ def read(logdir):
                      "it".format(target, e))
   if not isinstance(record, dict) or record.get("format") != FORMAT:
     raise ValueError("{} is not an l2o-scale run record".format(target))
+  for section in ("optimizer_flags", "training_flags"):
+    if not isinstance(record.get(section, {}), dict):
+      raise ValueError("{} is damaged: its {} is not a mapping of flag "
+                       "names to values; restore it".format(target, section))
   return record
 
 
