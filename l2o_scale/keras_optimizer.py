@@ -19,11 +19,13 @@ learning rates, ``true_param``) and the global RNN state are Keras optimizer
 variables, so they are saved with the optimizer and work inside the compiled
 (``tf.function``/XLA) train step of ``fit``. The meta-parameters are the
 learned optimizer's own ``tf.Variable``s, restored from a checkpoint written by
-the original TF1 ``metarun.py`` or by this port. ``get_config`` holds them
-(with the optimizer's options), so a ``.keras`` file is self-contained: it
-loads in a fresh process, anywhere, without the checkpoint, after only
-``import l2o_scale`` (the package registers this class when Keras is
-imported, see :mod:`l2o_scale.keras_registration`).
+the original TF1 ``metarun.py`` or by this port. They are saved with the
+optimizer's variables (``save_own_variables``, keys ``meta_<i>``) and its
+options with its config, so a ``.keras`` file is self-contained: it loads in
+a fresh process, anywhere, without the checkpoint, after only ``import
+l2o_scale`` (the package registers this class when Keras is imported, see
+:mod:`l2o_scale.keras_registration`). A config alone (``from_config``) gives
+an optimizer that refuses to step until its meta-parameters are loaded.
 
 Limitations: ``learning_rate`` and ``weight_decay`` are not used by the update
 (the learned optimizer chooses its own step sizes); only the default
@@ -31,12 +33,9 @@ distribution strategy is supported (the joint update cannot be split per
 replica variable).
 """
 
-import base64
-import io
 import warnings
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
@@ -86,6 +85,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     self.level_sizes = tuple(level_sizes)
     self._state_slots = []  # per variable index: {state key: keras Variable}
     self._global_slots = []
+    # Set by from_config until load_own_variables restores the
+    # meta-parameters (a config holds the options only).
+    self._meta_parameters_pending = False
 
   @classmethod
   def from_checkpoint(cls, path, level_sizes=DEFAULT_LEVEL_SIZES,
@@ -163,6 +165,12 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   # ------------------------------------------------------------------ step
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     """One joint learned-optimizer step on all variables (see module doc)."""
+    if self._meta_parameters_pending:
+      raise ValueError(
+          "This LearnedOptimizer was rebuilt from a config, which holds its "
+          "options but not its meta-parameters: load them with the model "
+          "(keras.models.load_model of a .keras file) or build it with "
+          "LearnedOptimizer.from_checkpoint / LearnedOptimizer.pretrained.")
     if tf.distribute.has_strategy() and \
         tf.distribute.get_strategy().num_replicas_in_sync > 1:
       raise NotImplementedError(
@@ -213,64 +221,70 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       slot.assign(g)
 
   # ---------------------------------------------------------------- config
+  META_KEY = "meta_{}"
+
+  def save_own_variables(self, store):
+    """Keras' variables (step counter, slots), then the meta-parameters, in
+    the sorted order of their TF1 names."""
+    super().save_own_variables(store)
+    for i, var in enumerate(self.learned_optimizer.tf1_variables().values()):
+      store[self.META_KEY.format(i)] = var.numpy()
+
+  def load_own_variables(self, store):
+    """Restores what :meth:`save_own_variables` wrote. Slots that cannot be
+    restored (saved before the optimizer was built) start afresh from the
+    restored meta-parameters."""
+    keys = list(store.keys())
+    meta = sorted((k for k in keys if k.startswith("meta_")),
+                  key=lambda k: int(k[len("meta_"):]))
+    variables = list(self.learned_optimizer.tf1_variables().items())
+    if meta:
+      if len(meta) != len(variables):
+        raise ValueError(
+            "the saved LearnedOptimizer has {} meta-parameters, its options "
+            "build {}".format(len(meta), len(variables)))
+      for key, (name, var) in zip(meta, variables):
+        value = store[key]
+        if tuple(value.shape) != tuple(var.shape):
+          raise ValueError(
+              "saved meta-parameter {} has shape {}, its options build "
+              "{}".format(name, tuple(value.shape), tuple(var.shape)))
+        var.assign(value)
+      self._meta_parameters_pending = False
+    rest = {k: store[k] for k in keys if not k.startswith("meta_")}
+    if len(rest) == len(self.variables):
+      super().load_own_variables(rest)
+    elif self.built:
+      self.reset_state()
+
   def get_config(self):
-    """Keras config: the options and the meta-parameters themselves (a
-    base64 ``.npz``), so that it rebuilds the optimizer without a
-    checkpoint."""
+    """Keras config: the options of the learned optimizer (all of them), not
+    its meta-parameters, which are saved as variables."""
     config = super().get_config()
     config.pop("learning_rate", None)
     config.update(optimizer_kwargs=_json_ready(self.optimizer_kwargs),
-                  level_sizes=list(self.level_sizes),
-                  meta_parameters=_encode_arrays(
-                      self.learned_optimizer.tf1_variables()))
+                  level_sizes=list(self.level_sizes))
     return config
 
   @classmethod
   def from_config(cls, config, custom_objects=None):
     config = dict(config)
     config.pop("learning_rate", None)
-    encoded = config.pop("meta_parameters", None)
-    if encoded is None:  # A config that only named its checkpoint.
-      path = config.pop("checkpoint_path", None)
-      if path is None:
-        raise ValueError("LearnedOptimizer config has neither "
-                         "meta_parameters nor checkpoint_path; build it with "
-                         "LearnedOptimizer.from_checkpoint.")
+    path = config.pop("checkpoint_path", None)
+    if path is not None:  # A config that named its checkpoint (older files).
       return cls.from_checkpoint(path, **config)
-    config.pop("checkpoint_path", None)
     kwargs = dict(config.pop("optimizer_kwargs"))
     level_sizes = tuple(config.pop("level_sizes"))
     learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
-    values = _decode_arrays(encoded)
-    variables = learned.tf1_variables()
-    if set(values) != set(variables):
-      raise ValueError(
-          "LearnedOptimizer config: the saved meta-parameters ({} arrays) "
-          "are not those of its options ({} variables), e.g. {}".format(
-              len(values), len(variables),
-              sorted(set(values) ^ set(variables))[0]))
-    for name, var in variables.items():
-      var.assign(values[name])
-    return cls(learned, optimizer_kwargs=kwargs, level_sizes=level_sizes,
-               **config)
+    optimizer = cls(learned, optimizer_kwargs=kwargs, level_sizes=level_sizes,
+                    **config)
+    optimizer._meta_parameters_pending = True  # pylint: disable=protected-access
+    return optimizer
 
 
 def _json_ready(kwargs):
   """Options as JSON keeps them (tuples as lists)."""
   return {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}
-
-
-def _encode_arrays(variables):
-  """``{name: variable}`` as one base64 string of an ``.npz`` (exact
-  values, names kept)."""
-  buffer = io.BytesIO()
-  np.savez(buffer, **{name: var.numpy() for name, var in variables.items()})
-  return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _decode_arrays(text):
-  with np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False) as f:
-    return {name: f[name] for name in f.files}
 
 
 def _constant_initializer(value):

@@ -122,14 +122,28 @@ def test_errors(fixtures_dir, tmp_path):
 
 
 def test_config_round_trip(fixtures_dir):
+  """The config holds every option, not the meta-parameters (saved with the
+  optimizer's variables): a clone from it refuses to step until they are
+  loaded, then equals the original."""
   ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
   opt = LearnedOptimizer.from_checkpoint(
       ckpt, optimizer_kwargs={"init_lr_range": (1e-3, 1e-3)}, clipnorm=1.0)
-  clone = LearnedOptimizer.from_config(opt.get_config())
+  config = opt.get_config()
+  assert "checkpoint_path" not in config
+  assert config["optimizer_kwargs"]["init_lr_range"] == [1e-3, 1e-3]
+  assert config["optimizer_kwargs"]["max_log_lr"] == 33
+  clone = LearnedOptimizer.from_config(config)
   assert clone.clipnorm == 1.0
+  variable = keras.Variable(np.ones(3, np.float32))
+  with pytest.raises(ValueError, match="rebuilt from a config"):
+    clone.apply([np.ones(3, np.float32)], [variable])
+  store = {}
+  opt.save_own_variables(store)
+  clone.load_own_variables(store)
   for name, var in opt.learned_optimizer.tf1_variables().items():
     np.testing.assert_array_equal(
         var.numpy(), clone.learned_optimizer.tf1_variables()[name].numpy())
+  clone.apply([np.ones(3, np.float32)], [variable])
 
 
 def test_from_checkpoint_rebuilds_from_the_run_record(tmp_path):
