@@ -25,7 +25,10 @@ hard-coded 6, 12, 18, 24, 30), ``--heldout_every`` (generalization of the
 optimizee: train on the train split, every N steps measure loss and accuracy
 on the held-out test split, saved as
 ``<save_dir>/seed<S>_heldout_record-<model_name>.json``),
-``--progress_every`` and ``--jit_compile``.
+``--progress_every``, ``--jit_compile``, ``--pretrained`` (a pretrained
+optimizer shipped with the package, by name) and ``--assume_optimizer_flags``
+(a checkpoint of this port whose ``run_record.json`` is lost is refused
+unless its optimizer flags are given with it).
 
 Differences: the flags of meta-training that the original declared but never
 used here (``task``, ``num_problems``, ``meta_learning_rate``...) are kept so
@@ -263,8 +266,11 @@ def build_optimizer(flag_values):
     raise FileNotFoundError(
         "No checkpoint folder {}: --train_dir must hold the {} folder that "
         "metarun.py writes (optimizer flags --optimizer/--cell_cls/"
-        "--cell_size/--num_cells choose its name).".format(
-            logdir, optimizer_flags.checkpoint_subdir(flag_values)))
+        "--cell_size/--num_cells choose its name).{}".format(
+            logdir, optimizer_flags.checkpoint_subdir(flag_values),
+            " For the shipped optimizer, pass --pretrained={}.".format(
+                flag_values.train_dir)
+            if flag_values.train_dir in pretrained.names() else ""))
   return _restored(flag_values, checkpoints.checkpoint_in(
       logdir, flag_values.restore_model_name))
 

@@ -107,7 +107,15 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     ``FileNotFoundError`` listing those that exist, a damaged one
     ``checkpoints.DamagedCheckpointError`` naming the file.
     """
-    resolved = checkpoints.resolve_checkpoint_path(path)
+    try:
+      resolved = checkpoints.resolve_checkpoint_path(path)
+    except FileNotFoundError as e:
+      from l2o_scale import pretrained as shipped  # pylint: disable=g-import-not-at-top
+      if path in shipped.names():
+        raise FileNotFoundError("{}; {!r} is the name of a pretrained "
+                                "optimizer: LearnedOptimizer.pretrained({!r})"
+                                .format(e, path, path)) from None
+      raise
     record, note = run_record.record_for_checkpoint(
         resolved, checkpoints.checkpoint_format(resolved),
         optimizer_kwargs is not None,

@@ -171,6 +171,13 @@ def test_data_faults(tmp_path, data_dir):
   with pytest.raises(datasets.DataNotFoundError,
                      match="data_batch_1 is not a CIFAR-10 python batch"):
     datasets.cifar10(train=True, data_dir=str(tmp_path / "cifar"))
+  binary = tmp_path / "cifar_bin" / "cifar-10-batches-bin"
+  binary.mkdir(parents=True)
+  (binary / "test_batch.bin").write_bytes(bytes(3073 * 2 + 5))
+  with pytest.raises(datasets.DataNotFoundError,
+                     match=r"test_batch.bin is not a CIFAR-10 binary batch "
+                     r"\(6151 bytes"):
+    datasets.cifar10(train=False, data_dir=str(tmp_path / "cifar_bin"))
   before.pop("t10k-labels-idx1-ubyte.gz")
   before["t10k-labels-idx1-ubyte"] = hashlib.sha256(b"").hexdigest()
   assert _files(bad) == before
@@ -263,6 +270,9 @@ def test_checkpoint_faults_refuse_resuming_and_testing(trained, tmp_path,
     assert "\n" not in str(error.value)
     with pytest.raises(checkpoints.DamagedCheckpointError, match="model.ckpt-2"):
       keras_optimizer.LearnedOptimizer.from_checkpoint(dirs[how][1])
+  with pytest.raises(FileNotFoundError, match=r"LearnedOptimizer.pretrained\("
+                     "'l2o-scale'\\)"):
+    keras_optimizer.LearnedOptimizer.from_checkpoint("l2o-scale")
   for how in ["garbled_state", "no_state", "state_of_other_folder"]:
     parse_metatest("--train_dir={}".format(dirs[how][0]))
     with pytest.raises(checkpoints.CheckpointStateError, match=dirs[how][1]):
