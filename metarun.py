@@ -306,8 +306,8 @@ def prepare_logdir(logdir, flag_values, optimizer=None):
   latest = (checkpoints.latest_checkpoint(logdir) if flag_values.resume
             else None)
   if latest is not None:
-    checkpoints.read_meta_parameters(
-        latest, optimizer or optimizer_flags.optimizer_spec(flag_values).build())
+    optimizer = optimizer or optimizer_flags.optimizer_spec(flag_values).build()
+    checkpoints.read_meta_parameters(latest, optimizer)
   if record is not None:
     return None
   if latest is not None:
@@ -562,8 +562,8 @@ def learning_verdict(result):
   if improvements is None:
     return "Done (whether it learned is not known for this run)."
   if improvements:
-    return "Done. It learned: {} evaluation(s) improved on an earlier one.".format(
-        improvements)
+    return ("Done. It learned: {} evaluation(s) improved on an earlier "
+            "one.".format(improvements))
   hint = ("the original's default, which learns nothing visible in hours on "
           "this problem" if FLAGS.meta_learning_rate ==
           FLAGS["meta_learning_rate"].default else "try another")

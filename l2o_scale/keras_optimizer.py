@@ -41,6 +41,7 @@ import tensorflow as tf
 from l2o_scale.runs import checkpoints
 from l2o_scale.meta_testing import inner_step
 from l2o_scale.config import optimizer_flags
+from l2o_scale import pretrained as shipped
 from l2o_scale.runs import run_record
 from optimizer import hierarchical_rnn
 
@@ -110,7 +111,6 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     try:
       resolved = checkpoints.resolve_checkpoint_path(path)
     except FileNotFoundError as e:
-      from l2o_scale import pretrained as shipped  # pylint: disable=g-import-not-at-top
       if path in shipped.names():
         raise FileNotFoundError("{}; {!r} is the name of a pretrained "
                                 "optimizer: LearnedOptimizer.pretrained({!r})"
@@ -140,7 +140,6 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   def pretrained(cls, name, **keras_kwargs):
     """A pretrained optimizer shipped with the package, by name (see
     ``python -m l2o_scale.pretrained`` for the names and their cards)."""
-    from l2o_scale import pretrained as shipped  # pylint: disable=g-import-not-at-top
     return cls.from_checkpoint(shipped.checkpoint(name), **keras_kwargs)
 
   # -------------------------------------------------------------- variables
@@ -286,7 +285,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
     optimizer = cls(learned, optimizer_kwargs=kwargs, level_sizes=level_sizes,
                     **config)
-    optimizer._meta_parameters_pending = True  # pylint: disable=protected-access
+    optimizer._meta_parameters_pending = True
     return optimizer
 
 

@@ -2,9 +2,9 @@
 
 Why: the original code was never released with a trained optimizer. This
 copies the best evaluated model (``model.ckpt-0``) of one ``reproduce/all.sh``
-training stage into ``l2o_scale/pretrained/<name>/HierarchicalRNN_GRUCell_20_2/``
-(package data: ``LearnedOptimizer.pretrained(name)``, ``metatest.py
---pretrained=name``)
+training stage into
+``l2o_scale/pretrained/<name>/HierarchicalRNN_GRUCell_20_2/`` (package data:
+``LearnedOptimizer.pretrained(name)``, ``metatest.py --pretrained=name``)
 -- meta-parameters only, no meta-optimizer slots -- with its card: the
 ``run_record.json`` that ``metatest.py`` and ``LearnedOptimizer`` read to
 rebuild the optimizer (so it runs without extra flags), plus a ``"card"``

@@ -157,7 +157,8 @@ def test_data_faults(tmp_path, data_dir):
       "again.".format(bad / "train-labels-idx1-ubyte.gz"))
   assert not (tmp_path / "run").exists()
   with pytest.raises(datasets.DataNotFoundError,
-                     match="t10k-labels-idx1-ubyte.gz holds label 200 at row 7"):
+                     match="t10k-labels-idx1-ubyte.gz holds label 200 at "
+                     "row 7"):
     datasets.mnist(train=False, data_dir=str(bad))
   (bad / "t10k-labels-idx1-ubyte.gz").unlink()
   (bad / "t10k-labels-idx1-ubyte").write_bytes(b"")
@@ -268,7 +269,8 @@ def test_checkpoint_faults_refuse_resuming_and_testing(trained, tmp_path,
       metatest.build_optimizer(FLAGS)
     assert error.value.filename == dirs[how][2]
     assert "\n" not in str(error.value)
-    with pytest.raises(checkpoints.DamagedCheckpointError, match="model.ckpt-2"):
+    with pytest.raises(checkpoints.DamagedCheckpointError,
+                       match="model.ckpt-2"):
       keras_optimizer.LearnedOptimizer.from_checkpoint(dirs[how][1])
   with pytest.raises(FileNotFoundError, match=r"LearnedOptimizer.pretrained\("
                      "'l2o-scale'\\)"):
