@@ -33,12 +33,12 @@ import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
 from l2o_scale.config import config_flags
+from l2o_scale.config import recipes
 from l2o_scale.runs import dir_lock
 from l2o_scale.meta_training import distributed
 from l2o_scale import metaopt
 from l2o_scale.config import optimizer_flags
 from l2o_scale.runs import run_record
-from l2o_scale.meta_training import training
 from problems import datasets
 from problems import problem_sets as ps
 
@@ -81,8 +81,8 @@ flags.DEFINE_boolean("set_profiling", False,
                      "Profile with the TF profiler into train_dir (TensorBoard).")
 # The meta-training settings of metaopt.py, optimizer/trainable_optimizer.py
 # and problems/problem_generator.py, and the port's stability and selection
-# flags: declared once, as the fields of training.TrainingConfig.
-config_flags.define_flags(training.TrainingConfig, __name__)
+# flags: declared once, as the fields of TrainingConfig.
+config_flags.define_flags(metaopt.TrainingConfig, __name__)
 
 # problems/problem_generator.py
 flags.DEFINE_float("l2_reg_scale", 1e-3,
@@ -97,6 +97,13 @@ flags.DEFINE_integer("seed", None, "Seed numpy, Python and TF random streams.")
 flags.DEFINE_boolean("resume", True,
                      "Continue from the latest checkpoint in the log dir.")
 flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
+flags.DEFINE_enum("recipe", None, recipes.names(),
+                  "A named set of metarun flags shipped with the package "
+                  "(l2o_scale/config/recipes/<name>.flags, an absl flagfile): "
+                  + "; ".join("{}: {}".format(n, recipes.summary(n))
+                              for n in recipes.names()) +
+                  ". A flag given on the command line wins over the "
+                  "recipe's.")
 flags.DEFINE_boolean("overwrite", False,
                      "With --resume=False, delete the earlier run's "
                      "checkpoints and record in the log dir first (without it "
@@ -246,6 +253,13 @@ def warnings_for(flag_values):
                  "off in every unroll: with --reg_optimizer=True the "
                  "accumulated regularizer stays 0 (original behaviour; use "
                  "--regularize_time=always to apply it).")
+  if (flag_values.recipe is None and
+      flag_values.meta_learning_rate == flag_values["meta_learning_rate"].default):
+    notes.append("the original's meta learning rate ({:g}) learns nothing "
+                 "visible in hours on this problem; --recipe=fast (or "
+                 "--recipe=stable) trains a useful optimizer (python "
+                 "metarun.py --helpfull: recipe).".format(
+                     flag_values.meta_learning_rate))
   if flag_values.if_cl and not flag_values.fix_unroll:
     notes.append("--if_cl uses --fix_unroll_length unrolls regardless of "
                  "--fix_unroll (original behaviour).")
@@ -547,33 +561,41 @@ def report_end(result, logdir):
 
 def learning_verdict(result):
   """The start of the end-of-run line: whether the run learned, i.e. whether
-  any evaluation improved on the first one (``result["improvements"]``;
-  without it, e.g. from the distributed chief, whether the best model is a
-  later one than the first evaluated)."""
+  a later evaluation improved on the first one. Without a curriculum the
+  best selection value is compared with the first evaluation's
+  (``result["first_evaluation"]``); a curriculum's best cost changes horizon
+  with its stage, so there the best model must come from a later
+  meta-iteration than the first evaluation."""
   period = FLAGS.evaluation_period
   if result.get("meta_iterations", 0) // period < 2:
     return ("Done. One evaluation only, so whether it learned is not "
             "measured (one every --evaluation_period={} meta-iterations; "
             "more --num_meta_iterations tell).".format(period))
-  improvements = result.get("improvements")
-  if improvements is None and not FLAGS.if_cl and result.get(
-      "best_model_idx") is not None:
-    improvements = int(result["best_model_idx"] > period)
-  if improvements is None:
+  first = result.get("first_evaluation")
+  best_idx = result.get("best_model_idx")
+  if not FLAGS.if_cl and first is not None:
+    learned = result["best_evaluation"] < first
+  elif best_idx is not None:
+    learned = best_idx > period
+  else:
     return "Done (whether it learned is not known for this run)."
-  if improvements:
-    return ("Done. It learned: {} evaluation(s) improved on an earlier "
-            "one.".format(improvements))
-  hint = ("the original's default, which learns nothing visible in hours on "
-          "this problem" if FLAGS.meta_learning_rate ==
-          FLAGS["meta_learning_rate"].default else "try another")
+  if learned:
+    if not FLAGS.if_cl and first is not None:
+      return ("Done. It learned: the best evaluation ({:.6g}) improved on the "
+              "first ({:.6g}).".format(result["best_evaluation"], first))
+    return "Done. It learned: a later evaluation improved on the first."
+  hint = "try another"
+  if FLAGS.meta_learning_rate == FLAGS["meta_learning_rate"].default:
+    hint = ("the original's default, which learns nothing visible in hours "
+            "on this problem; --recipe=fast trains a useful optimizer")
   return ("Done, but it learned nothing: no evaluation improved on the first "
-          "one in {} meta-iterations (--meta_learning_rate={:g}: {}).".format(
-              result["meta_iterations"], FLAGS.meta_learning_rate, hint))
+          "one{} in {} meta-iterations (--meta_learning_rate={:g}: {})."
+          .format("" if first is None else " ({:.6g})".format(first),
+                  result["meta_iterations"], FLAGS.meta_learning_rate, hint))
 
 
 def run():
-  app.run(main)
+  app.run(main, argv=recipes.expand(sys.argv))
 
 
 if __name__ == "__main__":

@@ -310,16 +310,19 @@ def test_run_record_faults(trained, tmp_path, data_dir, parse_metatest):
        None),
       ("learned_nothing", same, dict(
           best_evaluation=2.3, last_checkpoint="c", meta_iterations=5,
-          best_model_idx=1, evaluations=5, improvements=0)),
+          best_model_idx=1, evaluations=5, first_evaluation=2.3)),
       ("learned", same, dict(
           best_evaluation=2.1, last_checkpoint="c", meta_iterations=5,
-          best_model_idx=4, evaluations=5, improvements=2)),
+          best_model_idx=4, evaluations=5, first_evaluation=2.3)),
       ("one_evaluation", same, dict(
           best_evaluation=2.1, last_checkpoint="c", meta_iterations=1,
-          best_model_idx=1, evaluations=1, improvements=0)),
-      ("chief_learned_nothing", same, dict(
-          best_evaluation=2.3, last_checkpoint="c", meta_iterations=5,
-          best_model_idx=1, evaluations=5)),
+          best_model_idx=1, evaluations=1, first_evaluation=2.1)),
+      ("curriculum_learned_nothing", same + ["--if_cl=True"], dict(
+          best_evaluation=1.9, last_checkpoint="c", meta_iterations=5,
+          best_model_idx=1, evaluations=5, first_evaluation=2.3)),
+      ("curriculum_learned", same + ["--if_cl=True"], dict(
+          best_evaluation=2.5, last_checkpoint="c", meta_iterations=5,
+          best_model_idx=3, evaluations=5, first_evaluation=2.3)),
   ])
   # A dir without its record: the wrong flags write nothing, the right ones
   # resume (here: already complete) and record the flags.
@@ -358,21 +361,22 @@ def test_run_record_faults(trained, tmp_path, data_dir, parse_metatest):
   # The end of a run says whether it learned.
   for name, start in [
       ("learned_nothing", "Done, but it learned nothing: no evaluation "
-       "improved on the first one in 5 meta-iterations "
+       "improved on the first one (2.3) in 5 meta-iterations "
        "(--meta_learning_rate=1e-06: the original's default"),
-      ("learned", "Done. It learned: 2 evaluation(s) improved"),
+      ("learned", "Done. It learned: the best evaluation (2.1) improved on "
+       "the first (2.3)."),
       ("one_evaluation", "Done. One evaluation only, so whether it learned "
        "is not measured"),
-      ("chief_learned_nothing", "Done, but it learned nothing")]:
+      ("curriculum_learned_nothing", "Done, but it learned nothing"),
+      ("curriculum_learned", "Done. It learned: a later evaluation")]:
     status, _, stdout = results[name]
     assert status == 0 and stdout.startswith(start), (name, stdout)
     assert "Best model: logdir/model.ckpt-0" in stdout
   # ...consistently with the evaluation lines of a real run.
   costs = [float(l.split("cost=")[1]) for l in trained[1].splitlines()
            if l.startswith("evaluation ")]
-  improved = sum(c < min(costs[:i]) for i, c in enumerate(costs) if i)
   assert len(costs) == 2
-  assert ("Done. It learned: {} evaluation(s)".format(improved) if improved
+  assert ("Done. It learned: the best evaluation" if costs[1] < costs[0]
           else "Done, but it learned nothing") in trained[1]
 
   # metatest / LearnedOptimizer on a TF2 checkpoint without its record:

@@ -246,5 +246,6 @@ def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
     subprocess.run(["umount", str(disk)], capture_output=True)
   assert out.returncode == 1, out.stderr
   assert out.stderr.strip().splitlines()[-1] == (
-      "metatest.py: error: writing {} failed: Read-only file system. Free "
-      "space or give another --save_dir.".format(disk / "res"))
+      "metatest.py: error: writing {} failed: Read-only file system. Give "
+      "another --save_dir (or free space if the disk is full).".format(
+          disk / "res"))

@@ -40,7 +40,7 @@ on the machine at hand:
     of the learned optimizer, what any optimizer's unroll costs here.
 
 (d) one whole meta-iteration as metarun runs it
-    (``training._Trainer.run_series``: 5 unrolls of 20 steps with their
+    (``MetaTrainer``'s ``LocalSeries.run``: 5 unrolls of 20 steps with their
     meta-updates and progress lines, no evaluation).
 
 ``--original PATH/time_original.py`` first runs the original TF1 code's
@@ -62,6 +62,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -341,26 +342,31 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
   from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import tf1_optimizers  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
 
   spec, _, batch_size = _mlp_problem(data_dir)
   mini_data, mini_labels, n = _mini_tensors(data_dir)
   out = {"unroll_length": UNROLL_LENGTH, "mini_dataset_rows": int(n),
          "batch_size": int(batch_size)}
-  variants = [(reg, jit) for reg in ("noreg", "hessian_esd")
-              for jit in ((False, True) if xla else (False,))]
+  # (regularizer, XLA step, time-parallel objective): the default engine,
+  # the step-by-step one, and the default with XLA.
+  engines = [(False, True), (False, False)] + ([(True, True)] if xla else [])
+  variants = [(reg, jit, parallel) for reg in ("noreg", "hessian_esd")
+              for jit, parallel in engines]
   calls = {}
-  for reg_name, jit in variants:
+  for reg_name, jit, parallel in variants:
     np.random.seed(0)
     problem = spec.build()
     optimizer = _hrnn()
     if reg_name == "noreg":
-      reg = unroll_lib.NO_REGULARIZER
+      reg = regularizer_lib.NO_REGULARIZER
     else:
-      reg = unroll_lib.make_regularizer_config(
+      reg = regularizer_lib.make_regularizer_config(
           problem, reg_optimizer=True, reg_option="hessian-esd")
     meta_step = meta_step_lib.make_meta_step(problem, optimizer, reg,
-                                             jit_compile=jit)
+                                             jit_compile=jit,
+                                             time_parallel=parallel)
     learner = meta_learner.MetaLearner(
         tf1_optimizers.RMSProp(optimizer.meta_variables, 1e-6), 1e4)
     batches = tf.constant(datasets.batch_indices(n, UNROLL_LENGTH, batch_size))
@@ -382,7 +388,8 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
       learner.apply(grads)
       result.metaobj.numpy()
 
-    calls[reg_name + ("_xla" if jit else "")] = call
+    calls[reg_name + ("_xla" if jit else "") +
+          ("" if parallel else "_sequential")] = call
   out.update(measure_interleaved(calls, 1, cfg["unroll_repeats"], 1, timer))
   return out
 
@@ -423,33 +430,40 @@ def bench_unroll_floor(data_dir, cfg, timer=time.perf_counter):
 
 def bench_meta_iteration(data_dir, cfg, jit_compile=False,
                          timer=time.perf_counter):
-  """One whole meta-iteration as metarun runs it (``training._Trainer
-  .run_series``: sampling, 5 unrolls of 20 steps with their meta-updates,
-  progress lines), on the MLP with the 10,000-row test split as its data,
-  without the evaluation that follows every ``evaluation_period``."""
+  """One whole meta-iteration's series as metarun runs it (``MetaTrainer``'s
+  plan and ``LocalSeries.run``: sampling, 5 unrolls of 20 steps with their
+  meta-updates, progress lines), on the MLP with the 10,000-row test split
+  as its data, without the evaluation that follows every
+  ``evaluation_period``."""
   import io  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import tf1_optimizers  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import training  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import config as config_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+  from problems import problem_spec  # pylint: disable=g-import-not-at-top
   spec, _, batch_size = _mlp_problem(data_dir)
   test, n = _mini_dataset(data_dir)
   np.random.seed(0)
-  problem = spec.build()
-  optimizer = _hrnn()
-  config = training.TrainingConfig(mini_batch_size=int(n),
-                                   jit_compile=jit_compile)
-  trainer = training._Trainer(  # pylint: disable=protected-access
-      problem, "mnist_mlp", test, batch_size, optimizer,
-      tf1_optimizers.RMSProp(optimizer.meta_variables, 1e-6), config, 1e4,
-      -1, None, io.StringIO())
-  lengths = [UNROLL_LENGTH] * 5
-  state = {"k": 0}
+  with tempfile.TemporaryDirectory() as logdir:
+    trainer = trainer_lib.MetaTrainer(config_lib.TrainerConfig(
+        logdir=logdir,
+        schedule=config_lib.Schedule(
+            num_meta_iterations=10**6, learning_rate=1e-6,
+            gradient_clip=1e4, fix_unroll=True,
+            fix_unroll_length=UNROLL_LENGTH,
+            fix_num_steps=5 * UNROLL_LENGTH),
+        training=config_lib.TrainingConfig(mini_batch_size=int(n),
+                                           jit_compile=jit_compile),
+        resume=False, summaries=False), problem_spec.Spec(_hrnn, (), {}), io.StringIO())
+    trainer.start()
+    trainer.set_task(spec, test, batch_size, 0)
+    state = {"k": 0}
 
-  def call():
-    trainer.run_series(state["k"], lengths, False, 0, "bench")
-    state["k"] += 1
+    def call():
+      plan = trainer.plan(state["k"])
+      trainer.series.run(plan, 0)
+      state["k"] += 1
 
-  result = measure(call, 1, max(2, cfg["unroll_repeats"] // 2), 1, timer)
-  result["unrolls"] = len(lengths)
+    result = measure(call, 1, max(2, cfg["unroll_repeats"] // 2), 1, timer)
+  result["unrolls"] = 5
   return result
 
 
