@@ -546,12 +546,17 @@ def report_end(result, logdir):
             FLAGS.meta_learning_rate, FLAGS.gradient_clip_level))
     return 3
   best = os.path.join(logdir, checkpoints.CHECKPOINT_BASENAME + "-0")
-  if result.get("best_model_idx") is not None:
+  if result.get("best_model_idx") is not None and not FLAGS.if_cl:
     best_line = ("Best model: {} ({} {:.6g}, from meta-iteration {}); latest "
                  "checkpoint: {}".format(
                      best, "robust score" if FLAGS.selection == "robust"
                      else "evaluation cost", result["best_evaluation"],
                      result["best_model_idx"], result["last_checkpoint"]))
+  elif result.get("best_model_idx") is not None:  # curriculum: no cost, as
+    # its best cost is re-measured at each stage's horizon.
+    best_line = ("Best model: {} (from meta-iteration {}); latest checkpoint: "
+                 "{}".format(best, result["best_model_idx"],
+                             result["last_checkpoint"]))
   else:
     best_line = "Best model: {}; latest checkpoint: {}".format(
         best, result["last_checkpoint"])
