@@ -210,6 +210,7 @@ class RunCache(object):
         [tuple(p.shape) for p in params]):
       run.reset(params)
       return run
-    self._run = CompiledRun(optimizer, problem, params, data, labels, jit_compile)
+    self._run = CompiledRun(optimizer, problem, params, data, labels,
+                            jit_compile)
     self._key, self._keep = key, (data, labels)
     return self._run

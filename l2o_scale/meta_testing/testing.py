@@ -39,6 +39,8 @@ from l2o_scale.runs import checkpoints
 from problems import datasets
 
 DEFAULT_PROGRESS_EVERY = 1000  # the original printed every 1000 iterations
+# The callers that repeat runs (metatest's seeds, the robust score) keep one.
+RunCache = compiled_run.RunCache
 
 
 # --------------------------------------------------------------------- data
@@ -121,35 +123,6 @@ def initial_parameters(problem, seed):
     tf.random.set_seed(int(seed))
   return [tf.convert_to_tensor(t, dtype=tf.float32)
           for t in problem.init_tensors(seed)]
-
-
-# ------------------------------------------------------------------ runner
-
-
-class RunCache(object):
-  """The last compiled run, reused when the same optimizer, problem and data
-  run again (metatest.py's seeds, the robust score's fixed runs): saves
-  re-tracing and recompiling the loop. Owned by the caller that repeats
-  runs (no module-level state); ``test_optimizer`` without one compiles
-  afresh."""
-
-  def __init__(self):
-    self._key = None
-    self._run = None
-    self._keep = None  # Keeps data and labels alive: their ids are the key.
-
-  def get(self, optimizer, problem, params, data, labels, jit_compile):
-    key = (id(optimizer), id(problem), None if data is None else id(data),
-           None if labels is None else id(labels), bool(jit_compile))
-    run = self._run
-    if (run is not None and self._key == key and
-        [tuple(v.shape) for v in run.param_vars] ==
-        [tuple(p.shape) for p in params]):
-      run.reset(params)
-      return run
-    self._run = compiled_run.CompiledRun(optimizer, problem, params, data, labels, jit_compile)
-    self._key, self._keep = key, (data, labels)
-    return self._run
 
 
 def _print_progress(info):
