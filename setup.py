@@ -12,7 +12,11 @@ setup(
     packages=find_packages(include=["l2o_scale", "l2o_scale.*", "optimizer",
                                     "optimizer.*", "problems", "problems.*"]),
     py_modules=["metarun", "metatest"],
-    package_data={"l2o_scale": ["config/recipes/*.flags"]},
+    # Recipes (metarun --recipe) and the shipped pretrained optimizers
+    # (l2o_scale.pretrained: checkpoint and run record of each name).
+    package_data={"l2o_scale": ["config/recipes/*.flags"],
+                  "l2o_scale.pretrained": ["*/*/model.ckpt-0.*",
+                                           "*/*/run_record.json"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-datasets",

@@ -24,7 +24,7 @@
 #                    seeds, held-out accuracy, flatness) against the
 #                    original's and tuned baselines
 #   REPRO_PRETRAINED=1  minutes: meta-tests only the shipped pretrained
-#                    optimizers (reproduce/pretrained/) against the baselines
+#                    optimizers (l2o_scale/pretrained/) against the baselines
 #   REPRO_QUICK=1    a few minutes: few meta-iterations, a few hundred test
 #                    steps (checks the pipeline; nothing is learned)
 #   REPRO_TINY=1     smoke test (tests/test_reproduce.py): one learned variant,
@@ -252,7 +252,7 @@ echo "$DATA_DESC"
 echo "$DATA_DESC" > "$OUT/data.txt"
 echo "plan:"
 if [[ "$PRETRAINED_ONLY" == 1 ]]; then
-  echo "  1. no meta-training: the shipped optimizers in reproduce/pretrained/ (${VARIANTS[*]}; how each was trained: the card in its run_record.json)"
+  echo "  1. no meta-training: the shipped optimizers in l2o_scale/pretrained/ (${VARIANTS[*]}; how each was trained: the card in its run_record.json)"
 else
   echo "  1. meta-train ${#VARIANTS[@]} optimizer(s) with metarun.py (MNIST MLP 784-20-10 sigmoid; training seed $TRAIN_SEED, or k for a name ending .tk):"
   echo "     $META_ITERS meta-iteration(s) at meta learning rate $META_LR; fixed 20-step unrolls, $FIX_NUM_STEPS steps per meta-iteration, evaluation every $EVAL_PERIOD: $FIX_NUM_STEPS_EVAL steps x $EVAL_EPOCHS run(s)"
@@ -443,7 +443,7 @@ run_queue() {
 }
 
 train_dir() {
-  if [[ "$PRETRAINED_ONLY" == 1 ]]; then echo "$ROOT/reproduce/pretrained/$1"
+  if [[ "$PRETRAINED_ONLY" == 1 ]]; then echo "$ROOT/l2o_scale/pretrained/$1"
   else echo "$OUT/train/$1"; fi
 }
 train_seed() { [[ "$1" == *.t* ]] && echo "${1##*.t}" || echo "$TRAIN_SEED"; }
