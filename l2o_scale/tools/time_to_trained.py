@@ -35,7 +35,8 @@ Usage::
       --recipe stable --recipe fast=path/to/fast.flags [--seeds 1,2,3] \\
       [--json OUT.json] [--work_dir DIR]
 
-``--recipe NAME`` takes a built-in recipe (:data:`RECIPES`), ``NAME=FILE``
+``--recipe NAME`` takes a shipped recipe (:mod:`l2o_scale.config.recipes`),
+``NAME=FILE``
 an absl flagfile (one ``--flag=value`` per line).
 """
 
@@ -51,19 +52,12 @@ import tempfile
 import threading
 import time
 
+from l2o_scale.config import recipes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 METARUN = os.path.join(ROOT, "metarun.py")
 
-# Today's recipe for meta-training that learns and stays stable
-# (reproduce/all.sh, medium size).
-STABLE = ["--meta_learning_rate=3e-3", "--max_log_lr=-4.6",
-          "--on_divergence=rollback", "--selection=robust",
-          "--selection_steps=1000", "--fix_unroll=True",
-          "--fix_unroll_length=20", "--fix_num_steps=100",
-          "--fix_num_steps_eval=100", "--evaluation_epochs=1",
-          "--evaluation_period=2", "--num_meta_iterations=30"]
-RECIPES = {"stable": STABLE}
 
 THRESHOLD = 0.05
 YARDSTICK_STEPS = 1000
@@ -339,10 +333,10 @@ def recipe_flags(spec):
     if not os.path.isfile(path):
       raise ValueError("--recipe {}: no file {}".format(spec, path))
     return name, ["--flagfile={}".format(os.path.abspath(path))]
-  if spec not in RECIPES:
-    raise ValueError("--recipe {}: not a built-in recipe ({}); give "
-                     "NAME=FLAGFILE".format(spec, ", ".join(sorted(RECIPES))))
-  return spec, list(RECIPES[spec])
+  if spec not in recipes.names():
+    raise ValueError("--recipe {}: not a shipped recipe ({}); give "
+                     "NAME=FLAGFILE".format(spec, ", ".join(recipes.names())))
+  return spec, ["--recipe={}".format(spec)]
 
 
 def schedule(recipe_names, seeds):
@@ -371,7 +365,7 @@ def build_parser():
   parser.add_argument("--recipe", action="append", default=None,
                       help="NAME (built-in: {}) or NAME=FLAGFILE; repeat; "
                       "the first is the baseline of the ratios (default: "
-                      "stable)".format(", ".join(sorted(RECIPES))))
+                      "stable)".format(", ".join(recipes.names())))
   parser.add_argument("--seeds", default="1,2,3",
                       help="training seeds (metarun --seed)")
   parser.add_argument("--threshold", type=float, default=THRESHOLD)
