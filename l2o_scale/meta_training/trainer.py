@@ -18,7 +18,6 @@ New in the port (defaults keep the original): divergence handling
 exact resume, progress lines and TensorBoard summaries.
 """
 
-import os
 import time
 
 import tensorflow as tf

@@ -90,7 +90,6 @@ def _final_arrays(prefix, params, states):
 def regularizer_config(spec, problem):
   """RegularizerConfig from a meta_train fixture's ``flags`` (original defaults)."""
   from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
   flags = spec.get("flags", {})
   return regularizer_lib.make_regularizer_config(
       problem,

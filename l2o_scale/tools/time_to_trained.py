@@ -428,8 +428,8 @@ def main(argv=None):
   data_dir = args.data_dir or os.environ.get("L2O_SCALE_DATA_DIR")
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="time_to_trained-")
   yardstick = Yardstick(data_dir)
-  from l2o_scale.tools import bench  # pylint: disable=g-import-not-at-top
-  report = dict(machine=bench.machine_info(), threshold=args.threshold,
+  from l2o_scale.tools import bench_report  # pylint: disable=g-import-not-at-top
+  report = dict(machine=bench_report.machine_info(), threshold=args.threshold,
                 yardstick=dict(steps=YARDSTICK_STEPS,
                                seeds=list(YARDSTICK_SEEDS),
                                problems=YARDSTICK_PROBLEMS),
