@@ -67,11 +67,9 @@ from l2o_scale.tools import bench_report
 from l2o_scale.tools import bench_steps
 
 
-def main(argv=None):
-  argv = sys.argv[1:] if argv is None else list(argv)
-  if "--time_to_trained" in argv:
-    from l2o_scale.tools import time_to_trained  # pylint: disable=g-import-not-at-top
-    return time_to_trained.main([a for a in argv if a != "--time_to_trained"])
+def build_parser():
+  """The command's options (``--time_to_trained`` hands over to
+  :mod:`l2o_scale.tools.time_to_trained`, which has its own)."""
   parser = argparse.ArgumentParser(
       prog="python -m l2o_scale.bench",
       description="Times a learned-optimizer step against a Keras Adam step "
@@ -97,7 +95,30 @@ def main(argv=None):
                       "start to a trained optimizer, per recipe and training "
                       "seed (its options: python -m l2o_scale.bench "
                       "--time_to_trained --help)")
-  args = parser.parse_args(argv)
+  return parser
+
+
+def measure_all(data_dir, cfg, xla):
+  """(a)-(d) in turn: ``(steps, unrolls, loop, meta_iteration)``."""
+  print("timing optimizer steps ...", flush=True)
+  steps = bench_steps.bench_steps(data_dir, cfg, xla=xla)
+  print("timing meta-training unrolls (the first call of each compiles) ...",
+        flush=True)
+  unrolls = bench_meta.bench_unrolls(data_dir, cfg, xla=xla)
+  print("timing a whole meta-iteration ...", flush=True)
+  meta_iteration = bench_meta.bench_meta_iteration(data_dir, cfg)
+  unrolls["sgd_floor"] = bench_meta.bench_unroll_floor(data_dir, cfg)
+  print("timing steps inside the compiled meta-test loop ...", flush=True)
+  loop = bench_steps.bench_loop_steps(data_dir, cfg)
+  return steps, unrolls, loop, meta_iteration
+
+
+def main(argv=None):
+  argv = sys.argv[1:] if argv is None else list(argv)
+  if "--time_to_trained" in argv:
+    from l2o_scale.tools import time_to_trained  # pylint: disable=g-import-not-at-top
+    return time_to_trained.main([a for a in argv if a != "--time_to_trained"])
+  args = build_parser().parse_args(argv)
   cfg = core.QUICK if args.quick else core.FULL
   info = bench_report.machine_info()
   start = time.time()
@@ -108,21 +129,13 @@ def main(argv=None):
       os.environ["L2O_SCALE_DATA_DIR"] = args.data_dir
     original = bench_report.run_original(args.original, args.original_python)
   try:
-    print("timing optimizer steps ...", flush=True)
-    steps = bench_steps.bench_steps(args.data_dir, cfg, xla=not args.no_xla)
-    print("timing meta-training unrolls (the first call of each compiles) ...",
-          flush=True)
-    unrolls = bench_meta.bench_unrolls(args.data_dir, cfg, xla=not args.no_xla)
-    print("timing a whole meta-iteration ...", flush=True)
-    meta_iteration = bench_meta.bench_meta_iteration(args.data_dir, cfg)
-    unrolls["sgd_floor"] = bench_meta.bench_unroll_floor(args.data_dir, cfg)
-    print("timing steps inside the compiled meta-test loop ...", flush=True)
-    loop = bench_steps.bench_loop_steps(args.data_dir, cfg)
+    steps, unrolls, loop, meta_iteration = measure_all(
+        args.data_dir, cfg, not args.no_xla)
   except core.datasets.DataNotFoundError as e:
     print("bench: {}".format(e), file=sys.stderr)
     return 2
-  report = bench_report.make_report(steps, unrolls, info, args.quick, loop, meta_iteration,
-                       original)
+  report = bench_report.make_report(steps, unrolls, info, args.quick, loop,
+                                    meta_iteration, original)
   report["total_seconds"] = time.time() - start
   print(bench_report.format_table(report))
   if args.json:

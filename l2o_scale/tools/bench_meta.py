@@ -18,16 +18,9 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
   meta-update (``meta_learner.MetaLearner``); without and with hessian-esd,
   each also with the optimizer's step compiled by XLA
   (``make_meta_step(jit_compile=True)``, metarun's ``--jit_compile``)."""
-  # Imported here: only this measurement needs the meta-training machinery.
-  from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import tf1_optimizers  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
-
   spec, _, batch_size = core.mlp_problem(data_dir)
-  mini_data, mini_labels, n = core.mini_tensors(data_dir)
-  out = {"unroll_length": core.UNROLL_LENGTH, "mini_dataset_rows": int(n),
+  mini = core.mini_tensors(data_dir)
+  out = {"unroll_length": core.UNROLL_LENGTH, "mini_dataset_rows": int(mini[2]),
          "batch_size": int(batch_size)}
   # (regularizer, XLA step, time-parallel objective): the default engine,
   # the step-by-step one, and the default with XLA.
@@ -36,42 +29,57 @@ def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
               for jit, parallel in engines]
   calls = {}
   for reg_name, jit, parallel in variants:
-    np.random.seed(0)
-    problem = spec.build()
-    optimizer = core.hrnn()
-    if reg_name == "noreg":
-      reg = regularizer_lib.NO_REGULARIZER
-    else:
-      reg = regularizer_lib.make_regularizer_config(
-          problem, reg_optimizer=True, reg_option="hessian-esd")
-    meta_step = meta_step_lib.make_meta_step(problem, optimizer, reg,
-                                             jit_compile=jit,
-                                             time_parallel=parallel)
-    learner = meta_learner.MetaLearner(
-        tf1_optimizers.RMSProp(optimizer.meta_variables, 1e-6), 1e4)
-    batches = tf.constant(datasets.batch_indices(n, core.UNROLL_LENGTH, batch_size))
-    init_tensors = [tf.constant(np.random.normal(size=s).astype(np.float32))
-                    for s in problem.param_shapes]
-    carried = unroll_lib.zero_loop_state(problem, optimizer)
-    inputs = unroll_lib.UnrollInputs(
-        obj_weights=tf.constant(
-            np.ones(core.UNROLL_LENGTH, np.float32) / core.UNROLL_LENGTH),
-        batches=batches, mini_data=mini_data, mini_labels=mini_labels,
-        init_tensors=init_tensors, jacob_switch=reg_name != "noreg",
-        mt_labels=[tf.constant(m) for m in unroll_lib.zero_mt_labels(
-            problem.param_shapes, core.UNROLL_LENGTH)],
-        first_unroll=tf.constant(True), reset_state=tf.constant(True))
-
-    def call(meta_step=meta_step, learner=learner, inputs=inputs,
-             carried=carried):
-      result, grads = meta_step(inputs, carried, False)
-      learner.apply(grads)
-      result.metaobj.numpy()
-
     calls[reg_name + ("_xla" if jit else "") +
-          ("" if parallel else "_sequential")] = call
+          ("" if parallel else "_sequential")] = _unroll_call(
+              spec, batch_size, mini, reg_name, jit, parallel)
   out.update(core.measure_interleaved(calls, 1, cfg["unroll_repeats"], 1, timer))
   return out
+
+
+def _unroll_call(spec, batch_size, mini, reg_name, jit, parallel):
+  """One variant of :func:`bench_unrolls`, built from numpy's seed 0: a call
+  that runs the unroll with its meta-gradient and applies the meta-update.
+  ``mini``: the mini dataset's (data, labels, rows)."""
+  # Imported here: only this measurement needs the meta-training machinery.
+  from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import tf1_optimizers  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
+
+  mini_data, mini_labels, n = mini
+  np.random.seed(0)
+  problem = spec.build()
+  optimizer = core.hrnn()
+  if reg_name == "noreg":
+    reg = regularizer_lib.NO_REGULARIZER
+  else:
+    reg = regularizer_lib.make_regularizer_config(
+        problem, reg_optimizer=True, reg_option="hessian-esd")
+  meta_step = meta_step_lib.make_meta_step(problem, optimizer, reg,
+                                           jit_compile=jit,
+                                           time_parallel=parallel)
+  learner = meta_learner.MetaLearner(
+      tf1_optimizers.RMSProp(optimizer.meta_variables, 1e-6), 1e4)
+  batches = tf.constant(datasets.batch_indices(n, core.UNROLL_LENGTH, batch_size))
+  init_tensors = [tf.constant(np.random.normal(size=s).astype(np.float32))
+                  for s in problem.param_shapes]
+  carried = unroll_lib.zero_loop_state(problem, optimizer)
+  inputs = unroll_lib.UnrollInputs(
+      obj_weights=tf.constant(
+          np.ones(core.UNROLL_LENGTH, np.float32) / core.UNROLL_LENGTH),
+      batches=batches, mini_data=mini_data, mini_labels=mini_labels,
+      init_tensors=init_tensors, jacob_switch=reg_name != "noreg",
+      mt_labels=[tf.constant(m) for m in unroll_lib.zero_mt_labels(
+          problem.param_shapes, core.UNROLL_LENGTH)],
+      first_unroll=tf.constant(True), reset_state=tf.constant(True))
+
+  def call():
+    result, grads = meta_step(inputs, carried, False)
+    learner.apply(grads)
+    result.metaobj.numpy()
+
+  return call
 
 
 def bench_unroll_floor(data_dir, cfg, timer=time.perf_counter):

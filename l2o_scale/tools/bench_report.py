@@ -102,6 +102,33 @@ def make_report(steps, unrolls, info, quick=False, loop=None,
   Headline: the learned step with XLA (without it if XLA failed or was not
   timed) against the faster of the Keras Adam steps.
   """
+  report = _step_entries(steps)
+  report.update(_unroll_entries(unrolls))
+  report.update(_lower_bound_entries(steps, report["adam_step_seconds"]))
+  if loop is not None:
+    report.update(_loop_entries(loop))
+  if meta_iteration is not None:
+    report["meta_iteration_seconds"] = meta_iteration["median"]
+    report["meta_iteration"] = meta_iteration
+  if original is not None:
+    report["original"] = original
+    if "error" not in original:
+      report["speedup_over_original"] = speedups(
+          unrolls, report["l2o_step_seconds_no_xla"], original)
+  report.update({
+      "target_ratio": 2.0,
+      "quick": bool(quick),
+      "statistic": "median over repeats after warm-up; seconds per call",
+      "steps": steps,
+      "unrolls": unrolls,
+      "machine": info,
+  })
+  return report
+
+
+def _step_entries(steps):
+  """The report's entries of (a): the learned and Adam steps and their
+  ratios."""
   l2o_plain, l2o_xla = _median(steps.get("l2o")), _median(steps.get("l2o_xla"))
   adam_plain = _median(steps.get("adam"))
   adam_xla = _median(steps.get("adam_xla"))
@@ -117,13 +144,14 @@ def make_report(steps, unrolls, info, quick=False, loop=None,
       "adam_step_seconds_no_xla": adam_plain,
       "adam_step_seconds_xla": adam_xla,
       "l2o_no_xla_over_adam_ratio": l2o_plain / adam,
-      "unroll_seconds_noreg": unrolls["noreg"]["median"],
-      "unroll_seconds_hessian_esd": unrolls["hessian_esd"]["median"],
-      "unroll_seconds_noreg_xla": _median(unrolls.get("noreg_xla")),
-      "unroll_seconds_hessian_esd_xla": _median(unrolls.get("hessian_esd_xla")),
-      "hessian_esd_over_noreg_ratio": (unrolls["hessian_esd"]["median"] /
-                                       unrolls["noreg"]["median"]),
   }
+  return report
+
+
+def _lower_bound_entries(steps, adam):
+  """The report's entries of the lower-bound step (against the ``adam``
+  step's seconds) and of the XLA steps that failed."""
+  report = {}
   gru_core = _median(steps.get("gru_core_xla"))
   if gru_core is not None:
     report["gru_core_step_seconds_xla"] = gru_core
@@ -131,61 +159,76 @@ def make_report(steps, unrolls, info, quick=False, loop=None,
   for name in core.XLA_STEPS:
     if steps.get(name) and "error" in steps[name]:
       report[name + "_error"] = steps[name]["error"]
-  if loop is not None:
-    report["loop_l2o_step_seconds"] = loop["l2o"]
-    report["loop_l2o_step_seconds_xla"] = loop["l2o_xla"]
-    report["loop_adam_step_seconds"] = loop["adam"]
-    report["loop_l2o_over_adam_ratio"] = loop["l2o"] / loop["adam"]
-    report["loop_l2o_xla_over_adam_ratio"] = loop["l2o_xla"] / loop["adam"]
-    report["loop_adam_step_seconds_xla"] = loop["adam_xla"]
-    report["loop_l2o_xla_over_adam_xla_ratio"] = (loop["l2o_xla"] /
-                                                  loop["adam_xla"])
-  if meta_iteration is not None:
-    report["meta_iteration_seconds"] = meta_iteration["median"]
-    report["meta_iteration"] = meta_iteration
-  if original is not None:
-    report["original"] = original
-    if "error" not in original:
-      report["speedup_over_original"] = speedups(unrolls, l2o_plain,
-                                                 original)
-  report.update({
-      "target_ratio": 2.0,
-      "quick": bool(quick),
-      "statistic": "median over repeats after warm-up; seconds per call",
-      "steps": steps,
-      "unrolls": unrolls,
-      "machine": info,
-  })
   return report
+
+
+def _unroll_entries(unrolls):
+  """The report's entries of (b): the unroll medians and the regularizer's
+  cost."""
+  return {
+      "unroll_seconds_noreg": unrolls["noreg"]["median"],
+      "unroll_seconds_hessian_esd": unrolls["hessian_esd"]["median"],
+      "unroll_seconds_noreg_xla": _median(unrolls.get("noreg_xla")),
+      "unroll_seconds_hessian_esd_xla": _median(unrolls.get("hessian_esd_xla")),
+      "hessian_esd_over_noreg_ratio": (unrolls["hessian_esd"]["median"] /
+                                       unrolls["noreg"]["median"]),
+  }
+
+
+def _loop_entries(loop):
+  """The report's entries of the steps inside the compiled meta-test loop."""
+  return {
+      "loop_l2o_step_seconds": loop["l2o"],
+      "loop_l2o_step_seconds_xla": loop["l2o_xla"],
+      "loop_adam_step_seconds": loop["adam"],
+      "loop_l2o_over_adam_ratio": loop["l2o"] / loop["adam"],
+      "loop_l2o_xla_over_adam_ratio": loop["l2o_xla"] / loop["adam"],
+      "loop_adam_step_seconds_xla": loop["adam_xla"],
+      "loop_l2o_xla_over_adam_xla_ratio": loop["l2o_xla"] / loop["adam_xla"],
+  }
+
+
+STEP_ROWS = (
+    ("l2o_xla", "learned step, XLA (HRNN, MLP 784-20-10, batch {})"),
+    ("l2o", "learned step, no XLA"),
+    ("adam_xla", "Keras Adam step, XLA (same MLP)"),
+    ("adam", "Keras Adam step, no XLA"),
+    ("gru_core_xla", "lower bound, XLA: loss+gradients + the GRU alone"))
+UNROLL_ROWS = (
+    ("sgd_floor", "unroll + meta-gradient, {} steps, SGD instead of the "
+     "learned optimizer (floor)"),
+    ("noreg", "unroll + meta-update, {} steps, no regularizer"),
+    ("noreg_xla", "unroll + meta-update, {} steps, no regularizer, "
+     "--jit_compile"),
+    ("hessian_esd", "unroll + meta-update, {} steps, hessian-esd"),
+    ("hessian_esd_xla", "unroll + meta-update, {} steps, hessian-esd, "
+     "--jit_compile"))
 
 
 def format_table(report):
   """Human-readable table of the headline numbers."""
-  s, u = report["steps"], report["unrolls"]
+  lines = _timing_table(report)
+  lines.append("")
+  lines.extend(_ratio_lines(report))
+  m = report["machine"]
+  lines.append("machine: {} ({} cores), TF {}, Python {}, load {}".format(
+      m["cpu"], m["cpu_count"], m["tensorflow"], m["python"],
+      m["load_average_1min_at_start"]))
+  return "\n".join(lines)
+
+
+def _timing_table(report):
+  """Lines of the table of timings (median, min, first call) of the steps
+  and unrolls the report holds."""
   rows = []
-  for name, label in (
-      ("l2o_xla", "learned step, XLA (HRNN, MLP 784-20-10, batch {})"),
-      ("l2o", "learned step, no XLA"),
-      ("adam_xla", "Keras Adam step, XLA (same MLP)"),
-      ("adam", "Keras Adam step, no XLA"),
-      ("gru_core_xla", "lower bound, XLA: loss+gradients + the GRU alone")):
-    entry = s.get(name)
-    if entry and "median" in entry:
-      rows.append((label.format(s["batch_size"]), entry["median"],
-                   entry["min"], entry["first_call_seconds"]))
-  for name, label in (
-      ("sgd_floor", "unroll + meta-gradient, {} steps, SGD instead of the "
-       "learned optimizer (floor)"),
-      ("noreg", "unroll + meta-update, {} steps, no regularizer"),
-      ("noreg_xla", "unroll + meta-update, {} steps, no regularizer, "
-       "--jit_compile"),
-      ("hessian_esd", "unroll + meta-update, {} steps, hessian-esd"),
-      ("hessian_esd_xla", "unroll + meta-update, {} steps, hessian-esd, "
-       "--jit_compile")):
-    entry = u.get(name)
-    if entry and "median" in entry:
-      rows.append((label.format(u["unroll_length"]), entry["median"],
-                   entry["min"], entry["first_call_seconds"]))
+  for entries, labels, value in (
+      (report["steps"], STEP_ROWS, report["steps"].get("batch_size")),
+      (report["unrolls"], UNROLL_ROWS, report["unrolls"].get("unroll_length"))):
+    for name, label in labels:
+      entry = entries.get(name)
+      if entry and "median" in entry:
+        rows.append((label.format(value), entry["median"], entry["min"],
+                     entry["first_call_seconds"]))
   width = max(len(r[0]) for r in rows)
   lines = ["{:<{w}}  {:>12}  {:>12}  {:>14}".format(
       "what", "median", "min", "first call", w=width)]
@@ -194,13 +237,18 @@ def format_table(report):
     lines.append("{:<{w}}  {:>12}  {:>12}  {:>14}".format(
         name, _fmt_seconds(med), _fmt_seconds(mn), _fmt_seconds(first),
         w=width))
-  lines.append("")
-  lines.append(
+  return lines
+
+
+def _ratio_lines(report):
+  """Lines of the ratios: learned against Adam, in the meta-test loop, the
+  regularizer's cost, the meta-iteration and the original code."""
+  lines = [
       "learned{} / fastest Adam step: {:.2f}x (target <= {:.0f}x); learned "
       "without XLA: {:.2f}x".format(
           " (XLA)" if report["l2o_step_uses_xla"] else "",
           report["l2o_over_adam_ratio"], report["target_ratio"],
-          report["l2o_no_xla_over_adam_ratio"]))
+          report["l2o_no_xla_over_adam_ratio"])]
   if "gru_core_over_adam_ratio" in report:
     lines.append(
         "lower bound (the MLP's loss and gradients plus the per-parameter GRU "
@@ -233,11 +281,7 @@ def format_table(report):
         for k, v in sorted(report["speedup_over_original"].items())))
   elif report.get("original", {}).get("error"):
     lines.append("original TF1 code failed: " + report["original"]["error"])
-  m = report["machine"]
-  lines.append("machine: {} ({} cores), TF {}, Python {}, load {}".format(
-      m["cpu"], m["cpu_count"], m["tensorflow"], m["python"],
-      m["load_average_1min_at_start"]))
-  return "\n".join(lines)
+  return lines
 
 
 def _fmt_seconds(value):
