@@ -177,6 +177,7 @@ def check_flags(flag_values):
                       flag_values.fix_unroll_length))
   for name in ("evaluation_epochs", "evaluation_period", "save_period",
                "num_meta_iterations", "num_problems", "mt_k", "hessian_itrs",
+               "meta_batch_size",
                "mini_batch_size"):
     if getattr(flag_values, name) < 1:
       errors.append("--{} must be >= 1".format(name))

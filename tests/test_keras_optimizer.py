@@ -148,7 +148,7 @@ def test_config_round_trip(fixtures_dir):
 
 def test_from_checkpoint_rebuilds_from_the_run_record(tmp_path):
   """A checkpoint trained with non-default options restores without them
-  being passed when run_record.json sits next to it (issue 13)."""
+  being passed when run_record.json sits next to it."""
   from l2o_scale.config import optimizer_flags
   from l2o_scale.runs import run_record
   from optimizer import hierarchical_rnn

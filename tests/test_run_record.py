@@ -1,4 +1,4 @@
-"""The run record and the train dir's lock (issue 13, item 2)."""
+"""The run record and the train dir's lock."""
 
 import hashlib
 import json

@@ -1,6 +1,6 @@
 """Imports TensorFlow without its CUDA-probing noise on machines with no CUDA.
 
-Why (issue 13, item 8): on a CPU-only machine every run of TF 2.21 prints
+Why: on a CPU-only machine every run of TF 2.21 prints
 "Could not find cuda drivers on your machine" twice at import and "failed
 call to cuInit: ... UNKNOWN ERROR (303)" when the devices are first listed.
 They go straight to file descriptor 2 from C++ (before absl's logging is

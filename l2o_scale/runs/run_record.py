@@ -1,5 +1,5 @@
 """The run record: ``<logdir>/run_record.json``, the flags a train dir was
-trained with (issue 13), next to its ``model.ckpt-K`` files.
+trained with, next to its ``model.ckpt-K`` files.
 
 One format for metarun (writes it, refuses a run with other flags),
 metatest and ``LearnedOptimizer.from_checkpoint`` (rebuild the optimizer
