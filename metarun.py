@@ -33,12 +33,12 @@ import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
 from l2o_scale.config import config_flags
+from l2o_scale.config import recipes
 from l2o_scale.runs import dir_lock
 from l2o_scale.meta_training import distributed
 from l2o_scale import metaopt
 from l2o_scale.config import optimizer_flags
 from l2o_scale.runs import run_record
-from l2o_scale.meta_training import training
 from problems import datasets
 from problems import problem_sets as ps
 
@@ -81,8 +81,8 @@ flags.DEFINE_boolean("set_profiling", False,
                      "Profile with the TF profiler into train_dir (TensorBoard).")
 # The meta-training settings of metaopt.py, optimizer/trainable_optimizer.py
 # and problems/problem_generator.py, and the port's stability and selection
-# flags: declared once, as the fields of training.TrainingConfig.
-config_flags.define_flags(training.TrainingConfig, __name__)
+# flags: declared once, as the fields of TrainingConfig.
+config_flags.define_flags(metaopt.TrainingConfig, __name__)
 
 # problems/problem_generator.py
 flags.DEFINE_float("l2_reg_scale", 1e-3,
@@ -97,6 +97,13 @@ flags.DEFINE_integer("seed", None, "Seed numpy, Python and TF random streams.")
 flags.DEFINE_boolean("resume", True,
                      "Continue from the latest checkpoint in the log dir.")
 flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
+flags.DEFINE_enum("recipe", None, recipes.names(),
+                  "A named set of metarun flags shipped with the package "
+                  "(l2o_scale/config/recipes/<name>.flags, an absl flagfile): "
+                  + "; ".join("{}: {}".format(n, recipes.summary(n))
+                              for n in recipes.names()) +
+                  ". A flag given on the command line wins over the "
+                  "recipe's.")
 flags.DEFINE_boolean("overwrite", False,
                      "With --resume=False, delete the earlier run's "
                      "checkpoints and record in the log dir first (without it "
@@ -170,6 +177,7 @@ def check_flags(flag_values):
                       flag_values.fix_unroll_length))
   for name in ("evaluation_epochs", "evaluation_period", "save_period",
                "num_meta_iterations", "num_problems", "mt_k", "hessian_itrs",
+               "meta_batch_size",
                "mini_batch_size"):
     if getattr(flag_values, name) < 1:
       errors.append("--{} must be >= 1".format(name))
@@ -215,29 +223,46 @@ def check_flags(flag_values):
   return errors
 
 
-def meta_optimizer_unsupported(flag_values):
-  """Distributed mode applies the original's RMSProp on the parameter
-  servers (TF1 ApplyRMSProp with locking): other meta-optimizers are refused
-  there, one line each."""
-  reasons = []
-  if flag_values.meta_optimizer != "rmsprop":
-    reasons.append("--meta_optimizer={} is single-process only for now "
-                   "(distributed mode: --meta_optimizer=rmsprop)".format(
-                       flag_values.meta_optimizer))
-  if flag_values.meta_lr_warmup:
-    reasons.append("--meta_lr_warmup is single-process only for now "
-                   "(distributed mode: --meta_lr_warmup=0)")
-  return reasons
+# The regularizer's flags and which switch makes each take effect.
+REGULARIZER_FLAGS = (("reg_option", ("reg_optimizer", "reg_optimizee")),
+                     ("hessian_itrs", ("reg_optimizer", "reg_optimizee")),
+                     ("alpha", ("reg_optimizer",)),
+                     ("regularize_time", ("reg_optimizer",)),
+                     ("reg_scale", ("reg_optimizer",)),
+                     ("beta", ("reg_optimizee",)))
+
+
+def regularizer_note(flag_values):
+  """The note for regularizer flags given while the regularizer they set is
+  off (e.g. the paper's ``--reg_option=hessian-esd`` alone), or None."""
+  idle = [name for name, switches in REGULARIZER_FLAGS
+          if flag_values[name].value != flag_values[name].default and
+          not any(flag_values[s].value for s in switches)]
+  if not idle:
+    return None
+  return ("{} {} no effect: the regularizer is off (original behaviour). "
+          "--reg_optimizer=True regularizes the optimizer (L2O-Entropy's "
+          "setting; alpha, regularize_time, reg_scale), --reg_optimizee=True "
+          "the optimizee (beta).".format(
+              ", ".join(run_record.format_flag(n, flag_values[n].value)
+                        for n in idle), "has" if len(idle) == 1 else "have"))
 
 
 def warnings_for(flag_values):
   """Legal but surprising combinations, reported (behaviour is the original's)."""
-  notes = []
+  notes = [note for note in [regularizer_note(flag_values)] if note]
   if flag_values.reg_optimizer and flag_values.regularize_time == "none":
     notes.append("--regularize_time=none switches the optimizer regularizer "
                  "off in every unroll: with --reg_optimizer=True the "
                  "accumulated regularizer stays 0 (original behaviour; use "
                  "--regularize_time=always to apply it).")
+  if (flag_values.recipe is None and
+      flag_values.meta_learning_rate == flag_values["meta_learning_rate"].default):
+    notes.append("the original's meta learning rate ({:g}) learns nothing "
+                 "visible in hours on this problem; --recipe=fast (or "
+                 "--recipe=stable) trains a useful optimizer (python "
+                 "metarun.py --helpfull: recipe).".format(
+                     flag_values.meta_learning_rate))
   if flag_values.if_cl and not flag_values.fix_unroll:
     notes.append("--if_cl uses --fix_unroll_length unrolls regardless of "
                  "--fix_unroll (original behaviour).")
@@ -257,13 +282,16 @@ def record_sections(flag_values):
           {n: flag_values[n].value for n in sorted(own) if n not in names})
 
 
-def prepare_logdir(logdir, flag_values):
+def prepare_logdir(logdir, flag_values, optimizer=None):
   """Checks the log dir against this run and writes the run record.
 
   Returns an error line, or None. ``--resume=False`` on a dir with
   checkpoints needs ``--overwrite`` (which deletes the old run first), so two
   runs never mix; a run whose flags differ from the record is refused with
-  the first differing flag named.
+  every differing flag named. A resumed run first checks the ``checkpoint``
+  state file (checkpoints.latest_checkpoint) and that the latest checkpoint
+  reads and fits ``optimizer`` (built from the flags when None): a dir
+  without a record gets one only then, so a wrong command writes nothing.
   """
   for name in os.listdir(logdir):  # Left by a save that was interrupted.
     if name.endswith("_temp") and name.startswith(
@@ -285,19 +313,43 @@ def prepare_logdir(logdir, flag_values):
     differ = run_record.mismatches(record, dict(training_values,
                                                 **optimizer_values))
     if differ:
-      name, recorded, given = differ[0]
       return ("{} was trained with {}; this run gives {}. Use the same "
               "flags, another --train_dir, or --resume=False --overwrite to "
-              "start over.".format(flag_values.train_dir,
-                                   run_record.format_flag(name, recorded),
-                                   run_record.format_flag(name, given)))
+              "start over.".format(
+                  flag_values.train_dir,
+                  ", ".join(run_record.format_flag(n, r) for n, r, _ in differ),
+                  ", ".join(run_record.format_flag(n, g)
+                            for n, _, g in differ)))
+  latest = (checkpoints.latest_checkpoint(logdir) if flag_values.resume
+            else None)
+  if latest is not None:
+    optimizer = optimizer or optimizer_flags.optimizer_spec(flag_values).build()
+    checkpoints.read_meta_parameters(latest, optimizer)
+  if record is not None:
     return None
+  if latest is not None:
+    print("Note: {} has no {}; its checkpoint {} fits this command's "
+          "optimizer flags (variable shapes; values such as --max_log_lr "
+          "cannot be checked), which are now recorded.".format(
+              logdir, run_record.FILENAME, os.path.basename(latest)))
   run_record.write(logdir, flag_values.optimizer, optimizer_values,
                    training_values, " ".join(sys.argv))
   return None
 
 
 def main(argv):
+  """Runs :func:`_main`; Ctrl-C (SIGINT) ends it with one line and status 130
+  (the lock is released on the way out; the checkpoints written so far
+  resume exactly)."""
+  try:
+    return _main(argv)
+  except KeyboardInterrupt:
+    sys.stderr.write("metarun.py: interrupted; resume with the same "
+                     "command.\n")
+    return 130
+
+
+def _main(argv):
   logging.set_verbosity(logging.WARNING)
   stray = stray_arguments(argv)
   if stray:
@@ -312,7 +364,6 @@ def main(argv):
     errors += distributed.flag_mismatches(FLAGS, *task)
     if task[0] == "chief":
       errors += distributed.unsupported(FLAGS)
-      errors += meta_optimizer_unsupported(FLAGS)
   if errors:
     sys.stderr.write("metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
                      "\n")
@@ -327,7 +378,7 @@ def main(argv):
     tf.random.set_seed(FLAGS.seed)
   try:
     spec = optimizer_flags.optimizer_spec(FLAGS)
-    spec.build()  # Fails fast on inconsistent optimizer options.
+    optimizer = spec.build()  # Fails fast on inconsistent optimizer options.
     problems_and_data = selected_problems(FLAGS)
   except (ValueError, TypeError, datasets.DataNotFoundError) as e:
     sys.stderr.write("metarun.py: {}\n".format(e))
@@ -337,6 +388,11 @@ def main(argv):
   if os.path.exists(FLAGS.train_dir) and not os.path.isdir(FLAGS.train_dir):
     sys.stderr.write("metarun.py: --train_dir={} is a file, not a folder; "
                      "give a folder.\n".format(FLAGS.train_dir))
+    return 2
+  misplaced = checkpoints.checkpoint_folder_given(
+      FLAGS.train_dir, optimizer_flags.checkpoint_subdir(FLAGS))
+  if misplaced:
+    sys.stderr.write("metarun.py: {}\n".format(misplaced))
     return 2
   try:
     os.makedirs(logdir, exist_ok=True)
@@ -348,7 +404,7 @@ def main(argv):
     sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
     return 2
   try:
-    return _train_locked(logdir, spec, problems_and_data, task)
+    return _train_locked(logdir, spec, optimizer, problems_and_data, task)
   finally:
     dir_lock.release(lock)
 
@@ -368,8 +424,9 @@ def _file_error(e, logdir):
       what, reason = named.group(1), named.group(2).strip()
   return ("reading or writing {} failed: {}. If the disk is full or "
           "read-only, free space or give another --train_dir; if a checkpoint "
-          "is damaged (truncated .data, empty .index), delete that "
-          "model.ckpt-K.* or start over with --resume=False --overwrite."
+          "is damaged (truncated .data, empty .index), restore it, name an "
+          "earlier one in the 'checkpoint' file, or start over with "
+          "--resume=False --overwrite."
           .format(what, reason))
 
 
@@ -388,10 +445,34 @@ def names_logdir(error, logdir):
              for path in (logdir, os.path.abspath(logdir)))
 
 
-def _train_locked(logdir, spec, problems_and_data, task):
+def cannot_resume(error, logdir):
+  """One line for a checkpoint a run cannot resume from (it does not fit,
+  it is damaged, or the ``checkpoint`` state file is wrong)."""
+  start_over = "or start over with --resume=False --overwrite"
+  if isinstance(error, checkpoints.DamagedCheckpointError):
+    return ("cannot resume: {}. Restore the file from a copy, name an earlier "
+            "checkpoint in {} (model_checkpoint_path: \"{}\"; there: {}), "
+            "{}.".format(
+                error.damage, os.path.join(logdir, checkpoints.STATE_FILENAME),
+                (error.others or ["model.ckpt-K"])[-1],
+                ", ".join(error.others) or "none", start_over))
+  if isinstance(error, checkpoints.CheckpointStateError):
+    return "cannot resume: {} ({}).".format(error, start_over)
+  return "cannot resume: {} Use another --train_dir, {}.".format(error,
+                                                                  start_over)
+
+
+RESUME_ERRORS = (checkpoints.CheckpointMismatchError,
+                 checkpoints.DamagedCheckpointError,
+                 checkpoints.CheckpointStateError)
+
+
+def _train_locked(logdir, spec, optimizer, problems_and_data, task):
   """The run itself, while this process holds the train dir's lock."""
   try:
-    problem = prepare_logdir(logdir, FLAGS)
+    problem = prepare_logdir(logdir, FLAGS, optimizer)
+  except RESUME_ERRORS as e:
+    problem = cannot_resume(e, logdir)
   except OSError as e:
     problem = _file_error(e, logdir)
   except ValueError as e:
@@ -430,9 +511,8 @@ def _train_locked(logdir, spec, problems_and_data, task):
         save_period=FLAGS.save_period, if_cl=FLAGS.if_cl,
         config=training_config(FLAGS), resume=FLAGS.resume,
         summaries=FLAGS.summaries)
-  except checkpoints.CheckpointMismatchError as e:
-    sys.stderr.write("metarun.py: cannot resume: {}\nUse another --train_dir "
-                     "or --resume=False --overwrite.\n".format(e))
+  except RESUME_ERRORS as e:
+    sys.stderr.write("metarun.py: {}\n".format(cannot_resume(e, logdir)))
     return 2
   except (tf.errors.OpError, OSError) as e:
     if isinstance(e, tf.errors.OpError) and not names_logdir(e, logdir):
@@ -469,19 +549,61 @@ def report_end(result, logdir):
             FLAGS.meta_learning_rate, FLAGS.gradient_clip_level))
     return 3
   best = os.path.join(logdir, checkpoints.CHECKPOINT_BASENAME + "-0")
-  if result.get("best_model_idx") is not None:
-    print("Done. Best model: {} (evaluation cost {:.6g}, from meta-iteration "
-          "{}); latest checkpoint: {}".format(
-              best, result["best_evaluation"], result["best_model_idx"],
-              result["last_checkpoint"]))
+  if result.get("best_model_idx") is not None and not FLAGS.if_cl:
+    best_line = ("Best model: {} ({} {:.6g}, from meta-iteration {}); latest "
+                 "checkpoint: {}".format(
+                     best, "robust score" if FLAGS.selection == "robust"
+                     else "evaluation cost", result["best_evaluation"],
+                     result["best_model_idx"], result["last_checkpoint"]))
+  elif result.get("best_model_idx") is not None:  # curriculum: no cost, as
+    # its best cost is re-measured at each stage's horizon.
+    best_line = ("Best model: {} (from meta-iteration {}); latest checkpoint: "
+                 "{}".format(best, result["best_model_idx"],
+                             result["last_checkpoint"]))
   else:
-    print("Done. Best model: {}; latest checkpoint: {}".format(
-        best, result["last_checkpoint"]))
+    best_line = "Best model: {}; latest checkpoint: {}".format(
+        best, result["last_checkpoint"])
+  print("{} {}".format(learning_verdict(result), best_line))
   return 0
 
 
+def learning_verdict(result):
+  """The start of the end-of-run line: whether the run learned, i.e. whether
+  a later evaluation improved on the first one. Without a curriculum the
+  best selection value is compared with the first evaluation's
+  (``result["first_evaluation"]``); a curriculum's best cost changes horizon
+  with its stage, so there the best model must come from a later
+  meta-iteration than the first evaluation."""
+  period = FLAGS.evaluation_period
+  if result.get("meta_iterations", 0) // period < 2:
+    return ("Done. One evaluation only, so whether it learned is not "
+            "measured (one every --evaluation_period={} meta-iterations; "
+            "more --num_meta_iterations tell).".format(period))
+  first = result.get("first_evaluation")
+  best_idx = result.get("best_model_idx")
+  if not FLAGS.if_cl and first is not None:
+    learned = result["best_evaluation"] < first
+  elif best_idx is not None:
+    learned = best_idx > period
+  else:
+    return "Done (whether it learned is not known for this run)."
+  if learned:
+    if not FLAGS.if_cl and first is not None:
+      return ("Done. It learned: the best evaluation ({:.6g}) improved on the "
+              "first ({:.6g}).".format(result["best_evaluation"], first))
+    return "Done. It learned: a later evaluation improved on the first."
+  hint = "try another"
+  if FLAGS.meta_learning_rate == FLAGS["meta_learning_rate"].default:
+    hint = ("the original's default, which learns nothing visible in hours "
+            "on this problem; --recipe=fast trains a useful optimizer")
+  return ("Done, but it learned nothing: no evaluation improved on the first "
+          "one{} in {} meta-iterations (--meta_learning_rate={:g}: {})."
+          .format("" if first is None else " ({:.6g})".format(first),
+                  result["meta_iterations"], FLAGS.meta_learning_rate, hint))
+
+
 def run():
-  app.run(main)
+  app.run(main, argv=recipes.expand(sys.argv))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,10 @@ hard-coded 6, 12, 18, 24, 30), ``--heldout_every`` (generalization of the
 optimizee: train on the train split, every N steps measure loss and accuracy
 on the held-out test split, saved as
 ``<save_dir>/seed<S>_heldout_record-<model_name>.json``),
-``--progress_every`` and ``--jit_compile``.
+``--progress_every``, ``--jit_compile``, ``--pretrained`` (a pretrained
+optimizer shipped with the package, by name) and ``--assume_optimizer_flags``
+(a checkpoint of this port whose ``run_record.json`` is lost is refused
+unless its optimizer flags are given with it).
 
 Differences: the flags of meta-training that the original declared but never
 used here (``task``, ``num_problems``, ``meta_learning_rate``...) are kept so
@@ -54,6 +57,7 @@ from l2o_scale.runs import atomic_file
 from l2o_scale.meta_testing import baselines
 from l2o_scale.runs import checkpoints
 from l2o_scale.config import optimizer_flags
+from l2o_scale import pretrained
 from l2o_scale.runs import run_record
 from l2o_scale.meta_testing import testing
 from problems import curvature
@@ -133,6 +137,11 @@ def define_flags():
   _define("string", "restore_model_name", "",
           "Checkpoint to restore in <train_dir>/<optimizer subdir>, e.g. "
           "model.ckpt-0. Empty: the latest checkpoint.")
+  _define("string", "pretrained", None,
+          "Test a pretrained optimizer shipped with the package, by name "
+          "(python -m l2o_scale.pretrained lists them): sets the checkpoint "
+          "(instead of --train_dir/--restore_model_name) and its recorded "
+          "optimizer flags.")
   # New flags.
   _define("string", "data_dir", None,
           "Folder with the datasets (MNIST IDX files / CIFAR-10 batches). "
@@ -155,6 +164,12 @@ def define_flags():
           "top Hessian eigenvalue (20 power iterations) of the objective on "
           "the whole train split at the final parameters, saved in the "
           "held-out record. 0: off.")
+  _define("boolean", "assume_optimizer_flags", False,
+          "For a checkpoint of this port without its run_record.json: build "
+          "the optimizer from this command's optimizer flags (defaults where "
+          "not given) instead of refusing. Without it such a checkpoint is "
+          "refused, as flags other than those it was trained with run "
+          "silently wrong.")
   _define("integer", "progress_every", 500,
           "Print progress every N steps.")
   _define("boolean", "jit_compile", False,
@@ -220,6 +235,9 @@ def checkpoint_dir(flag_values):
 def build_optimizer(flag_values):
   """The optimizer to test, restored if learned. Returns (optimizer, path)."""
   name = flag_values.test_optimizer
+  if flag_values.pretrained is not None and name != "L2o":
+    raise ValueError("--pretrained tests a learned optimizer; it does not go "
+                     "with --test_optimizer={}".format(name))
   lr = flag_values.baseline_learning_rate
   if lr is not None and not lr > 0:
     raise ValueError("--baseline_learning_rate must be > 0, got {}".format(lr))
@@ -237,28 +255,63 @@ def build_optimizer(flag_values):
   if name != "L2o":
     raise ValueError("Unknown --test_optimizer={!r}; choose one of {}".format(
         name, ", ".join(TEST_OPTIMIZERS)))
+  if flag_values.pretrained is not None:
+    return _pretrained_optimizer(flag_values)
   logdir = checkpoint_dir(flag_values)
+  misplaced = checkpoints.checkpoint_folder_given(
+      flag_values.train_dir, optimizer_flags.checkpoint_subdir(flag_values))
+  if misplaced:
+    raise FileNotFoundError(misplaced)
   if not os.path.isdir(logdir):
     raise FileNotFoundError(
         "No checkpoint folder {}: --train_dir must hold the {} folder that "
         "metarun.py writes (optimizer flags --optimizer/--cell_cls/"
-        "--cell_size/--num_cells choose its name).".format(
-            logdir, optimizer_flags.checkpoint_subdir(flag_values)))
-  opt = optimizer_flags.optimizer_spec(recorded_flags(flag_values,
-                                                      logdir)).build()
-  path = testing.restore_if_needed(opt, logdir, flag_values.restore_model_name)
+        "--cell_size/--num_cells choose its name).{}".format(
+            logdir, optimizer_flags.checkpoint_subdir(flag_values),
+            " For the shipped optimizer, pass --pretrained={}.".format(
+                flag_values.train_dir)
+            if flag_values.train_dir in pretrained.names() else ""))
+  return _restored(flag_values, checkpoints.checkpoint_in(
+      logdir, flag_values.restore_model_name))
+
+
+def _restored(flag_values, path):
+  """The learned optimizer of checkpoint ``path``, built with the flags of
+  its run record (:func:`recorded_flags`). Returns (optimizer, path)."""
+  values = recorded_flags(flag_values, path,
+                          checkpoints.checkpoint_format(path))
+  opt = optimizer_flags.optimizer_spec(values).build()
+  checkpoints.restore_optimizer(path, opt)
   print("using optimizer L2o ({}) restored from {}".format(
-      flag_values.optimizer, path))
+      values.optimizer, path))
   return opt, path
 
 
-def recorded_flags(flag_values, logdir):
+def _pretrained_optimizer(flag_values):
+  """``--pretrained=NAME``: the shipped checkpoint, which the flags that name
+  another checkpoint would contradict."""
+  given = [name for name in ("train_dir", "restore_model_name")
+           if flag_values[name].present]
+  if given:
+    raise ValueError("--pretrained={} names the checkpoint; drop {}".format(
+        flag_values.pretrained, " and ".join("--" + n for n in given)))
+  return _restored(flag_values, pretrained.checkpoint(flag_values.pretrained))
+
+
+def recorded_flags(flag_values, checkpoint_path, checkpoint_format):
   """The optimizer flags to rebuild the trained optimizer with: the run
-  record's (``run_record.json`` next to the checkpoints), except those given
-  on the command line; without a record (TF1 checkpoints), the flags."""
+  record's (``run_record.json`` next to the checkpoint), except those given
+  on the command line. Without a record: a TF1 checkpoint of the original
+  takes the flags (noted); a TF2 one is refused unless
+  ``--assume_optimizer_flags`` (run_record.record_for_checkpoint)."""
   names = optimizer_flags.optimizer_flag_names()
   given = {name: flag_values[name].value for name in names}
-  record = run_record.read(logdir)
+  record, note = run_record.record_for_checkpoint(
+      checkpoint_path, checkpoint_format, flag_values.assume_optimizer_flags,
+      "give the optimizer flags it was trained with and "
+      "--assume_optimizer_flags")
+  if note:
+    print(note)
   if record is None:
     return types.SimpleNamespace(**given)
   values, notes = run_record.merge_optimizer_flags(
@@ -305,6 +358,9 @@ def run(flag_values):
             "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
   opt, _ = build_optimizer(flag_values)
   save_dir = flag_values.save_dir
+  if os.path.exists(save_dir) and not os.path.isdir(save_dir):
+    raise ValueError("--save_dir={} is a file, not a folder; give a "
+                     "folder.".format(save_dir))
   if not flag_values["save_dir"].present:
     print("results go to --save_dir={} (the original's default; pass "
           "--save_dir to choose)".format(save_dir))
@@ -420,12 +476,18 @@ def main(argv):
   try:
     run(FLAGS)
   except (FileNotFoundError, checkpoints.CheckpointMismatchError,
-          datasets.DataNotFoundError, ValueError) as e:  # RunRecordError too
+          checkpoints.DamagedCheckpointError, datasets.DataNotFoundError,
+          ValueError) as e:  # CheckpointStateError, run record errors too
     sys.exit("metatest.py: error: {}".format(e))
+  except KeyboardInterrupt:
+    sys.stderr.write("metatest.py: interrupted; the result files written so "
+                     "far are complete: run the same command again to test "
+                     "everything.\n")
+    return 130
   except OSError as e:  # A full or read-only disk under --save_dir.
-    sys.exit("metatest.py: error: writing {} failed: {}. Free space or give "
-             "another --save_dir.".format(e.filename or FLAGS.save_dir,
-                                          e.strerror or e))
+    sys.exit("metatest.py: error: writing {} failed: {}. Give another "
+             "--save_dir (or free space if the disk is full).".format(
+                 e.filename or FLAGS.save_dir, e.strerror or e))
   return 0
 
 

@@ -12,6 +12,11 @@ setup(
     packages=find_packages(include=["l2o_scale", "l2o_scale.*", "optimizer",
                                     "optimizer.*", "problems", "problems.*"]),
     py_modules=["metarun", "metatest"],
+    # Recipes (metarun --recipe) and the shipped pretrained optimizers
+    # (l2o_scale.pretrained: checkpoint and run record of each name).
+    package_data={"l2o_scale": ["config/recipes/*.flags"],
+                  "l2o_scale.pretrained": ["*/*/model.ckpt-0.*",
+                                           "*/*/run_record.json"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-datasets",
@@ -20,5 +25,9 @@ setup(
         "absl-py",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest", "pytest-xdist"]},
+    extras_require={
+        "docs": ["mkdocs>=1.6,<2"],
+        # The test suite builds the documentation in strict mode.
+        "test": ["pytest", "pytest-xdist", "mkdocs>=1.6,<2"],
+    },
 )

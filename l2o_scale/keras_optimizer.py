@@ -19,7 +19,13 @@ learning rates, ``true_param``) and the global RNN state are Keras optimizer
 variables, so they are saved with the optimizer and work inside the compiled
 (``tf.function``/XLA) train step of ``fit``. The meta-parameters are the
 learned optimizer's own ``tf.Variable``s, restored from a checkpoint written by
-the original TF1 ``metarun.py`` or by this port.
+the original TF1 ``metarun.py`` or by this port. They are saved with the
+optimizer's variables (``save_own_variables``, keys ``meta_<i>``) and its
+options with its config, so a ``.keras`` file is self-contained: it loads in
+a fresh process, anywhere, without the checkpoint, after only ``import
+l2o_scale`` (the package registers this class when Keras is imported, see
+:mod:`l2o_scale.keras_registration`). A config alone (``from_config``) gives
+an optimizer that refuses to step until its meta-parameters are loaded.
 
 Limitations: ``learning_rate`` and ``weight_decay`` are not used by the update
 (the learned optimizer chooses its own step sizes); only the default
@@ -27,7 +33,7 @@ distribution strategy is supported (the joint update cannot be split per
 replica variable).
 """
 
-import os
+import warnings
 
 import keras
 import tensorflow as tf
@@ -35,6 +41,7 @@ import tensorflow as tf
 from l2o_scale.runs import checkpoints
 from l2o_scale.meta_testing import inner_step
 from l2o_scale.config import optimizer_flags
+from l2o_scale import pretrained as shipped
 from l2o_scale.runs import run_record
 from optimizer import hierarchical_rnn
 
@@ -55,8 +62,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     learned_optimizer: a learned optimizer with the pure step interface
       (``initialize_state``, ``initialize_global_state``, ``compute_updates``),
       e.g. a restored ``HierarchicalRNN``.
-    checkpoint_path: where its meta-parameters came from (for ``get_config``).
-    optimizer_kwargs: its constructor options (for ``get_config``).
+    checkpoint_path: where its meta-parameters came from (information only).
+    optimizer_kwargs: all its ``HierarchicalRNN`` constructor options (for
+      ``get_config``, which also holds the meta-parameters).
     name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras
       optimizer.
   """
@@ -78,6 +86,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     self.level_sizes = tuple(level_sizes)
     self._state_slots = []  # per variable index: {state key: keras Variable}
     self._global_slots = []
+    # Set by from_config until load_own_variables restores the
+    # meta-parameters (a config holds the options only).
+    self._meta_parameters_pending = False
 
   @classmethod
   def from_checkpoint(cls, path, level_sizes=DEFAULT_LEVEL_SIZES,
@@ -87,14 +98,31 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     ``path`` is a checkpoint prefix (``.../model.ckpt-0``) or a folder with a
     ``checkpoint`` file, TF1 (original code) or TF2 (this port).
     The options are those of the ``run_record.json`` in the checkpoint's
-    folder (what metarun.py wrote), else :func:`default_hrnn_kwargs` (TF1
-    checkpoints); ``optimizer_kwargs`` override them; they must match
-    the configuration the checkpoint was trained with, or a
-    ``CheckpointMismatchError`` names the variable that does not fit. A
-    missing checkpoint raises ``FileNotFoundError`` listing those that exist.
+    folder (what metarun.py wrote); ``optimizer_kwargs`` override them.
+    Without a record, a TF1 checkpoint takes :func:`default_hrnn_kwargs`
+    updated by ``optimizer_kwargs`` (with a warning when none are given),
+    and a TF2 checkpoint needs ``optimizer_kwargs`` (``{}`` for the
+    defaults), or ``run_record.MissingRunRecordError`` says so. Options
+    other than the checkpoint's raise a ``CheckpointMismatchError`` naming
+    the variable that does not fit; a missing checkpoint raises
+    ``FileNotFoundError`` listing those that exist, a damaged one
+    ``checkpoints.DamagedCheckpointError`` naming the file.
     """
-    resolved = checkpoints.resolve_checkpoint_path(path)
-    record = run_record.read(os.path.dirname(resolved) or ".")
+    try:
+      resolved = checkpoints.resolve_checkpoint_path(path)
+    except FileNotFoundError as e:
+      if path in shipped.names():
+        raise FileNotFoundError("{}; {!r} is the name of a pretrained "
+                                "optimizer: LearnedOptimizer.pretrained({!r})"
+                                .format(e, path, path)) from None
+      raise
+    record, note = run_record.record_for_checkpoint(
+        resolved, checkpoints.checkpoint_format(resolved),
+        optimizer_kwargs is not None,
+        "pass the options it was trained with as optimizer_kwargs ({} for "
+        "metarun.py's defaults)")
+    if note:
+      warnings.warn(note, stacklevel=2)
     kwargs = optimizer_flags.optimizer_kwargs_from_values(
         run_record.optimizer_flag_values(record))
     if optimizer_kwargs:
@@ -105,9 +133,14 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       kwargs.update(optimizer_kwargs)
     learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
     checkpoints.restore_optimizer(resolved, learned)
-    return cls(learned, checkpoint_path=resolved,
-               optimizer_kwargs=optimizer_kwargs, level_sizes=level_sizes,
-               **keras_kwargs)
+    return cls(learned, checkpoint_path=resolved, optimizer_kwargs=kwargs,
+               level_sizes=level_sizes, **keras_kwargs)
+
+  @classmethod
+  def pretrained(cls, name, **keras_kwargs):
+    """A pretrained optimizer shipped with the package, by name (see
+    ``python -m l2o_scale.pretrained`` for the names and their cards)."""
+    return cls.from_checkpoint(shipped.checkpoint(name), **keras_kwargs)
 
   # -------------------------------------------------------------- variables
   def build(self, var_list):
@@ -139,6 +172,12 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   # ------------------------------------------------------------------ step
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     """One joint learned-optimizer step on all variables (see module doc)."""
+    if self._meta_parameters_pending:
+      raise ValueError(
+          "This LearnedOptimizer was rebuilt from a config, which holds its "
+          "options but not its meta-parameters: load them with the model "
+          "(keras.models.load_model of a .keras file) or build it with "
+          "LearnedOptimizer.from_checkpoint / LearnedOptimizer.pretrained.")
     if tf.distribute.has_strategy() and \
         tf.distribute.get_strategy().num_replicas_in_sync > 1:
       raise NotImplementedError(
@@ -189,11 +228,48 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       slot.assign(g)
 
   # ---------------------------------------------------------------- config
+  META_KEY = "meta_{}"
+
+  def save_own_variables(self, store):
+    """Keras' variables (step counter, slots), then the meta-parameters, in
+    the sorted order of their TF1 names."""
+    super().save_own_variables(store)
+    for i, var in enumerate(self.learned_optimizer.tf1_variables().values()):
+      store[self.META_KEY.format(i)] = var.numpy()
+
+  def load_own_variables(self, store):
+    """Restores what :meth:`save_own_variables` wrote. Slots that cannot be
+    restored (saved before the optimizer was built) start afresh from the
+    restored meta-parameters."""
+    keys = list(store.keys())
+    meta = sorted((k for k in keys if k.startswith("meta_")),
+                  key=lambda k: int(k[len("meta_"):]))
+    variables = list(self.learned_optimizer.tf1_variables().items())
+    if meta:
+      if len(meta) != len(variables):
+        raise ValueError(
+            "the saved LearnedOptimizer has {} meta-parameters, its options "
+            "build {}".format(len(meta), len(variables)))
+      for key, (name, var) in zip(meta, variables):
+        value = store[key]
+        if tuple(value.shape) != tuple(var.shape):
+          raise ValueError(
+              "saved meta-parameter {} has shape {}, its options build "
+              "{}".format(name, tuple(value.shape), tuple(var.shape)))
+        var.assign(value)
+      self._meta_parameters_pending = False
+    rest = {k: store[k] for k in keys if not k.startswith("meta_")}
+    if len(rest) == len(self.variables):
+      super().load_own_variables(rest)
+    elif self.built:
+      self.reset_state()
+
   def get_config(self):
+    """Keras config: the options of the learned optimizer (all of them), not
+    its meta-parameters, which are saved as variables."""
     config = super().get_config()
     config.pop("learning_rate", None)
-    config.update(checkpoint_path=self.checkpoint_path,
-                  optimizer_kwargs=self.optimizer_kwargs,
+    config.update(optimizer_kwargs=_json_ready(self.optimizer_kwargs),
                   level_sizes=list(self.level_sizes))
     return config
 
@@ -202,10 +278,20 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     config = dict(config)
     config.pop("learning_rate", None)
     path = config.pop("checkpoint_path", None)
-    if path is None:
-      raise ValueError("LearnedOptimizer config has no checkpoint_path; "
-                       "build it with LearnedOptimizer.from_checkpoint.")
-    return cls.from_checkpoint(path, **config)
+    if path is not None:  # A config that named its checkpoint (older files).
+      return cls.from_checkpoint(path, **config)
+    kwargs = dict(config.pop("optimizer_kwargs"))
+    level_sizes = tuple(config.pop("level_sizes"))
+    learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
+    optimizer = cls(learned, optimizer_kwargs=kwargs, level_sizes=level_sizes,
+                    **config)
+    optimizer._meta_parameters_pending = True
+    return optimizer
+
+
+def _json_ready(kwargs):
+  """Options as JSON keeps them (tuples as lists)."""
+  return {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}
 
 
 def _constant_initializer(value):

@@ -67,6 +67,9 @@ def _read_idx(path):
   except (EOFError, zlib.error, gzip.BadGzipFile) as e:
     raise DataNotFoundError("{} is truncated or corrupt ({}); download it "
                             "again.".format(path, e or type(e).__name__))
+  if len(raw) < 4:
+    raise DataNotFoundError("{} is truncated ({} bytes, no IDX header); "
+                            "download it again.".format(path, len(raw)))
   magic = int.from_bytes(raw[0:4], "big")
   ndim = magic & 0xFF
   dtype_code = (magic >> 8) & 0xFF
@@ -83,6 +86,23 @@ def _read_idx(path):
   return arr.reshape(dims)
 
 
+NUM_CLASSES = 10  # MNIST and CIFAR-10
+
+
+def check_labels(labels, path, num_classes=NUM_CLASSES):
+  """Raises DataNotFoundError naming ``path`` when a label is not a class
+  (0..num_classes-1): the losses would fail on it mid-run (sparse labels)
+  or silently train on a wider one-hot (metarun's ``max(labels) + 1``)."""
+  labels = np.asarray(labels)
+  bad = np.flatnonzero((labels < 0) | (labels >= num_classes))
+  if bad.size:
+    raise DataNotFoundError(
+        "{} holds label {} at row {} ({} label(s) outside the classes "
+        "0..{}): the file is corrupt or not of this dataset; download it "
+        "again.".format(path, labels[bad[0]], bad[0], bad.size,
+                        num_classes - 1))
+
+
 def _mnist_from_folder(folder, split):
   image_stem, label_stem = _MNIST_FILES[split]
   image_path = _find_file(folder, image_stem)
@@ -91,6 +111,7 @@ def _mnist_from_folder(folder, split):
     return None
   images = _read_idx(image_path)
   labels = _read_idx(label_path)
+  check_labels(labels, label_path)
   if images.shape[0] != labels.shape[0]:
     raise ValueError("MNIST {}: {} images but {} labels in {}".format(
         split, images.shape[0], labels.shape[0], folder))
@@ -362,14 +383,25 @@ def _cifar_candidate_dirs(folder):
 
 
 def _read_cifar_pickle(path):
-  with open(path, "rb") as f:
-    batch = pickle.load(f, encoding="bytes")
-  data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-  return data, np.asarray(batch[b"labels"])
+  try:
+    with open(path, "rb") as f:
+      batch = pickle.load(f, encoding="bytes")
+    data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+    return data, np.asarray(batch[b"labels"])
+  except (pickle.UnpicklingError, EOFError, ValueError, KeyError, TypeError,
+          IndexError, AttributeError) as e:
+    raise DataNotFoundError("{} is not a CIFAR-10 python batch (truncated or "
+                            "corrupt: {}); download it again.".format(
+                                path, str(e) or type(e).__name__)) from None
 
 
 def _read_cifar_bin(path):
-  raw = np.fromfile(path, dtype=np.uint8).reshape(-1, 3073)
+  raw = np.fromfile(path, dtype=np.uint8)
+  if raw.size == 0 or raw.size % 3073:
+    raise DataNotFoundError("{} is not a CIFAR-10 binary batch ({} bytes, "
+                            "not a multiple of 3073 per image); download it "
+                            "again.".format(path, raw.size))
+  raw = raw.reshape(-1, 3073)
   return raw[:, 1:].reshape(-1, 3, 32, 32), raw[:, 0]
 
 
@@ -381,6 +413,8 @@ def _cifar_from_folder(folder, train):
       paths = [os.path.join(directory, n + suffix) for n in names]
       if all(os.path.isfile(p) for p in paths):
         parts = [reader(p) for p in paths]
+        for p, (_, labels) in zip(paths, parts):
+          check_labels(labels, p)
         return (np.concatenate([d for d, _ in parts]),
                 np.concatenate([l for _, l in parts]))
   return None

@@ -16,15 +16,15 @@
 # Sizes (environment):
 #   (default)        the paper's settings: 100 meta-iterations, 10,000 test
 #                    steps, 5 seeds (many hours on a 2-core CPU)
-#   REPRO_MEDIUM=1   the result of the README (about 2 h on 2 cores):
-#                    meta-trains with the stable recipe (README "Meta-training
-#                    that learns") L2O-Scale, the Hessian-ESD regularizer at
-#                    alpha 1e-4 and 1e-2 and reg.+CL+MT, 3 training seeds
-#                    each; meta-tests them (2,000 steps, 3 seeds, held-out
-#                    accuracy, flatness) against the original's and tuned
-#                    baselines
+#   REPRO_MEDIUM=1   the result in docs/reproduction.md (about 2 h on 2
+#                    cores): meta-trains with the stable recipe
+#                    (docs/meta-training.md) L2O-Scale, the Hessian-ESD
+#                    regularizer at alpha 1e-4 and 1e-2 and reg.+CL+MT, 3
+#                    training seeds each; meta-tests them (2,000 steps, 3
+#                    seeds, held-out accuracy, flatness) against the
+#                    original's and tuned baselines
 #   REPRO_PRETRAINED=1  minutes: meta-tests only the shipped pretrained
-#                    optimizers (reproduce/pretrained/) against the baselines
+#                    optimizers (l2o_scale/pretrained/) against the baselines
 #   REPRO_QUICK=1    a few minutes: few meta-iterations, a few hundred test
 #                    steps (checks the pipeline; nothing is learned)
 #   REPRO_TINY=1     smoke test (tests/test_reproduce.py): one learned variant,
@@ -41,7 +41,14 @@
 #                       optional .t<seed>, e.g. hess-1e-3.t2 jacob-1e-4.t1
 #   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, medium 3e-3,
 #                       full 1e-6)
+#   REPRO_HEARTBEAT     seconds between the lines that say a stage is still
+#                       running (default 15)
 #   PYTHON              python interpreter (default python)
+# Progress: a line when a stage starts and ends, the latter with the count
+# of finished stages and an estimate of the time left (from the mean time of
+# finished stages of the same kind); a line every REPRO_HEARTBEAT seconds
+# while a stage runs, with the last line of its log. Ctrl-C stops the
+# running stages too; finished ones are kept.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -146,7 +153,7 @@ variant_flags() {
     # L2O-Scale: no regularizer.
     l2o-scale) echo "" ;;
     # The paper's command; --regularize_time=none keeps the regularizer's
-    # switch off in every unroll (README "Quirks"), so it trains without it.
+    # switch off in every unroll (docs/meta-training.md, quirks), so it trains without it.
     l2o-entropy-paper-cmd) echo "$reg --regularize_time=none" ;;
     # The same with the switch on in every unroll: the regularizer is active.
     l2o-entropy-reg) echo "$reg --regularize_time=always" ;;
@@ -245,7 +252,7 @@ echo "$DATA_DESC"
 echo "$DATA_DESC" > "$OUT/data.txt"
 echo "plan:"
 if [[ "$PRETRAINED_ONLY" == 1 ]]; then
-  echo "  1. no meta-training: the shipped optimizers in reproduce/pretrained/ (${VARIANTS[*]}; how each was trained: its card.json)"
+  echo "  1. no meta-training: the shipped optimizers in l2o_scale/pretrained/ (${VARIANTS[*]}; how each was trained: the card in its run_record.json)"
 else
   echo "  1. meta-train ${#VARIANTS[@]} optimizer(s) with metarun.py (MNIST MLP 784-20-10 sigmoid; training seed $TRAIN_SEED, or k for a name ending .tk):"
   echo "     $META_ITERS meta-iteration(s) at meta learning rate $META_LR; fixed 20-step unrolls, $FIX_NUM_STEPS steps per meta-iteration, evaluation every $EVAL_PERIOD: $FIX_NUM_STEPS_EVAL steps x $EVAL_EPOCHS run(s)"
@@ -262,8 +269,104 @@ echo "  stages in parallel: $JOBS"
 echo
 
 # ---------------------------------------------------------------- stages
+# Every stage of this run, in order (filled by queue), for the progress
+# lines: "[done] NAME in 52 s (stage 5/40; about 18 min left)".
+ALL_STAGES=()
+HEARTBEAT="${REPRO_HEARTBEAT:-15}"  # seconds between "still running" lines
+RUNNING="$OUT/.running"             # pid files of the running stages
+mkdir -p "$RUNNING"
+INVOCATION_START=$(date +%s)
+
+# stage_kind NAME: stages of one kind take about as long as each other
+# (meta-training, with or without curriculum; a problem's learned or
+# baseline meta-tests; the plot).
+stage_kind() {
+  local name="$1" p opt
+  case "$name" in
+    train-*cl-mt*) echo train-cl; return ;;
+    train-*) echo train; return ;;
+  esac
+  for p in "${PROBLEMS[@]}"; do
+    if [[ "$name" == "test-$p-"* ]]; then
+      opt="${name#test-$p-}"
+      if [[ " ${BASELINES[*]} " == *" $opt "* ]]; then
+        echo "test-$p-baseline"
+      else
+        echo "test-$p-learned"
+      fi
+      return
+    fi
+  done
+  echo "$name"
+}
+
+# remaining_seconds: estimated wall time of the stages not done yet, from
+# the mean time of finished stages of the same kind (else of the same
+# family, train or test; else of all), divided by the stages run in
+# parallel. Prints nothing before any stage has finished.
+remaining_seconds() {
+  local s n secs
+  {
+    for s in "${ALL_STAGES[@]}"; do
+      [[ -f "$MARKS/$s.done" ]] || printf 'todo\t%s\n' "$(stage_kind "$s")"
+    done
+    if [[ -f "$TIMES" ]]; then
+      while IFS=$'\t' read -r n secs; do
+        printf 'time\t%s\t%s\n' "$(stage_kind "$n")" "$secs"
+      done < "$TIMES"
+    fi
+  } | awk -F'\t' -v jobs="$JOBS" '
+    function family(k) { sub(/-.*/, "", k); return k }
+    $1 == "time" { s[$2] += $3; c[$2]++; f = family($2); fs[f] += $3; fc[f]++
+                   all += $3; n++ }
+    $1 == "todo" { todo[++t] = $2 }
+    END {
+      if (n == 0) exit
+      for (i = 1; i <= t; i++) {
+        k = todo[i]; f = family(k)
+        if (c[k]) total += s[k] / c[k]
+        else if (fc[f]) total += fs[f] / fc[f]
+        else total += all / n
+      }
+      printf "%.0f\n", total / (t < jobs ? (t > 0 ? t : 1) : jobs)
+    }'
+}
+
+format_seconds() {
+  local s="$1"
+  if (( s < 90 )); then echo "${s} s"
+  elif (( s < 5400 )); then echo "$(( (s + 30) / 60 )) min"
+  else printf '%d h %02d min\n' $(( s / 3600 )) $(( (s % 3600 + 30) / 60 )); fi
+}
+
+# progress_text: "stage K/N; about T left" after a stage finished.
+progress_text() {
+  local s done=0 left
+  for s in "${ALL_STAGES[@]}"; do [[ -f "$MARKS/$s.done" ]] && done=$((done + 1)); done
+  if (( done == ${#ALL_STAGES[@]} )); then
+    echo "stage $done/${#ALL_STAGES[@]}; all done"
+    return
+  fi
+  left="$(remaining_seconds)"
+  if [[ -n "$left" ]]; then
+    echo "stage $done/${#ALL_STAGES[@]}; about $(format_seconds "$left") left"
+  else
+    echo "stage $done/${#ALL_STAGES[@]}"
+  fi
+}
+
+# last_news LOG: the stage's last line worth showing (not the logged command
+# nor TensorFlow's start-up notes), shortened.
+last_news() {
+  local line
+  line="$(grep -v -E '^(\+ |[IWEF][0-9]{4} |$)' "$1" 2>/dev/null | tail -n 1 | tr -d '\r' | cut -c1-110)"
+  echo "${line:-starting}"
+}
+
 # run_stage NAME CMD...: skips NAME if its marker exists, else runs CMD with
 # output to logs/NAME.log, records the wall time and writes the marker.
+# While CMD runs, a line every $HEARTBEAT seconds says so, with the last
+# line of its log.
 run_stage() {
   local name="$1"; shift
   local log="$LOGS/$name.log"
@@ -272,9 +375,22 @@ run_stage() {
     return 0
   fi
   echo "[run ] $name  (log: ${log#$OUT/})"
-  local start end
+  local start end pid now next=$HEARTBEAT status=0
   start=$(date +%s.%N)
-  if ! { echo "+ $*"; "$@"; } > "$log" 2>&1; then
+  { echo "+ $*"; exec "$@"; } > "$log" 2>&1 &
+  pid=$!
+  echo "$pid" > "$RUNNING/$name.pid"
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 0.5
+    now=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%d", b-a}')
+    if (( now >= next )) && kill -0 "$pid" 2>/dev/null; then
+      echo "[... ] $name running for $(format_seconds "$now"): $(last_news "$log")"
+      next=$((next + HEARTBEAT))
+    fi
+  done
+  wait "$pid" || status=$?
+  rm -f "$RUNNING/$name.pid"
+  if (( status != 0 )); then
     echo "[FAIL] $name; last lines of $log:" >&2
     tail -n 20 "$log" >&2
     return 1
@@ -284,27 +400,50 @@ run_stage() {
   secs=$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}')
   printf '%s\t%s\n' "$name" "$secs" >> "$TIMES"
   touch "$MARKS/$name.done"
-  echo "[done] $name  ${secs}s"
+  echo "[done] $name in ${secs} s ($(progress_text))"
 }
 
-# Runs the queued commands with at most $JOBS at a time; fails if any fails
-# (after letting the others finish, so their work is kept).
-QUEUE=()
-queue() { QUEUE+=("$(printf '%q ' "$@")"); }
+# Ctrl-C or a kill: stop the running stages too (they run in the
+# background, where a shell without job control makes them ignore Ctrl-C),
+# keep what finished.
+stop_stages() {
+  trap - INT TERM
+  local f
+  # The background shells first, so that none reports its stage as failed.
+  kill -TERM $(jobs -p) 2>/dev/null
+  for f in "$RUNNING"/*.pid; do
+    [[ -f "$f" ]] && kill -TERM "$(cat "$f")" 2>/dev/null
+    rm -f "$f"
+  done
+  echo "all.sh: interrupted; finished stages are kept: run the same command again to continue" >&2
+  exit 130
+}
+trap stop_stages INT TERM
+rm -f "$RUNNING"/*.pid
+
+# Runs the queued commands of queue Q (an array name) with at most $JOBS at
+# a time; fails if any fails (after letting the others finish, so their
+# work is kept).
+FIRST=(); SECOND=()
+queue() {
+  local -n q="$1"; shift
+  q+=("$(printf '%q ' "$@")")
+  ALL_STAGES+=("$2")  # "$1" is run_stage
+}
 run_queue() {
+  local -n q="$1"
   local cmd failed="$OUT/.failed"
   rm -f "$failed"
-  for cmd in "${QUEUE[@]}"; do
+  for cmd in "${q[@]}"; do
     while (( $(jobs -rp | wc -l) >= JOBS )); do wait -n || true; done
     { eval "$cmd" || touch "$failed"; } &
   done
   wait
-  QUEUE=()
   [[ ! -f "$failed" ]]
 }
 
 train_dir() {
-  if [[ "$PRETRAINED_ONLY" == 1 ]]; then echo "$ROOT/reproduce/pretrained/$1"
+  if [[ "$PRETRAINED_ONLY" == 1 ]]; then echo "$ROOT/l2o_scale/pretrained/$1"
   else echo "$OUT/train/$1"; fi
 }
 train_seed() { [[ "$1" == *.t* ]] && echo "${1##*.t}" || echo "$TRAIN_SEED"; }
@@ -327,7 +466,7 @@ common_flags() {
 if [[ "$PRETRAINED_ONLY" != 1 ]]; then
   for v in "${VARIANTS[@]}"; do
     # shellcheck disable=SC2046
-    queue run_stage "train-$v" "$PYTHON" metarun.py --train_dir="$(train_dir "$v")" \
+    queue FIRST run_stage "train-$v" "$PYTHON" metarun.py --train_dir="$(train_dir "$v")" \
       --num_meta_iterations="$META_ITERS" --fix_unroll=True --fix_unroll_length=20 \
       --fix_num_steps="$FIX_NUM_STEPS" --fix_num_steps_eval="$FIX_NUM_STEPS_EVAL" \
       --evaluation_epochs="$EVAL_EPOCHS" --evaluation_period="$EVAL_PERIOD" \
@@ -339,28 +478,42 @@ for p in "${PROBLEMS[@]}"; do
   common_flags "$p"
   for b in "${BASELINES[@]}"; do
     if [[ "$b" == *-lr* ]]; then
-      queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="${b%%-lr*}" \
+      queue FIRST run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="${b%%-lr*}" \
         --baseline_learning_rate="${b##*-lr}" --model_name="$b" "${COMMON[@]}"
     else
-      queue run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="$b" \
+      queue FIRST run_stage "test-$p-$b" "$PYTHON" metatest.py --test_optimizer="$b" \
         --model_name="$b" "${COMMON[@]}"
     fi
   done
 done
-run_queue || { echo "all.sh: meta-training or a baseline's test failed" >&2; exit 1; }
-
 for p in "${PROBLEMS[@]}"; do
   common_flags "$p"
   for v in "${VARIANTS[@]}"; do
     if [[ "$p" == mnist-conv && -n "$CONV_LEARNED" && " $CONV_LEARNED " != *" $v "* ]]; then
       continue
     fi
-    queue run_stage "test-$p-$v" "$PYTHON" metatest.py --test_optimizer=L2o \
+    queue SECOND run_stage "test-$p-$v" "$PYTHON" metatest.py --test_optimizer=L2o \
       --train_dir="$(train_dir "$v")" --restore_model_name=model.ckpt-0 \
       --model_name="$v" "${TEST_L2O_FLAGS[@]}" "${COMMON[@]}"
   done
 done
-run_queue || { echo "all.sh: meta-testing failed" >&2; exit 1; }
+ALL_STAGES+=(plot)
+DONE_AT_START=0
+for s in "${ALL_STAGES[@]}"; do [[ -f "$MARKS/$s.done" ]] && DONE_AT_START=$((DONE_AT_START + 1)); done
+echo "stages: ${#ALL_STAGES[@]} ($DONE_AT_START done earlier); a line every ${HEARTBEAT} s while one runs"
+run_queue FIRST || { echo "all.sh: meta-training or a baseline's test failed" >&2; exit 1; }
+run_queue SECOND || { echo "all.sh: meta-testing failed" >&2; exit 1; }
+
+# This invocation's wall time up to the last meta-test, for results.md
+# ("The run"), if it ran any stage.
+DONE_NOW=0
+for s in "${ALL_STAGES[@]}"; do [[ -f "$MARKS/$s.done" ]] && DONE_NOW=$((DONE_NOW + 1)); done
+if (( DONE_NOW > DONE_AT_START )); then
+  printf '%s\t%s\t%s\t%s\n' "$(date -u -d "@$INVOCATION_START" +%Y-%m-%d)" \
+    "$(( $(date +%s) - INVOCATION_START ))" "$(( DONE_NOW - DONE_AT_START ))" \
+    "$("$PYTHON" reproduce/machine.py)" >> "$OUT/invocations.tsv"
+  rm -f "$MARKS/plot.done"
+fi
 
 TEST_STEPS_TEXT="$TEST_STEPS test steps"
 if [[ "$TEST_STEPS_CONV" != "$TEST_STEPS" && " ${PROBLEMS[*]} " == *" mnist-conv "* ]]; then
@@ -372,7 +525,7 @@ if [[ -f "$MARKS/plot.done" ]] && \
   rm -f "$MARKS/plot.done"
 fi
 run_stage plot "$PYTHON" reproduce/plot.py --results_dir="$OUT/test" \
-  --out_dir="$OUT/figures" --logs_dir="$LOGS" \
+  --out_dir="$OUT/figures" --logs_dir="$LOGS" --run_dir="$OUT" \
   --title="L2O-Entropy reproduction, $SIZE size ($META_ITERS meta-iteration(s), $TEST_STEPS_TEXT); $DATA_SHORT"
 
 echo

@@ -1,15 +1,17 @@
 """Medium-size reproduction: per-variant pooling over training seeds, tuned
-learning-rate baselines, flatness, regularizer verdicts and meta-training logs.
+learning-rate baselines, flatness, regularizer verdicts, meta-training logs
+and the facts of the run (settings, machine, wall time), as Markdown tables.
 
-Conventions (reproduce/all.sh, medium size):
+Conventions (reproduce/all.sh, medium size; names and looks in styles.py):
 
 * ``<variant>.t<k>``: learned optimizer ``variant`` meta-trained with training
   seed ``k``; a name without ``.t<k>`` is a variant with one run.
 * ``<Opt>-lr<value>``: baseline ``Opt`` (SGD, Adam) at a tuned learning rate;
   only the best (lowest mean final train loss) is drawn per problem.
 * held-out JSONs may carry ``hessian_trace`` and ``hessian_top_eigenvalue``.
-* ``<logs_dir>/train-<name>.log``: ``evaluation K[, num_steps=N], cost=X``,
-  ``selection K, robust score=Y``, ``[meta-iteration K/N] ... rolled back``.
+* ``<logs_dir>/train-<name>.log``: ``[meta-iteration K/N] ...`` progress
+  lines, ``evaluation J[, num_steps=N], cost=X``, ``selection J, robust
+  score=Y``, ``... rolled back``.
 
 Plain numpy (no scipy) so it is unit-tested in tests/test_reproduce.py.
 """
@@ -21,86 +23,28 @@ import re
 
 import numpy as np
 
-TRAIN_SEED_PATTERN = re.compile(r"^(.+)\.t(\d+)$")
-TUNED_PATTERN = re.compile(r"^(SGD|Adam|Adagrad)-lr(.+)$")
+from styles import is_baseline  # pylint: disable=unused-import
+from styles import label as variant_label
+from styles import ordered as ordered_variants
+from styles import split_name
+from styles import tuned_lr
+
 EVAL_LINE = re.compile(
     r"evaluation (\d+),(?: num_steps=(\d+),)? cost=([-+0-9.eEinfa]+)")
 SELECT_LINE = re.compile(r"selection (\d+), robust score=([-+0-9.eEinfa]+)")
+PROGRESS_LINE = re.compile(r"^\[meta-iteration (\d+)/(\d+)\]")
 ROLLBACK_LINE = re.compile(r"\[meta-iteration (\d+)/(\d+)\].*rolled back")
 BEST_LINE = re.compile(r"best model index=(-?\d+)")
-
-VARIANT_LABELS = {
-    "l2o-scale": "L2O-Scale (no reg.)",
-    "l2o-entropy-reg-cl-mt": "L2O-Entropy (reg.+CL+MT)",
-}
-VARIANT_COLORS = {
-    "l2o-scale": "tab:blue",
-    "hess-1e-4": "#fdae6b", "hess-1e-3": "#f16913", "hess-1e-2": "#d94801",
-    "jacob-1e-4": "#a1d99b", "jacob-1e-3": "#41ab5d", "jacob-1e-2": "#006d2c",
-    "l2o-entropy-reg-cl-mt": "darkred",
-}
-VARIANT_ORDER = list(VARIANT_COLORS)
-BASELINE_COLORS = {"SGD": "tab:gray", "Adam": "tab:purple",
-                   "Adagrad": "tab:brown"}  # as plot.OPTIMIZER_STYLES
+PERIOD_FLAG = re.compile(r"--evaluation_period=(\d+)")
+SEED_FLAG = re.compile(r"--seed=(\d+)")
 # The verdict rule, quoted in results.md.
 VERDICT_RULE = ("a difference counts as real when |Δ| > 2 × pooled std "
                 "(sqrt of the mean of the two sample variances, ddof=1) and "
                 "both sides have n ≥ 2 training seeds")
-
-
-def split_name(name):
-  """``(variant, train_seed)``; train_seed None without ``.t<k>``."""
-  m = TRAIN_SEED_PATTERN.match(name)
-  return (m.group(1), int(m.group(2))) if m else (name, None)
-
-
-def tuned_lr(name):
-  """``(optimizer, lr float)`` for ``<Opt>-lr<value>``, else None."""
-  m = TUNED_PATTERN.match(name)
-  if not m:
-    return None
-  try:
-    return m.group(1), float(m.group(2))
-  except ValueError:
-    return None
-
-
-def is_baseline(variant):
-  return variant in BASELINE_COLORS or tuned_lr(variant) is not None
-
-
-def variant_label(variant):
-  if variant in VARIANT_LABELS:
-    return VARIANT_LABELS[variant]
-  m = re.match(r"^(hess|jacob)-(.+)$", variant)
-  if m:
-    kind = "Hessian-ESD" if m.group(1) == "hess" else "Jacobian"
-    return "{} reg. α={}".format(kind, m.group(2))
-  t = tuned_lr(variant)
-  if t:
-    return "{} (tuned, lr {})".format(t[0], variant.split("-lr", 1)[1])
-  return {"SGD": "SGD (lr 1e-3)", "Adam": "Adam (lr 1e-4)",
-          "Adagrad": "Adagrad (lr 1e-5)"}.get(variant, variant)
-
-
-def variant_style(variant, index=0):
-  """(colour, linestyle): learned solid, baselines dashed."""
-  t = tuned_lr(variant)
-  if t:
-    return {"SGD": "black", "Adam": "tab:pink"}.get(t[0], "tab:olive"), "--"
-  if variant in BASELINE_COLORS:
-    return BASELINE_COLORS[variant], "--"
-  extra = ["tab:cyan", "tab:olive", "tab:brown", "black"]
-  return VARIANT_COLORS.get(variant, extra[index % len(extra)]), "-"
-
-
-def ordered_variants(names):
-  learned = [v for v in VARIANT_ORDER if v in names]
-  learned += sorted(v for v in names if v not in VARIANT_ORDER
-                    and not is_baseline(v))
-  base = [b for b in BASELINE_COLORS if b in names]
-  base += sorted((v for v in names if tuned_lr(v)), key=tuned_lr)
-  return learned + base
+# Robust selection score at or below which a meta-training run counts as
+# having produced a trained optimizer (the final train loss of an untrained
+# one on the MNIST MLP stays near 2.3).
+TRAINED_SCORE = 0.05
 
 
 def group_runs(by_optimizer):
@@ -189,24 +133,44 @@ def _number(text):
 
 
 def parse_train_log(path):
-  """Reads a metarun.py log. Returns dict of lists ``evaluations`` [(K,
-  num_steps or None, cost)], ``selections`` [(K, score)], ``rollbacks``
-  [K], and ``best`` (int or None)."""
-  out = {"evaluations": [], "selections": [], "rollbacks": [], "best": None}
+  """Reads a metarun.py log. Returns dict of lists ``evaluations``
+  [(meta-iteration, num_steps or None, cost)], ``selections``
+  [(meta-iteration, score)], ``rollbacks`` [meta-iteration], ``best``
+  (int or None) and ``seed`` (the logged command's ``--seed``, or None).
+
+  An evaluation's meta-iteration is that of the progress line before it;
+  without one (a log of only evaluation lines), evaluation J of a run with
+  ``--evaluation_period=P`` in its logged command is meta-iteration J * P.
+  """
+  out = {"evaluations": [], "selections": [], "rollbacks": [], "best": None,
+         "seed": None}
+  period, current = 1, None
   with open(path, errors="replace") as f:
     for line in f:
-      m = EVAL_LINE.search(line)
-      if m:
-        out["evaluations"].append((int(m.group(1)), None if m.group(2) is None
-                                   else int(m.group(2)), _number(m.group(3))))
-        continue
-      m = SELECT_LINE.search(line)
-      if m:
-        out["selections"].append((int(m.group(1)), _number(m.group(2))))
+      if line.startswith("+ "):
+        m = PERIOD_FLAG.search(line)
+        period = int(m.group(1)) if m else period
+        m = SEED_FLAG.search(line)
+        out["seed"] = int(m.group(1)) if m else None
         continue
       m = ROLLBACK_LINE.search(line)
       if m:
         out["rollbacks"].append(int(m.group(1)))
+        continue
+      m = PROGRESS_LINE.search(line)
+      if m:
+        current = int(m.group(1))
+        continue
+      m = EVAL_LINE.search(line)
+      if m:
+        at = current if current is not None else int(m.group(1)) * period
+        out["evaluations"].append((at, None if m.group(2) is None
+                                   else int(m.group(2)), _number(m.group(3))))
+        continue
+      m = SELECT_LINE.search(line)
+      if m:
+        at = current if current is not None else int(m.group(1)) * period
+        out["selections"].append((at, _number(m.group(2))))
         continue
       m = BEST_LINE.search(line)
       if m:
@@ -342,179 +306,143 @@ def medium_tables(stats, problem_label):
   return "\n".join(lines) + "\n"
 
 
-# ---------------------------------------------------------------- figures
-def _pyplot():
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  return plt
-
-
-def save_figure(fig, plt, out_prefix):
-  """Writes ``out_prefix``.png and .pdf, closes ``fig``; returns the paths."""
-  os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
-  paths = []
-  for ext in ("png", "pdf"):
-    path = "{}.{}".format(out_prefix, ext)
-    fig.savefig(path, dpi=110 if ext == "png" else None)
-    paths.append(path)
-  plt.close(fig)
-  return paths
-
-
-def _grid(plt, n, width=6.0, height=4.0, ncols=2):
-  ncols = min(ncols, n)
-  nrows = int(math.ceil(n / ncols))
-  fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols,
-                                                  height * nrows),
-                           squeeze=False, layout="constrained")
-  for ax in list(axes.flat)[n:]:
-    ax.axis("off")
-  return fig, axes
-
-
-def _legend(fig, handles, panels_across):
-  fig.legend(list(handles.values()), list(handles), loc="outside lower center",
-             ncol=min(2 * panels_across, len(handles)), frameon=False,
-             fontsize=9)
-
-
-def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
-  """Held-out accuracy vs step, one panel per problem, mean ± std band over
-  all runs of a variant (best tuned LR only). Returns paths or []."""
-  problems = [p for p in heldout if heldout[p]]
-  if not problems:
-    return []
-  plt = _pyplot()
-  fig, axes = _grid(plt, len(problems))
-  handles = {}
-  for ax, problem in zip(axes.flat, problems):
-    grouped = group_runs(heldout[problem])
-    runs = 0
-    for i, v in enumerate(ordered_variants(grouped)):
-      recs = [r for runs in grouped[v].values() for r in runs.values()
-              if r.get("heldout_accuracy")]
-      if not recs:
-        continue
-      n = min(len(r["heldout_accuracy"]) for r in recs)
-      acc = np.asarray([r["heldout_accuracy"][:n] for r in recs], np.float64)
-      steps = np.asarray(recs[0].get("iteration", list(range(n)))[:n])
-      color, ls = variant_style(v, i)
-      mean, std = acc.mean(0), acc.std(0)
-      (line,) = ax.plot(steps, mean, color=color, linestyle=ls, lw=1.5)
-      ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.12,
-                      lw=0)
-      handles.setdefault(variant_label(v), line)
-      runs = max(runs, len(recs))
-    ax.set_title("{} (up to {} runs)".format(problem_label(problem), runs),
-                 fontsize=11)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("held-out test accuracy")
-    ax.grid(True, alpha=0.3)
-  _legend(fig, handles, axes.shape[1])
-  fig.suptitle((title + "\n" if title else "") + "held-out accuracy: mean "
-               "over all runs (training × test seeds), band ± 1 std",
-               fontsize=10.5)
-  return save_figure(fig, plt, out_prefix)
-
-
-def plot_meta_training(logs, out_prefix, title=None):
-  """One panel per variant: robust selection score (or evaluation cost)
-  per evaluation, one line per training seed, log y; rollbacks as
-  vertical dotted lines; diverged (inf) scores as x at the top edge."""
-  variants = [v for v in ordered_variants(logs)
-              if any(l["evaluations"] or l["selections"]
-                     for l in logs[v].values())]
+def verdict_table(stats, problem_label, metric="accuracy"):
+  """Regularized variants against L2O-Scale on every problem at once: one
+  row per variant, one column per problem, cell ``Δ (verdict)``; '' when no
+  variant can be compared."""
+  problems = [p for p in stats if "l2o-scale" in stats[p]]
+  variants = ordered_variants({v for p in problems for v in stats[p]
+                               if v != "l2o-scale" and not is_baseline(v)})
   if not variants:
-    return []
-  plt = _pyplot()
-  fig, axes = _grid(plt, len(variants), 5.0, 3.4, ncols=3)
-  cmap = plt.get_cmap("viridis")
-  notes = False
-  for ax, v in zip(axes.flat, variants):
-    seeds = sorted(logs[v], key=lambda s: -1 if s is None else s)
-    finite_max = 0.
-    infs = []
-    for j, s in enumerate(seeds):
-      log = logs[v][s]
-      color = cmap(j / max(1, len(seeds) - 1) * 0.85)
-      lab = "train seed {}".format(s if s is not None else "—")
-      for pts, style, what in ((log["selections"], "-", "selection"),
-                               ([(k, c) for k, _, c in log["evaluations"]],
-                                ":", "evaluation")):
-        if not pts:
+    return ""
+  words = {"differs": "beyond the spread", "within seed spread": "within",
+           "too few seeds": "too few seeds", "no data": "no data"}
+  lines = ["| variant | " + " | ".join(problem_label(p) for p in problems) +
+           " |", "|---" * (len(problems) + 1) + "|"]
+  for v in variants:
+    cells = []
+    for p in problems:
+      if v not in stats[p]:
+        cells.append("not run")
+        continue
+      c = compare(stats[p][v][metric]["per_seed"],
+                  stats[p]["l2o-scale"][metric]["per_seed"])
+      cells.append("—" if not math.isfinite(c["delta"]) else
+                   "{:+.4f} ({})".format(round(c["delta"], 12) + 0.,
+                                         words[c["verdict"]]))
+    lines.append("| {} | {} |".format(variant_label(v), " | ".join(cells)))
+  return "\n".join(lines) + "\n"
+
+
+def training_table(logs, stage_seconds=None):
+  """One row per meta-training run (variant, training seed) from its log:
+  the best score and where, the first meta-iteration whose robust score is
+  at or below TRAINED_SCORE, rollbacks, and the stage's wall time from
+  ``stage_seconds`` ({stage name: seconds}) when given."""
+  stage_seconds = stage_seconds or {}
+  lines = ["| optimizer | training seed | score kind | best score "
+           "(meta-iteration) | first meta-iteration with score ≤ {:g} | "
+           "rollbacks | wall time |"
+           .format(TRAINED_SCORE), "|---|---|---|---|---|---|---|"]
+  for v in ordered_variants(logs):
+    for seed in sorted(logs[v], key=lambda s: -1 if s is None else s):
+      log = logs[v][seed]
+      robust = bool(log["selections"])
+      points = (log["selections"] if robust else
+                [(k, c) for k, _, c in log["evaluations"]])
+      finite = [(k, y) for k, y in points if math.isfinite(y)]
+      best = ("{:.4g} ({})".format(*min(finite, key=lambda p: p[1])[::-1])
+              if finite else ("diverged" if points else "—"))
+      first = next((k for k, y in points if y <= TRAINED_SCORE), None)
+      name = "train-{}{}".format(v, "" if seed is None else ".t%d" % seed)
+      secs = stage_seconds.get(name)
+      lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+          variant_label(v), seed if seed is not None else (
+              log["seed"] if log["seed"] is not None else "—"),
+          "robust selection" if robust else "evaluation cost", best,
+          (str(first) if first is not None else
+           "not reached") if robust else "—",
+          len(log["rollbacks"]), "—" if secs is None else
+          format_duration(secs)))
+  return "\n".join(lines) + "\n"
+
+
+def format_duration(seconds):
+  """``42 s``, ``6.3 min``, ``1 h 54 min``."""
+  if seconds < 100:
+    return "{:.0f} s".format(seconds)
+  if seconds < 3600:
+    return "{:.1f} min".format(seconds / 60.)
+  return "{} h {:02d} min".format(int(seconds // 3600),
+                                  int(round(seconds % 3600 / 60.)))
+
+
+def read_timings(path):
+  """``{stage: seconds}`` from all.sh's timings.tsv (the last entry of a
+  stage wins); {} when there is none."""
+  out = {}
+  if path and os.path.exists(path):
+    with open(path) as f:
+      for line in f:
+        name, _, secs = line.strip().partition("\t")
+        try:
+          out[name] = float(secs)
+        except ValueError:
           continue
-        k = np.asarray([p[0] for p in pts], np.float64)
-        y = np.asarray([p[1] for p in pts], np.float64)
-        ok = np.isfinite(y) & (y > 0)
-        ax.plot(k[ok], y[ok], style, marker=".", color=color, lw=1.2,
-                label="{}, {}".format(lab, what))
-        if np.any(ok):
-          finite_max = max(finite_max, float(np.max(y[ok])))
-        infs += [(kk, color) for kk in k[~np.isfinite(y)]]
-      for r in log["rollbacks"]:
-        ax.axvline(r, color=color, ls=":", lw=0.8, alpha=0.7)
-        notes = True
-    ax.set_yscale("log")
-    if infs and finite_max > 0:
-      top = finite_max * 2
-      for kk, color in infs:
-        ax.plot([kk], [top], "x", color=color, ms=7, clip_on=False)
-      ax.set_ylim(top=top * 1.2)
-      notes = True
-    ax.set_title("{} ({} training seed{})".format(
-        variant_label(v), len(seeds), "" if len(seeds) == 1 else "s"),
-                 fontsize=10)
-    ax.xaxis.set_major_locator(plt.MaxNLocator(6, integer=True))
-    ax.set_xlabel("evaluation / meta-iteration")
-    ax.set_ylabel("score (lower is better)")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=6.5, frameon=False)
-  sub = ("solid: robust selection score (mean final objective of meta-test "
-         "runs); dotted: evaluation cost")
-  if notes:
-    sub += "; x at top: diverged (inf); vertical dotted: rolled back"
-  fig.suptitle((title + "\n" if title else "") + sub, fontsize=10)
-  return save_figure(fig, plt, out_prefix)
+  return out
 
 
-def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):
-  """Per problem a row: final held-out accuracy, Hessian trace, top
-  eigenvalue per variant (bars, error bars = the pooled std)."""
-  problems = [p for p in stats if any(
-      stats[p][v]["accuracy"]["n_train"] for v in stats[p])]
-  if not problems:
-    return []
-  plt = _pyplot()
-  fig, axes = plt.subplots(len(problems), 3, squeeze=False,
-                           figsize=(15, 3.8 * len(problems)),
-                           layout="constrained")
-  metrics = (("accuracy", "final held-out accuracy", False),
-             ("trace", "Hessian trace (Hutchinson)", True),
-             ("top_eig", "top Hessian eigenvalue", True))
-  for row, problem in zip(axes, problems):
-    st = stats[problem]
-    best = set(best_tuned({v: st[v]["loss"]["values"] for v in st}).values())
-    shown = [v for v in ordered_variants(st) if not tuned_lr(v) or v in best]
-    for ax, (metric, name, log) in zip(row, metrics):
-      x, labels = 0, []
-      for i, v in enumerate(shown):
-        s = st[v][metric]
-        labels.append(variant_label(v))
-        if s["n_train"] and math.isfinite(s["mean"]):
-          color, ls = variant_style(v, i)
-          # Points, not bars: the axes zoom in on the differences.
-          ax.errorbar(x, s["mean"], yerr=s["std"], color=color, capsize=4,
-                      marker="o" if ls == "-" else "s", ms=7,
-                      mfc=color if ls == "-" else "white", mew=1.5)
-        x += 1
-      ax.set_xticks(range(len(labels)))
-      ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7.5)
-      if log and ax.has_data():
-        ax.set_yscale("log")
-      ax.set_title("{}: {}".format(problem_label(problem), name), fontsize=10)
-      ax.grid(True, axis="y", alpha=0.3)
-  fig.suptitle((title + "\n" if title else "") + "mean; error bars: std "
-               "over training seeds (learned, filled circles) or over test "
-               "seeds (baselines, open squares)", fontsize=10)
-  return save_figure(fig, plt, out_prefix)
+CONFIG_NAMES = (
+    ("size", "size"), ("meta_iters", "meta-iterations per optimizer"),
+    ("meta_lr", "meta learning rate"), ("stable", "recipe flags"),
+    ("fix_num_steps", "steps per meta-iteration"),
+    ("fix_num_steps_eval", "steps per evaluation run"),
+    ("evaluation_epochs", "runs per evaluation"),
+    ("train_seed", "default training seed"), ("seeds", "test seeds"),
+    ("test_steps", "meta-test steps"),
+    ("test_steps_conv", "meta-test steps, conv net"),
+    ("heldout_every", "held-out accuracy every (steps)"))
+
+
+def run_section(run_dir):
+  """The facts of an all.sh run (Markdown): its settings (config.txt, local
+  paths left out), the machine and end-to-end wall time of each invocation
+  (invocations.tsv) and stage times (timings.tsv). '' without config.txt."""
+  config_path = os.path.join(run_dir, "config.txt")
+  if not os.path.exists(config_path):
+    return ""
+  config = {}
+  # key=value pairs; a value may hold spaces (the recipe's flags).
+  for key, value in re.findall(r"(\w+)=(.*?)(?= \w+=|$)",
+                               open(config_path).read().strip()):
+    config[key] = value
+  lines = ["| setting | value |", "|---|---|"]
+  for key, name in CONFIG_NAMES:
+    if config.get(key):
+      lines.append("| {} | {} |".format(name, config[key].replace(",", ", ")))
+  invocations = os.path.join(run_dir, "invocations.tsv")
+  if os.path.exists(invocations):
+    # date, wall seconds, stages run, machine; one line per invocation of
+    # all.sh that ran a stage.
+    with open(invocations) as f:
+      rows = [l.rstrip("\n").split("\t") for l in f if l.strip()]
+    machines = sorted({r[3] for r in rows if len(r) > 3})
+    for m in machines:
+      lines.append("| machine | {} |".format(m))
+    lines.append("| wall time, end to end | {} in {} invocation{} of "
+                 "reproduce/all.sh ({}), up to the last meta-test |".format(
+                     format_duration(sum(float(r[1]) for r in rows)),
+                     len(rows), "" if len(rows) == 1 else "s",
+                     ", ".join("{}: {} stages in {}".format(
+                         r[0], r[2], format_duration(float(r[1])))
+                               for r in rows)))
+  timings = read_timings(os.path.join(run_dir, "timings.tsv"))
+  for kind, prefix in (("meta-training", "train-"),
+                       ("meta-testing", "test-")):
+    secs = [s for n, s in timings.items() if n.startswith(prefix)]
+    if secs:
+      lines.append("| {}: sum of stage times | {} ({} stages, {}–{} each) "
+                   "|".format(kind, format_duration(sum(secs)), len(secs),
+                              format_duration(min(secs)),
+                              format_duration(max(secs))))
+  return "\n".join(lines) + "\n"

@@ -26,10 +26,13 @@ pooled per variant (mean ± std over training seeds of the per-training-seed
 mean); ``<Opt>-lr<value>`` are tuned baselines, of which only the best per
 optimizer and problem is drawn (all are listed in results.md's learning-rate
 sweep). Further outputs: ``heldout_accuracy``, ``accuracy_flatness`` (held-out
-accuracy, ``hessian_trace``, ``hessian_top_eigenvalue`` of the JSONs) and,
-with ``--logs_dir`` (metarun logs ``train-<name>.log``), ``meta_training``;
-results.md gains per-problem tables, the regularizer effect against
-``l2o-scale`` and the learning-rate sweep.
+accuracy, ``hessian_trace``, ``hessian_top_eigenvalue`` of the JSONs;
+figures.py) and, with ``--logs_dir`` (metarun logs ``train-<name>.log``),
+``meta_training``. results.md has the sections "The run" (with
+``--run_dir``: settings, machine, wall time), "Meta-training" (one row per
+training run), "Regularizer verdicts", "All results" and "Per problem"
+(flatness, the regularizer effect against ``l2o-scale``, the learning-rate
+sweep). Names, colours and markers: styles.py.
 
 The aggregation functions are plain numpy so they can be unit-tested on
 synthetic pickles (tests/test_reproduce.py).
@@ -47,44 +50,19 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
 import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# Display names and order of the optimizers and problems all.sh produces;
-# unknown names are shown as they are, after the known ones.
-OPTIMIZER_LABELS = {
-    "l2o-scale": "L2O-Scale (no reg.)",
-    "l2o-entropy-paper-cmd": "L2O-Scale + Hessian reg. (paper cmd: reg. off)",
-    "l2o-entropy-reg": "L2O-Scale + Hessian reg. (active)",
-    "l2o-entropy-reg-cl-mt": "L2O-Entropy (reg. + CL + MT)",
-    "SGD": "SGD (lr 1e-3)",
-    "Adam": "Adam (lr 1e-4)",
-    "Adagrad": "Adagrad (lr 1e-5)",
-}
-SHORT_LABELS = {
-    "l2o-scale": "L2O-Scale",
-    "l2o-entropy-paper-cmd": "paper cmd",
-    "l2o-entropy-reg": "reg. active",
-    "l2o-entropy-reg-cl-mt": "reg.+CL+MT",
-}
 PROBLEM_LABELS = {
     "mnist-mlp-sigmoid": "MNIST MLP 784-20-10, sigmoid",
     "mnist-mlp-relu": "MNIST MLP 784-20-10, ReLU",
     "mnist-mlp-deeper": "MNIST MLP 784-20-20-10, sigmoid",
     "mnist-conv": "MNIST ConvNet",
 }
-# Learned optimizers solid, hand-designed ones dashed, fixed colours so the
-# same optimizer looks the same in every panel and every run.
-OPTIMIZER_STYLES = {
-    "l2o-scale": ("tab:blue", "-"),
-    "l2o-entropy-paper-cmd": ("tab:cyan", "-"),
-    "l2o-entropy-reg": ("tab:orange", "-"),
-    "l2o-entropy-reg-cl-mt": ("tab:red", "-"),
-    "SGD": ("tab:gray", "--"),
-    # Not green/orange/red: the medium size's regularized variants use those.
-    "Adam": ("tab:purple", "--"),
-    "Adagrad": ("tab:brown", "--"),
-}
-_EXTRA_COLORS = ["tab:pink", "tab:olive", "black", "tab:cyan"]
+# Markers on the loss curves: about this many per line, each line's
+# shifted so that lines lying on top of each other still show theirs.
+MARKERS_PER_LINE = 8
 
 LOSS_PATTERN = re.compile(r"^seed(-?\d+)_eval_loss_record\.pickle-(.+)$")
 HELDOUT_PATTERN = re.compile(r"^seed(-?\d+)_heldout_record-(.+)\.json$")
@@ -94,20 +72,9 @@ HELDOUT_PATTERN = re.compile(r"^seed(-?\d+)_heldout_record-(.+)\.json$")
 FINAL_WINDOW = 10
 
 
-def _ordered(names, reference):
-  known = [n for n in reference if n in names]
-  rest = [n for n in names if n not in reference]
-  if reference is OPTIMIZER_LABELS:  # learned first, then baselines
-    rest = medium.ordered_variants(rest)
-    learned = [n for n in known + rest if not medium.is_baseline(n)]
-    return learned + [n for n in known + rest if n not in learned]
-  return known + sorted(rest)
-
-
-def optimizer_label(name):
-  if name in OPTIMIZER_LABELS:
-    return OPTIMIZER_LABELS[name]
-  return medium.variant_label(name)
+def _ordered_problems(names):
+  known = [n for n in PROBLEM_LABELS if n in names]
+  return known + sorted(n for n in names if n not in PROBLEM_LABELS)
 
 
 def problem_label(name):
@@ -219,13 +186,13 @@ def results_table(losses, heldout, window=FINAL_WINDOW):
       "(mean ± std) | held-out test accuracy (mean ± std) |",
       "|---|---|---|---|---|---|",
   ]
-  for problem in _ordered(losses, PROBLEM_LABELS):
-    for opt in _ordered(losses[problem], OPTIMIZER_LABELS):
+  for problem in _ordered_problems(losses):
+    for opt in styles.ordered(losses[problem]):
       curves = losses[problem][opt]
       agg = aggregate_curves(curves)
       acc = final_heldout(heldout.get(problem, {}).get(opt, {}))
       lines.append("| {} | {} | {} | {} | {} | {} |".format(
-          problem_label(problem), optimizer_label(opt), agg["num_seeds"],
+          problem_label(problem), styles.label(opt), agg["num_seeds"],
           len(agg["steps"]), format_mean_std(final_losses(curves, window)),
           format_mean_std(acc, "{:.4f}", "{:.4f}")))
   lines.append("")
@@ -243,7 +210,7 @@ def identical_groups(curves_by_optimizer, rtol=1e-4):
   meta-iterations at the default meta learning rate the learned variants
   barely leave their common initialization. Returns lists of >= 2 names.
   """
-  names = _ordered(curves_by_optimizer, OPTIMIZER_LABELS)
+  names = styles.ordered(curves_by_optimizer)
   means = {n: aggregate_curves(curves_by_optimizer[n])["mean"] for n in names}
   groups, seen = [], set()
   for i, a in enumerate(names):
@@ -260,36 +227,6 @@ def identical_groups(curves_by_optimizer, rtol=1e-4):
   return groups
 
 
-def _style(opt, index):
-  if opt in OPTIMIZER_STYLES:
-    return OPTIMIZER_STYLES[opt]
-  if opt in medium.VARIANT_COLORS or medium.is_baseline(opt):
-    return medium.variant_style(opt)
-  return _EXTRA_COLORS[index % len(_EXTRA_COLORS)], "-."
-
-
-def _format_log_axis(ax, ticker, lo, hi):
-  """Readable ticks on the log loss axis: plain numbers, and linear-spaced
-  ticks when the curves span less than a decade (matplotlib would otherwise
-  label only 10^0 and crowd the minor ticks with 2.31x10^0-style labels)."""
-  if hi / lo < 10:
-    # Enough decimals to tell ~6 linear-spaced ticks apart.
-    digits = max(0, int(math.ceil(-math.log10((hi - lo) / 6.))))
-    ax.yaxis.set_major_locator(ticker.MaxNLocator(6))
-    ax.yaxis.set_minor_locator(ticker.NullLocator())
-    ax.yaxis.set_major_formatter(ticker.FuncFormatter(
-        lambda v, _: "{:.{d}f}".format(v, d=digits)))
-    return
-
-  class _Plain(ticker.LogFormatter):  # LogFormatter's choice of labels
-    def _num_to_string(self, x, vmin, vmax):
-      return "{:.3g}".format(x)
-
-  ax.yaxis.set_major_formatter(_Plain(labelOnlyBase=False))
-  ax.yaxis.set_minor_formatter(_Plain(labelOnlyBase=False,
-                                      minor_thresholds=(2, 0.5)))
-
-
 def plot_curves(losses, out_prefix, band="std", smooth_window=None,
                 title=None):
   """Draws one panel per problem; writes ``out_prefix``.png and .pdf.
@@ -299,23 +236,20 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
   band (None: 1% of the run length, at least 1).
   Returns the written paths.
   """
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  plt = figures.pyplot()
   from matplotlib import ticker  # pylint: disable=g-import-not-at-top
-  import textwrap  # pylint: disable=g-import-not-at-top
 
-  problems = _ordered(losses, PROBLEM_LABELS)
+  problems = _ordered_problems(losses)
   if not problems:
     raise ValueError("no results to plot")
   ncols = min(2, len(problems))
   nrows = int(math.ceil(len(problems) / ncols))
-  fig, axes = plt.subplots(nrows, ncols, figsize=(6.0 * ncols, 4.2 * nrows),
+  fig, axes = plt.subplots(nrows, ncols, figsize=(6.0 * ncols, 4.4 * nrows),
                            squeeze=False, layout="constrained")
   handles = {}
   used_window = 1
   for ax, problem in zip(axes.flat, problems):
-    opts = _ordered(losses[problem], OPTIMIZER_LABELS)
+    opts = styles.ordered(losses[problem])
     y_lo, y_hi = np.inf, 0.
     groups = identical_groups(losses[problem])
     hidden = {o for g in groups for o in g[1:]}
@@ -334,34 +268,32 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
       floor = max(np.min(mean[mean > 0]) if np.any(mean > 0) else 1e-8,
                   1e-12) * 0.5
       lo = np.maximum(lo, floor)
-      color, linestyle = _style(opt, i)
-      (line,) = ax.plot(agg["steps"], mean, color=color, linestyle=linestyle,
-                        linewidth=1.6, label=optimizer_label(opt))
+      kw = styles.line_kwargs(opt)
+      every = max(1, n // MARKERS_PER_LINE)
+      offset = (i * every) // max(1, len(opts))
+      (line,) = ax.plot(agg["steps"], mean, linewidth=1.5, ms=5,
+                        markevery=(offset, every),
+                        label=styles.label(opt), **kw)
       if opt not in hidden:  # one band per group of identical curves
-        ax.fill_between(agg["steps"], lo, hi, color=color, alpha=0.15,
+        ax.fill_between(agg["steps"], lo, hi, color=kw["color"], alpha=0.12,
                         linewidth=0)
       handles.setdefault(opt, line)
       y_lo = min(y_lo, float(np.min(lo)))
       y_hi = max(y_hi, float(np.max(hi)))
     for k, group in enumerate(groups):
       ax.text(0.02, 0.03 + 0.07 * k, "identical (rel. diff. < 1e-4): " +
-              " = ".join(SHORT_LABELS.get(o, optimizer_label(o))
-                                    for o in group),
+              " = ".join(styles.short_label(o) for o in group),
               transform=ax.transAxes, fontsize=8, color="0.25",
               va="bottom", ha="left",
               bbox=dict(facecolor="white", alpha=0.8, edgecolor="none"))
-    seeds = sorted({len(losses[problem][o]) for o in opts})
-    # Pooled variants (keys (training seed, test seed)): runs, not seeds.
-    word = "run" if any(isinstance(k, tuple) for o in opts
-                        for k in losses[problem][o]) else "seed"
-    ax.set_title("{} ({} {}{})".format(
-        problem_label(problem), "/".join(str(s) for s in seeds), word,
-        "" if seeds == [1] else "s"), fontsize=11)
+    counts = {o: figures.run_counts(losses[problem][o]) for o in opts}
+    ax.set_title("{}\n({})".format(problem_label(problem),
+                                   figures.runs_text(counts)), fontsize=10)
     ax.set_yscale("log")
     if 0 < y_lo < y_hi < np.inf:
-      _format_log_axis(ax, ticker, y_lo, y_hi)
+      figures.format_log_axis(ax, y_lo, y_hi)
     ax.xaxis.set_major_locator(ticker.MaxNLocator(6, integer=True))
-    ax.set_xlabel("iteration")
+    ax.set_xlabel("optimizee training step")
     ax.set_ylabel("training loss (minibatch)")
     ax.grid(True, which="major", alpha=0.3)
     ax.grid(True, which="minor", alpha=0.1)
@@ -369,20 +301,28 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
                        for o in opts))
   for ax in list(axes.flat)[len(problems):]:
     ax.axis("off")
-  order = _ordered(handles, OPTIMIZER_LABELS)
+  figures.legend(fig, handles, 4 if ncols > 1 else 2)
   band_text = ("min-max over runs" if band == "minmax"
                else "± 1 std over runs")
-  legend_cols = min(len(order), 4 if ncols > 1 else 2)
-  fig.legend([handles[o] for o in order], [optimizer_label(o) for o in order],
-             loc="outside lower center", ncol=legend_cols, frameon=False,
-             fontsize=9.5)
-  subtitle = "line: mean over runs (test seeds × training seeds), band: {}{}".format(
-      band_text, "" if used_window <= 1 else
-      ", moving average over {} steps".format(used_window))
-  width_chars = 60 * ncols
-  head = textwrap.fill(title, width_chars) + "\n" if title else ""
-  fig.suptitle(head + subtitle, fontsize=10.5)
-  return medium.save_figure(fig, plt, out_prefix)
+  subtitle = ("line: mean over runs (a run: one training seed of a learned "
+              "optimizer tested on one test seed), band: {}{}; markers are "
+              "spread along each line so that overlapping lines stay "
+              "visible".format(band_text, "" if used_window <= 1 else
+                               ", moving average over {} steps".format(
+                                   used_window)))
+  figures.suptitle(fig, title, subtitle, ncols)
+  return figures.save_figure(fig, plt, out_prefix)
+
+
+def write_results(path, title, sections):
+  """results.md: the title, then each (heading, Markdown) section that has
+  text."""
+  with open(path, "w") as f:
+    if title:
+      f.write("{}\n".format(title))
+    for heading, text in sections:
+      if text:
+        f.write("\n## {}\n\n{}".format(heading, text.lstrip("\n")))
 
 
 def main(argv=None):
@@ -401,7 +341,12 @@ def main(argv=None):
                       help="file name of the figure, without extension")
   parser.add_argument("--logs_dir", default=None,
                       help="folder with metarun logs train-<name>.log: "
-                      "draws meta_training.png/.pdf")
+                      "draws meta_training.png/.pdf and tabulates each "
+                      "meta-training run")
+  parser.add_argument("--run_dir", default=None,
+                      help="all.sh output folder: results.md states its "
+                      "settings, machine and wall time (config.txt, "
+                      "invocations.tsv, timings.tsv)")
   args = parser.parse_args(argv)
   raw_losses, raw_heldout = load_results(args.results_dir)
   if not raw_losses:
@@ -421,27 +366,37 @@ def main(argv=None):
   paths = plot_curves(losses, out(args.name), band=args.band,
                       smooth_window=args.smooth, title=args.title)
   stats = medium.variant_stats(raw_losses, raw_heldout, final_losses)
-  stats = {p: stats[p] for p in _ordered(stats, PROBLEM_LABELS)}
+  stats = {p: stats[p] for p in _ordered_problems(stats)}
   best_heldout = {p: {n: r for n, r in raw_heldout[p].items()
-                      if medium.split_name(n)[0] in losses.get(p, {})}
-                  for p in _ordered(raw_heldout, PROBLEM_LABELS)}
-  paths += medium.plot_heldout_accuracy(best_heldout, out("heldout_accuracy"),
-                                        problem_label, args.title)
-  paths += medium.plot_accuracy_flatness(stats, out("accuracy_flatness"),
+                      if styles.split_name(n)[0] in losses.get(p, {})}
+                  for p in _ordered_problems(raw_heldout)}
+  paths += figures.plot_heldout_accuracy(best_heldout, out("heldout_accuracy"),
                                          problem_label, args.title)
-  if args.logs_dir:
-    paths += medium.plot_meta_training(
-        medium.load_train_logs(args.logs_dir), out("meta_training"),
-        args.title)
-  table = results_table(losses, heldout)
-  table += "\n## Per problem\n" + medium.medium_tables(stats, problem_label)
-  table_path = os.path.join(args.out_dir, "results.md")
-  with open(table_path, "w") as f:
-    if args.title:
-      f.write("{}\n\n".format(args.title))
-    f.write(table)
+  paths += figures.plot_accuracy_flatness(stats, out("accuracy_flatness"),
+                                          problem_label, args.title)
+  logs = medium.load_train_logs(args.logs_dir) if args.logs_dir else {}
+  if logs:
+    paths += figures.plot_meta_training(logs, out("meta_training"),
+                                        args.title)
+  timings = medium.read_timings(
+      os.path.join(args.run_dir, "timings.tsv") if args.run_dir else None)
+  verdicts = medium.verdict_table(stats, problem_label)
+  if verdicts:
+    verdicts = ("Held-out accuracy of each regularized variant against "
+                "L2O-Scale (no reg.), Δ = difference of the means over "
+                "per-training-seed means; " + medium.VERDICT_RULE +
+                ". Per-problem details, flatness included, are under "
+                "\"Per problem\".\n\n" + verdicts)
+  table_path = out("results.md")
+  write_results(table_path, args.title, [
+      ("The run", medium.run_section(args.run_dir) if args.run_dir else ""),
+      ("Meta-training", medium.training_table(logs, timings) if logs else ""),
+      ("Regularizer verdicts", verdicts),
+      ("All results", results_table(losses, heldout)),
+      ("Per problem", medium.medium_tables(stats, problem_label)),
+  ])
   paths.append(table_path)
-  print(table)
+  print(open(table_path).read())
   for p in paths:
     print("wrote", p)
   return 0

@@ -2,7 +2,9 @@
 
 Why: the original code was never released with a trained optimizer. This
 copies the best evaluated model (``model.ckpt-0``) of one ``reproduce/all.sh``
-training stage into ``reproduce/pretrained/<name>/HierarchicalRNN_GRUCell_20_2/``
+training stage into
+``l2o_scale/pretrained/<name>/HierarchicalRNN_GRUCell_20_2/`` (package data:
+``LearnedOptimizer.pretrained(name)``, ``metatest.py --pretrained=name``)
 -- meta-parameters only, no meta-optimizer slots -- with its card: the
 ``run_record.json`` that ``metatest.py`` and ``LearnedOptimizer`` read to
 rebuild the optimizer (so it runs without extra flags), plus a ``"card"``
@@ -147,7 +149,7 @@ def main(argv=None):
                       "l2o-scale.t1")
   parser.add_argument("--name", required=True, help="shipped name")
   parser.add_argument("--description", default="")
-  parser.add_argument("--dest", default=os.path.join(ROOT, "reproduce",
+  parser.add_argument("--dest", default=os.path.join(ROOT, "l2o_scale",
                                                      "pretrained"))
   args = parser.parse_args(argv)
   print(ship(args.out, args.stage, args.name, args.description, args.dest))

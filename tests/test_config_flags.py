@@ -65,7 +65,7 @@ def test_metarun_training_config_is_the_dataclass_defaults():
       "sys.argv = ['metarun.py', '--alpha=0.25', '--selection_seeds=5,6']\n"
       "import metarun\n"
       "from absl import flags\n"
-      "from l2o_scale.meta_training import training\n"
+      "from l2o_scale.meta_training import config as training\n"
       "flags.FLAGS(['metarun.py'])\n"
       "assert metarun.training_config(flags.FLAGS) == training.TrainingConfig()\n"
       "flags.FLAGS.unparse_flags()\n"
@@ -77,3 +77,40 @@ def test_metarun_training_config_is_the_dataclass_defaults():
                        text=True, cwd=ROOT, timeout=300,
                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_recipe_is_a_flagfile_whose_flags_the_command_line_overrides():
+  """Every shipped recipe parses as metarun's flags; --recipe expands to its
+  flagfile before the command line, so a flag given there wins; the recipe
+  name itself is a flag (recorded with the run)."""
+  from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top
+  assert {"fast", "stable"} <= set(recipes.names())
+  argv = ["metarun.py", "--train_dir=x", "--recipe=stable",
+          "--evaluation_period=7"]
+  expanded = recipes.expand(argv)
+  assert expanded == ["metarun.py", "--flagfile=" + recipes.path("stable")] + (
+      argv[1:])
+  assert recipes.expand(["metarun.py", "--recipe=nope"]) == [
+      "metarun.py", "--recipe=nope"]
+  code = (
+      "import sys\n"
+      "from l2o_scale.config import recipes\n"
+      "import metarun\n"
+      "from absl import flags\n"
+      "F = flags.FLAGS\n"
+      "for name in recipes.names():\n"
+      "  F.unparse_flags()\n"
+      "  F(recipes.expand(['metarun.py', '--recipe=' + name,\n"
+      "                    '--evaluation_period=7']))\n"
+      "  values = recipes.read(name)\n"
+      "  for flag, value in values.items():\n"
+      "    if flag != 'evaluation_period':\n"
+      "      assert F[flag].value == F[flag].parser.parse(value), flag\n"
+      "  assert F.evaluation_period == 7 and F.recipe == name\n"
+      "  print(name, 'ok', len(values))\n")
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert sorted(l.split()[0] for l in result.stdout.splitlines()) == (
+      recipes.names())

@@ -146,7 +146,7 @@ def test_batch_indices_cover_epochs():
 
 def test_truncated_or_corrupt_idx_names_the_file(tmp_path):
   """Truncated .gz, corrupt .gz and truncated raw IDX: one error naming the
-  file and saying to download it again (issue 13)."""
+  file and saying to download it again."""
   import gzip as gzip_lib
   from problems import datasets as ds
   header = (0x0803).to_bytes(4, "big") + b"".join(

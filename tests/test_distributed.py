@@ -20,6 +20,7 @@ import tensorflow as tf
 from l2o_scale.runs import checkpoints
 from l2o_scale.tools import cluster
 from l2o_scale.meta_training import distributed
+from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import tf1_optimizers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,20 +55,23 @@ def test_nonfinite_warning_follows_its_unroll_line_numbered_as_it():
   unroll's progress line, with the single-process run's 1-based numbers."""
   meta = [tf.Variable(tf.zeros([3, 4])), tf.Variable(tf.zeros([5]))]
   out = io.StringIO()
-  reporter = distributed._Reporter(types.SimpleNamespace(  # pylint: disable=protected-access
-      summary_writer=None, problem_name="quadratic",
-      optimizer=types.SimpleNamespace(meta_variables=meta), out=out))
+  reporter = reporting.Reporter(
+      out, None, "quadratic", types.SimpleNamespace(meta_variables=meta), 10)
   unroll = lambda nonfinite, done: dict(objective=1.5, nonfinite=nonfinite,
                                         first=2., last=1., done=done)
   result = {"start": 0., "unrolls": [unroll(0, 1.), unroll(3, 2.)]}
-  count = distributed.report_iteration(reporter, result, 4, 10, [20, 20], 0)
+  plan = types.SimpleNamespace(num_unrolls=2, lengths=[20, 20])
+  records = list(distributed.unroll_records(result, plan, 0))
+  assert [r.step for r in records] == [1, 2]
+  assert [r.seconds for r in records] == [1., 1.]
+  warned = [reporter.unroll(4, r) for r in records]
   lines = out.getvalue().splitlines()
-  assert count == 1
-  assert lines[2].startswith("[meta-iteration 5/10] unroll 2/2 (20 steps)")
-  assert lines[3] == ("warning: [meta-iteration 5] unroll 2: 3 of 17 "
+  assert warned == [False, True]
+  assert lines[1].startswith("[meta-iteration 5/10] unroll 2/2 (20 steps)")
+  assert lines[2] == ("warning: [meta-iteration 5] unroll 2: 3 of 17 "
                       "meta-gradient entries non-finite, replaced by zeros "
                       "as the original does.")
-  assert len(lines) == 4
+  assert len(lines) == 3
 
 
 def test_unsupported_modes_are_refused_in_one_line(tmp_path):
@@ -88,7 +92,8 @@ def test_unsupported_modes_are_refused_in_one_line(tmp_path):
   assert "--jit_compile is not supported in distributed mode" in result.stderr
   assert "--meta_optimizer=adam is single-process only for now" in (
       result.stderr)
-  assert "--meta_lr_warmup is single-process only for now" in result.stderr
+  # The ps's locked RMSProp kernel serves the warm-up.
+  assert "--meta_lr_warmup" not in result.stderr
   assert not os.listdir(tmp_path)
 
 

@@ -122,19 +122,33 @@ def test_errors(fixtures_dir, tmp_path):
 
 
 def test_config_round_trip(fixtures_dir):
+  """The config holds every option, not the meta-parameters (saved with the
+  optimizer's variables): a clone from it refuses to step until they are
+  loaded, then equals the original."""
   ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
   opt = LearnedOptimizer.from_checkpoint(
       ckpt, optimizer_kwargs={"init_lr_range": (1e-3, 1e-3)}, clipnorm=1.0)
-  clone = LearnedOptimizer.from_config(opt.get_config())
+  config = opt.get_config()
+  assert "checkpoint_path" not in config
+  assert config["optimizer_kwargs"]["init_lr_range"] == [1e-3, 1e-3]
+  assert config["optimizer_kwargs"]["max_log_lr"] == 33
+  clone = LearnedOptimizer.from_config(config)
   assert clone.clipnorm == 1.0
+  variable = keras.Variable(np.ones(3, np.float32))
+  with pytest.raises(ValueError, match="rebuilt from a config"):
+    clone.apply([np.ones(3, np.float32)], [variable])
+  store = {}
+  opt.save_own_variables(store)
+  clone.load_own_variables(store)
   for name, var in opt.learned_optimizer.tf1_variables().items():
     np.testing.assert_array_equal(
         var.numpy(), clone.learned_optimizer.tf1_variables()[name].numpy())
+  clone.apply([np.ones(3, np.float32)], [variable])
 
 
 def test_from_checkpoint_rebuilds_from_the_run_record(tmp_path):
   """A checkpoint trained with non-default options restores without them
-  being passed when run_record.json sits next to it (issue 13)."""
+  being passed when run_record.json sits next to it."""
   from l2o_scale.config import optimizer_flags
   from l2o_scale.runs import run_record
   from optimizer import hierarchical_rnn
@@ -144,8 +158,15 @@ def test_from_checkpoint_rebuilds_from_the_run_record(tmp_path):
       list(optimizer_flags.HRNN_CELL_SIZES), **kwargs)
   prefix = str(tmp_path / "model.ckpt-0")
   checkpoints.save_optimizer(prefix, trained)
+  # No record: a TF2 checkpoint's options are unknown, so it is refused
+  # unless they are given ({}: the defaults, which do not fit here).
+  with pytest.raises(run_record.MissingRunRecordError,
+                     match="has no run_record.json.*optimizer_kwargs"):
+    LearnedOptimizer.from_checkpoint(prefix)
   with pytest.raises(checkpoints.CheckpointMismatchError):
-    LearnedOptimizer.from_checkpoint(prefix)  # no record: the defaults
+    LearnedOptimizer.from_checkpoint(prefix, optimizer_kwargs={})
+  assert LearnedOptimizer.from_checkpoint(
+      prefix, optimizer_kwargs={"num_gradient_scales": 3})
   run_record.write(str(tmp_path), "HierarchicalRNN",
                    {"num_gradient_scales": 3}, {}, "test")
   opt = LearnedOptimizer.from_checkpoint(prefix)

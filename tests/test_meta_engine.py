@@ -10,7 +10,8 @@ import tensorflow as tf
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import meta_step as meta_step_lib
 from l2o_scale.meta_training import tf1_optimizers
-from l2o_scale.meta_training import training
+from l2o_scale.meta_training import train_state
+from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
@@ -36,7 +37,7 @@ def test_meta_learner_zeroes_nonfinite_entries_clips_and_applies_rmsprop():
 def _mlp_setup(reg_option="hessian-esd", steps=4):
   np.random.seed(3)
   problem = pg.FullyConnected(6, 3, hidden_sizes=(5,), activation=tf.nn.sigmoid)
-  reg = unroll_lib.make_regularizer_config(problem, reg_optimizer=True,
+  reg = regularizer_lib.make_regularizer_config(problem, reg_optimizer=True,
                                            alpha=0.1, reg_option=reg_option,
                                            hessian_itrs=4)
   rng = np.random.RandomState(0)
@@ -105,7 +106,7 @@ def test_xla_compiled_optimizer_step_matches_the_plain_meta_step():
 def test_resume_state_of_the_per_tensor_layout_is_read_and_packed():
   problem = pg.FullyConnected(6, 3, hidden_sizes=(5,), activation=tf.nn.sigmoid)
   optimizer = _hrnn()
-  carried = training.CarriedState(problem, optimizer)
+  carried = train_state.CarriedState(problem, optimizer)
   rng = np.random.RandomState(1)
   values = carried.value._replace(states=unroll_lib.per_tensor_states(
       optimizer, carried.value))
@@ -125,3 +126,74 @@ def test_resume_state_of_the_per_tensor_layout_is_read_and_packed():
     np.testing.assert_array_equal(a, b)
   with pytest.raises(ValueError, match="does not fit"):
     carried.load_arrays(saved[:-1])
+
+
+def _assert_same_meta_step(a, b, rtol=1e-4):
+  (out_a, grads_a), (out_b, grads_b) = a, b
+  np.testing.assert_allclose(out_b.problem_objectives,
+                             out_a.problem_objectives, rtol=1e-5)
+  np.testing.assert_allclose(out_b.metaobj, out_a.metaobj, rtol=rtol)
+  np.testing.assert_allclose(out_b.regular, out_a.regular, rtol=rtol)
+  scale = max(float(np.max(np.abs(g))) for g in grads_a)
+  assert scale > 0
+  for ga, gb in zip(grads_a, grads_b):
+    np.testing.assert_allclose(gb, ga, rtol=1e-3, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("reg_option,switch", [
+    ("hessian-esd", True), ("jacob", True), ("hessian", False),
+    ("hessian-ev", True)])
+def test_time_parallel_unroll_gives_the_sequential_numbers(reg_option, switch):
+  """The objective (and a meta-objective-only regularizer) evaluated at all
+  steps after the trajectory give the step-by-step meta-objective,
+  objectives, regularizer and meta-gradients ('hessian-ev' draws random
+  start vectors, so it stays in the loop: same numbers too)."""
+  problem, reg, make_inputs = _mlp_setup(reg_option)
+  optimizer = _hrnn()
+  inputs = make_inputs(switch)
+  sequential = meta_step_lib.make_meta_step(problem, optimizer, reg)
+  parallel = meta_step_lib.make_meta_step(problem, optimizer, reg,
+                                          time_parallel=True)
+  if reg_option == "hessian-ev":
+    tf.random.set_seed(0)
+    a = sequential(inputs, None, False)
+    tf.random.set_seed(0)
+    b = parallel(inputs, None, False)
+  else:
+    a, b = sequential(inputs, None, False), parallel(inputs, None, False)
+  assert not bool(a[0].early_stop) and not bool(b[0].early_stop)
+  assert (float(a[0].regular) != 0.) == switch
+  _assert_same_meta_step(a, b)
+  evaluated = meta_step_lib.make_eval_unroll(problem, optimizer, reg,
+                                             time_parallel=True)(inputs, None)
+  np.testing.assert_allclose(evaluated.problem_objectives,
+                             a[0].problem_objectives, rtol=1e-5)
+
+
+def test_time_parallel_unroll_falls_back_where_the_stop_rules_fire():
+  """Where the original's loop ends early (here obj_train_max_multiplier=1:
+  the first objective is not below the limit; and non-finite initial
+  parameters), the time-parallel meta-step gives the sequential unroll's
+  result: the loop stopped before its first step."""
+  problem, reg, make_inputs = _mlp_setup("jacob")
+  optimizer = _hrnn()
+  optimizer.obj_train_max_multiplier = 1.
+  inputs = make_inputs(True)
+  parallel = meta_step_lib.make_meta_step(problem, optimizer, reg,
+                                          time_parallel=True)
+  out, grads = parallel(inputs, None, False)
+  assert bool(out.early_stop)
+  assert out.problem_objectives.shape[0] == 1
+  optimizer.obj_train_max_multiplier = -1
+  nan_inputs = inputs._replace(init_tensors=[
+      np.full(s, np.nan, np.float32) for s in problem.param_shapes])
+  parallel = meta_step_lib.make_meta_step(problem, optimizer, reg,
+                                          time_parallel=True)
+  sequential = meta_step_lib.make_meta_step(problem, optimizer, reg)
+  out, _ = parallel(nan_inputs, None, False)
+  assert bool(out.early_stop)
+  # The accumulated objective turns non-finite after the first step.
+  assert out.problem_objectives.shape[0] == 2
+  np.testing.assert_array_equal(
+      out.problem_objectives,
+      sequential(nan_inputs, None, False)[0].problem_objectives)

@@ -221,8 +221,9 @@ metarun.main(["metarun.py"])
       "metarun.py: reading or writing {}/HierarchicalRNN_GRUCell_20_2/"
       "model.ckpt-1_temp/part-00000 failed: No space left on device. If the "
       "disk is full or read-only, free space or give another --train_dir; if "
-      "a checkpoint is damaged (truncated .data, empty .index), delete that "
-      "model.ckpt-K.* or start over with --resume=False --overwrite.".format(
+      "a checkpoint is damaged (truncated .data, empty .index), restore it, "
+      "name an earlier one in the 'checkpoint' file, or start over with "
+      "--resume=False --overwrite.".format(
           tmp_path / "run")], lines
   assert out.returncode == 1
   assert lines[-1].startswith("tensorflow.python.framework.errors_impl."

@@ -198,14 +198,17 @@ def test_recorded_flags_come_from_the_run_record_unless_given(tmp_path,
                                                               capsys):
   """run_record.json rebuilds the optimizer; an explicit flag wins, noted."""
   from l2o_scale.runs import run_record
-  logdir = str(tmp_path)
-  assert metatest.recorded_flags(_parse(), logdir).num_gradient_scales == 4
-  run_record.write(logdir, "HierarchicalRNN",
+  ckpt = str(tmp_path / "model.ckpt-0")
+  assert metatest.recorded_flags(_parse(), ckpt,
+                                 "tf1").num_gradient_scales == 4
+  assert "is a TF1 checkpoint of the original" in capsys.readouterr().out
+  run_record.write(str(tmp_path), "HierarchicalRNN",
                    {"num_gradient_scales": 3, "max_log_lr": -4.6}, {}, "t")
-  values = metatest.recorded_flags(_parse(), logdir)
+  values = metatest.recorded_flags(_parse(), ckpt, "tf2")
   assert (values.num_gradient_scales, values.max_log_lr) == (3, -4.6)
   assert capsys.readouterr().out == ""
-  values = metatest.recorded_flags(_parse("--num_gradient_scales=5"), logdir)
+  values = metatest.recorded_flags(_parse("--num_gradient_scales=5"), ckpt,
+                                   "tf2")
   assert (values.num_gradient_scales, values.max_log_lr) == (5, -4.6)
   assert capsys.readouterr().out == (
       "Note: --num_gradient_scales=5 differs from the run record's "
@@ -243,5 +246,6 @@ def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
     subprocess.run(["umount", str(disk)], capture_output=True)
   assert out.returncode == 1, out.stderr
   assert out.stderr.strip().splitlines()[-1] == (
-      "metatest.py: error: writing {} failed: Read-only file system. Free "
-      "space or give another --save_dir.".format(disk / "res"))
+      "metatest.py: error: writing {} failed: Read-only file system. Give "
+      "another --save_dir (or free space if the disk is full).".format(
+          disk / "res"))

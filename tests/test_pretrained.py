@@ -1,6 +1,7 @@
-"""The shipped pretrained optimizers (reproduce/pretrained/): they load with
-their cards (no extra flags) and optimize the MNIST MLP better than a tuned
-Adam over a short run from the same start and batches."""
+"""The shipped pretrained optimizers (l2o_scale/pretrained/, package data):
+they load by name with their cards (no extra flags) and optimize the MNIST
+MLP better than a tuned Adam over a short run from the same start and
+batches."""
 
 import json
 import os
@@ -10,11 +11,10 @@ import pytest
 
 from l2o_scale.meta_testing import baselines
 from l2o_scale import keras_optimizer
+from l2o_scale import pretrained
 from l2o_scale.meta_testing import testing
 from problems import problem_sets
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PRETRAINED = os.path.join(ROOT, "reproduce", "pretrained")
 VARIANTS = ["l2o-scale", "l2o-entropy-reg", "l2o-entropy-reg-cl-mt"]
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 
@@ -30,7 +30,8 @@ def _final(optimizer, problem, dataset, batch_size, steps=300, seed=6):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_card_describes_the_checkpoint(variant):
-  folder = os.path.join(PRETRAINED, variant, SUBDIR)
+  folder = pretrained.folder(variant)
+  assert folder == os.path.join(pretrained.ROOT, variant, SUBDIR)
   assert os.path.exists(os.path.join(folder, "model.ckpt-0.index"))
   with open(os.path.join(folder, "run_record.json")) as f:
     record = json.load(f)
@@ -47,8 +48,18 @@ def test_pretrained_beat_tuned_adam_on_the_mlp(data_dir):
   problem = spec.build()
   adam = _final(baselines.build("Adam", 1e-3), problem, dataset, batch_size)
   for variant in VARIANTS:
-    learned = keras_optimizer.LearnedOptimizer.from_checkpoint(
-        os.path.join(PRETRAINED, variant, SUBDIR, "model.ckpt-0"))
+    learned = keras_optimizer.LearnedOptimizer.pretrained(variant)
     assert learned.learned_optimizer.max_log_lr == -4.6  # from the card
     final = _final(learned.learned_optimizer, problem, dataset, batch_size)
     assert final < adam, (variant, final, adam)
+
+
+def test_names_and_cards_are_listed():
+  assert pretrained.names() == sorted(VARIANTS)
+  lines = pretrained.describe("l2o-scale")
+  assert lines[0].startswith("l2o-scale: L2O-Scale")
+  assert any(l.startswith("  command: metarun.py ") and "--max_log_lr=-4.6" in l
+             for l in lines)
+  with pytest.raises(ValueError, match="no pretrained optimizer 'nope'; the "
+                     "shipped ones are: l2o-entropy-reg, "):
+    pretrained.checkpoint("nope")

@@ -75,3 +75,17 @@ def test_real_tf_import_prints_no_probing_lines():
   assert out.returncode == 0, out.stderr
   assert out.stdout.strip() == "3.0"
   assert "cuInit" not in out.stderr and "cuda drivers" not in out.stderr
+
+
+def test_a_log_line_tf_prints_twice_is_shown_once():
+  """The oneDNN note comes once per TF library loaded: the second copy
+  (other timestamp and pid) is dropped, other lines are kept in order."""
+  text = ("I0000 00:00:1795577665.032223     653 port.cc:153] oneDNN custom "
+          "operations are on.\n"
+          "some warning\n"
+          "I0000 00:00:1795577666.541301     654 port.cc:153] oneDNN custom "
+          "operations are on.\n"
+          "some warning\n")
+  assert quiet_cuda.drop_probing_lines(text) == (
+      "I0000 00:00:1795577665.032223     653 port.cc:153] oneDNN custom "
+      "operations are on.\nsome warning\nsome warning\n")

@@ -13,8 +13,11 @@ import json
 import math
 import os
 import pickle
+import re
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -25,7 +28,9 @@ sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from l2o_scale.tools import bench  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.tools import bench_core  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.tools import bench_report  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.tools import bench_steps  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _write_pickle(folder, seed, name, values):
@@ -150,7 +155,9 @@ def test_plot_cli(synthetic, tmp_path):
 
 
 # ------------------------------------------------- medium size (medium.py)
+import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
 import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _write_final(folder, seed, name, final):
@@ -212,16 +219,72 @@ def medium_results(tmp_path):
 
 
 def test_split_and_tuned_names():
-  assert medium.split_name("hess-1e-3.t2") == ("hess-1e-3", 2)
-  assert medium.split_name("l2o-scale") == ("l2o-scale", None)
-  assert medium.tuned_lr("Adam-lr3e-4") == ("Adam", 3e-4)
-  assert medium.tuned_lr("SGD-lr0.1") == ("SGD", 0.1)
-  assert medium.tuned_lr("Adam") is None
-  assert medium.variant_label("hess-1e-3") == "Hessian-ESD reg. α=1e-3"
-  assert medium.variant_label("jacob-1e-2") == "Jacobian reg. α=1e-2"
-  assert medium.variant_label("Adam-lr1e-3") == "Adam (tuned, lr 1e-3)"
-  assert medium.variant_style("Adam-lr1e-3")[1] == "--"
-  assert medium.variant_style("hess-1e-2")[1] == "-"
+  assert styles.split_name("hess-1e-3.t2") == ("hess-1e-3", 2)
+  assert styles.split_name("l2o-scale") == ("l2o-scale", None)
+  assert styles.tuned_lr("Adam-lr3e-4") == ("Adam", 3e-4)
+  assert styles.tuned_lr("SGD-lr0.1") == ("SGD", 0.1)
+  assert styles.tuned_lr("Adam") is None
+  assert styles.label("hess-1e-3") == "Hessian-ESD reg. α=1e-3"
+  assert styles.label("hess-1e-3.t2") == "Hessian-ESD reg. α=1e-3"
+  assert styles.label("jacob-1e-2") == "Jacobian reg. α=1e-2"
+  assert styles.label("Adam-lr1e-3") == "Adam (tuned, lr 1e-3)"
+  assert styles.label("l2o-entropy-reg") != "l2o-entropy-reg"
+
+
+# Every name reproduce/all.sh can produce in one figure.
+ALL_NAMES = (["l2o-scale", "l2o-entropy-paper-cmd", "l2o-entropy-reg",
+              "l2o-entropy-reg-cl-mt", "SGD", "Adam", "Adagrad"] +
+             ["{}-{}".format(k, a) for k in ("hess", "jacob")
+              for a in ("1e-4", "1e-3", "1e-2")] +
+             ["Adam-lr" + lr for lr in ("3e-4", "1e-3", "3e-3", "1e-2")] +
+             ["SGD-lr" + lr for lr in ("0.1", "0.3", "1")])
+
+
+def test_every_optimizer_has_its_own_look_and_label():
+  """Lines are told apart by (colour, line style, marker): no two names
+  share all three, nor a label; learned optimizers are solid with filled
+  markers, the original baselines dashed, tuned ones dash-dotted, both with
+  open markers; a training-seed suffix changes nothing."""
+  looks = {n: tuple(sorted(styles.style(n).items())) for n in ALL_NAMES}
+  assert len(set(looks.values())) == len(ALL_NAMES)
+  assert len({styles.label(n) for n in ALL_NAMES}) == len(ALL_NAMES)
+  for n in ALL_NAMES:
+    s = styles.style(n)
+    assert s == styles.style(n + ".t3")
+    if styles.tuned_lr(n):
+      assert s["linestyle"] == "-." and not s["filled"]
+    elif styles.is_baseline(n):
+      assert s["linestyle"] == "--" and not s["filled"]
+    else:
+      assert s["linestyle"] == "-" and s["filled"]
+  # Tuned learning rates of one optimizer: one marker each.
+  for opt in ("Adam", "SGD"):
+    markers = [styles.style(n)["marker"] for n in ALL_NAMES
+               if n.startswith(opt + "-lr")]
+    assert len(set(markers)) == len(markers)
+  # No learned optimizer in a baseline's colour.
+  learned = {styles.style(n)["color"] for n in ALL_NAMES
+             if not styles.is_baseline(n)}
+  base = {styles.style(n)["color"] for n in ALL_NAMES if styles.is_baseline(n)}
+  assert not learned & base
+
+
+def test_order_learned_then_baselines():
+  names = ["SGD-lr1", "Adam", "l2o-entropy-reg-cl-mt", "jacob-1e-2",
+           "hess-1e-2", "hess-1e-4", "l2o-scale", "SGD", "Adam-lr1e-3"]
+  assert styles.ordered(names) == [
+      "l2o-scale", "hess-1e-4", "hess-1e-2", "jacob-1e-2",
+      "l2o-entropy-reg-cl-mt", "SGD", "Adam", "SGD-lr1", "Adam-lr1e-3"]
+
+
+def test_run_counts_text():
+  learned = figures.run_counts([(t, s) for t in (1, 2, 3) for s in (6, 12)])
+  assert learned == (3, 2)
+  assert figures.run_counts([6, 12, 18]) == (1, 3)
+  assert figures.runs_text({"l2o-scale": learned, "Adam": (1, 3)}) == (
+      "per line, learned: 3 training × 2 test seeds; baselines: 3 test seeds")
+  assert figures.runs_text({"l2o-scale": (1, 3), "SGD": (1, 3)}) == (
+      "each line: 3 test seeds")
 
 
 def test_variant_pooling_over_training_seeds(medium_results):
@@ -304,6 +367,26 @@ def test_parse_train_logs(medium_results):
   assert cl["selections"] == [] and cl["best"] is None
 
 
+def test_train_log_points_at_meta_iterations(tmp_path):
+  """Evaluations are placed at the meta-iteration they were taken at: that
+  of the progress line before them, else evaluation J times the logged
+  --evaluation_period."""
+  log = tmp_path / "train-x.t2.log"
+  log.write_text(
+      "+ python metarun.py --evaluation_period=2 --seed=2\n"
+      "evaluation 1, cost=3\nselection 1, robust score=1.5 (x)\n"
+      "[meta-iteration 4/6] training on FullyConnected: 5 unrolls\n"
+      "[meta-iteration 4/6] unroll 1/5 (20 steps) meta-objective 1\n"
+      "evaluation 2, cost=2\nselection 2, robust score=0.04 (x)\n"
+      "[meta-iteration 5/6] objective diverged: rolled back to x\n")
+  parsed = medium.parse_train_log(str(log))
+  assert parsed["evaluations"] == [(2, None, 3.0), (4, None, 2.0)]
+  assert parsed["selections"] == [(2, 1.5), (4, 0.04)]
+  assert parsed["rollbacks"] == [5] and parsed["seed"] == 2
+  table = medium.training_table({"x": {2: parsed}}, {"train-x.t2": 95.})
+  assert "| x | 2 | robust selection | 0.04 (4) | 4 | 1 | 95 s |" in table
+
+
 def test_medium_cli_writes_everything(medium_results, tmp_path):
   out = tmp_path / "fig"
   assert plot.main(["--results_dir", medium_results[0], "--out_dir", str(out),
@@ -313,8 +396,14 @@ def test_medium_cli_writes_everything(medium_results, tmp_path):
     for ext in ("png", "pdf"):
       assert (out / (name + "." + ext)).stat().st_size > 1000, name
   text = (out / "results.md").read_text()
+  # One row per meta-training run, from its log.
+  assert ("| Hessian-ESD reg. α=1e-3 | 1 | robust selection | 0.5 (3) | "
+          "not reached | 1 | — |") in text
+  assert ("| L2O-Entropy (reg. + CL + MT) | 2 | evaluation cost | 2 (2) | — "
+          "| 0 | — |") in text
   rows = {}
-  for l in text.splitlines():   # the first row of each label: the main table
+  per_problem = text[text.index("## Per problem"):]
+  for l in per_problem.splitlines():  # the first row of each label
     if l.startswith("| "):
       rows.setdefault(l.split("|")[1].strip(), l)
   assert "| 3 × 2 | 2.9 ± 0.82 |" in rows["L2O-Scale (no reg.)"]
@@ -325,8 +414,11 @@ def test_medium_cli_writes_everything(medium_results, tmp_path):
   hess = rows["Hessian-ESD reg. α=1e-3"]
   assert "Regularizer effect" in text and "2 × pooled std" in text
   effect = [l for l in text.splitlines()
-            if l.startswith("| Hessian-ESD reg. α=1e-3 | +")]
+            if l.startswith("| Hessian-ESD reg. α=1e-3 | +") and "(differs)" in l]
   assert len(effect) == 1 and effect[0].count("(differs)") == 3, effect
+  # The verdicts across problems, held-out accuracy only.
+  assert "| Hessian-ESD reg. α=1e-3 | +0.0991 (beyond the spread) |" in text
+  assert "| Jacobian reg. α=1e-2 | +0.0000 (within) |" in text
   jac = [l for l in text.splitlines() if l.startswith("| Jacobian reg. α=1e-2 | ")
          and "seed spread" in l]
   assert len(jac) == 1 and jac[0].count("+0 (within seed spread)") == 3, jac
@@ -349,7 +441,7 @@ def test_bench_measure_with_stubbed_timer():
   calls = []
   # first call: start 0 -> 5 (5 s compile); then 3 repeats of 2 calls each.
   timer = FakeTimer([0., 5., 0., 2., 0., 4., 0., 3.])
-  stats = bench.measure(lambda: calls.append(1), warmup=2, repeats=3,
+  stats = bench_core.measure(lambda: calls.append(1), warmup=2, repeats=3,
                         inner=2, timer=timer)
   assert len(calls) == 1 + 1 + 3 * 2
   assert stats["first_call_seconds"] == 5.
@@ -359,7 +451,7 @@ def test_bench_measure_with_stubbed_timer():
 
 
 def test_bench_json_report(tmp_path):
-  step = lambda m: bench.summarize([m], first_call_seconds=1.)
+  step = lambda m: bench_core.summarize([m], first_call_seconds=1.)
   steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
            "l2o_xla": step(0.003), "adam": step(0.0015),
            "adam_xla": step(0.001), "gru_core_xla": step(0.0019)}
@@ -368,9 +460,9 @@ def test_bench_json_report(tmp_path):
              "hessian_esd": step(1.5)}
   info = {"cpu": "test cpu", "cpu_count": 2, "tensorflow": "2.x",
           "python": "3.11", "load_average_1min_at_start": 0.1}
-  report = bench.make_report(steps, unrolls, info, quick=True)
+  report = bench_report.make_report(steps, unrolls, info, quick=True)
   path = tmp_path / "sub" / "bench.json"
-  bench.write_json(str(path), report)
+  bench_report.write_json(str(path), report)
   loaded = json.loads(path.read_text())
   for key in ("l2o_step_seconds", "adam_step_seconds",
               "unroll_seconds_noreg", "unroll_seconds_hessian_esd"):
@@ -383,23 +475,23 @@ def test_bench_json_report(tmp_path):
   assert loaded["hessian_esd_over_noreg_ratio"] == pytest.approx(3.)
   assert loaded["gru_core_over_adam_ratio"] == pytest.approx(1.9)
   assert loaded["machine"]["cpu"] == "test cpu"
-  text = bench.format_table(report)
+  text = bench_report.format_table(report)
   assert "3.00x" in text and "4.00 ms" in text and "(XLA)" in text
   assert "GRU alone, XLA) / fastest Adam step: 1.90x" in text
   # In the compiled meta-test loop, the XLA learned step against Adam
   # without and with XLA.
   loop = {"steps": 1500, "l2o": 0.0033, "l2o_xla": 0.0012, "adam": 0.0006,
           "adam_xla": 0.0004}
-  report = bench.make_report(steps, unrolls, info, quick=True, loop=loop)
+  report = bench_report.make_report(steps, unrolls, info, quick=True, loop=loop)
   assert report["loop_l2o_xla_over_adam_ratio"] == pytest.approx(2.)
   assert report["loop_l2o_xla_over_adam_xla_ratio"] == pytest.approx(3.)
   assert ("learned / Adam 5.50x, learned XLA / Adam 2.00x, both XLA 3.00x"
-          in bench.format_table(report))
+          in bench_report.format_table(report))
 
 
 def test_bench_speedup_over_the_original_in_its_json_format():
   """Ratios original / port from time_original.py's JSON fields."""
-  step = lambda m, first=1.: bench.summarize([m], first_call_seconds=first)
+  step = lambda m, first=1.: bench_core.summarize([m], first_call_seconds=first)
   steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
            "adam": step(0.002)}
   unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
@@ -414,7 +506,7 @@ def test_bench_speedup_over_the_original_in_its_json_format():
   info = {"cpu": "c", "cpu_count": 2, "tensorflow": "2.x", "python": "3.11",
           "load_average_1min_at_start": 0.1}
   meta_iteration = step(3.)
-  report = bench.make_report(steps, unrolls, info, True, None, meta_iteration,
+  report = bench_report.make_report(steps, unrolls, info, True, None, meta_iteration,
                              original)
   speedups = report["speedup_over_original"]
   assert speedups["unroll_noreg"] == pytest.approx(2.)
@@ -425,11 +517,11 @@ def test_bench_speedup_over_the_original_in_its_json_format():
   assert speedups["meta_test_step"] == pytest.approx(2.5)
   assert "unroll_hessian_esd_xla" not in speedups
   assert report["meta_iteration_seconds"] == pytest.approx(3.)
-  text = bench.format_table(report)
+  text = bench_report.format_table(report)
   assert "unroll_noreg 2.00x" in text and "--jit_compile" in text
-  report = bench.make_report(steps, unrolls, info, True, None, None,
+  report = bench_report.make_report(steps, unrolls, info, True, None, None,
                              {"error": "OSError: no venv"})
-  assert "original TF1 code failed: OSError: no venv" in bench.format_table(
+  assert "original TF1 code failed: OSError: no venv" in bench_report.format_table(
       report)
 
 
@@ -441,8 +533,8 @@ def test_bench_lower_bound_runs_the_optimizers_gru():
   problem's objective, and the parameters take an SGD step of 1e-3."""
   from problems import problem_generator  # pylint: disable=g-import-not-at-top
   problem = problem_generator.FullyConnected(3, 2, hidden_sizes=(4,))
-  optimizer = bench._hrnn()  # pylint: disable=protected-access
-  step = bench.make_gru_core_step(problem, optimizer, jit_compile=False)
+  optimizer = bench_core.hrnn()  # pylint: disable=protected-access
+  step = bench_steps.make_gru_core_step(problem, optimizer, jit_compile=False)
   x = tf.constant(np.random.RandomState(1).randn(5, 3).astype(np.float32))
   y = tf.constant([0, 1, 1, 0, 1])
   # Tracing does not run the step: the variables still hold their initial
@@ -479,14 +571,14 @@ def test_bench_lower_bound_runs_the_optimizers_gru():
 
 
 def test_bench_report_when_xla_fails():
-  step = lambda m: bench.summarize([m], first_call_seconds=1.)
+  step = lambda m: bench_core.summarize([m], first_call_seconds=1.)
   steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
            "l2o_xla": {"error": "XLA: nope"}, "adam": step(0.002),
            "gru_core_xla": {"error": "XLA: no"}}
   unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
              "batch_size": 128, "noreg": step(0.5),
              "hessian_esd": step(1.5)}
-  report = bench.make_report(steps, unrolls, {"cpu": "c", "cpu_count": 2,
+  report = bench_report.make_report(steps, unrolls, {"cpu": "c", "cpu_count": 2,
                                               "tensorflow": "2.x",
                                               "python": "3.11",
                                               "load_average_1min_at_start":
@@ -496,7 +588,7 @@ def test_bench_report_when_xla_fails():
   assert report["l2o_xla_error"] == "XLA: nope"
   assert report["gru_core_xla_error"] == "XLA: no"
   assert "gru_core_over_adam_ratio" not in report
-  text = bench.format_table(report)
+  text = bench_report.format_table(report)
   assert "l2o_xla failed: XLA: nope" in text
   assert "gru_core_xla failed: XLA: no" in text and "lower bound" not in text
 
@@ -515,11 +607,19 @@ def _number(cell):
   return float(cell.split("±")[0])
 
 
+def _progress(stdout):
+  """(stage k, total, rest) of each "[done] NAME in S s (stage k/N; rest)"
+  line."""
+  return [(int(m.group(1)), int(m.group(2)), m.group(3)) for m in
+          re.finditer(r"^\[done\] \S+ in [0-9.]+ s \(stage (\d+)/(\d+); "
+                      r"(.*)\)$", stdout, re.M)]
+
+
 def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
   """REPRO_TINY: 1 meta-iteration, 1 seed, 20 test steps, one problem."""
   out = tmp_path / "repro"
   env = dict(os.environ, REPRO_TINY="1", L2O_SCALE_DATA_DIR=data_dir,
-             PYTHON=sys.executable)
+             PYTHON=sys.executable, REPRO_HEARTBEAT="1")
   env.pop("REPRO_QUICK", None)
   cmd = ["bash", os.path.join(ROOT, "reproduce", "all.sh"),
          "--out={}".format(out)]
@@ -527,6 +627,23 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
                         timeout=600)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert "plan:" in proc.stdout and "offline MNIST" in proc.stdout
+  # Progress: every finished stage counted once, in order, with an estimate
+  # of the time left until the last; a line while meta-training runs (it
+  # imports TensorFlow and compiles the unroll: seconds on any machine).
+  progress = _progress(proc.stdout)
+  assert [k for k, _, _ in progress] == list(range(1, 7)), proc.stdout
+  assert all(n == 6 for _, n, _ in progress)
+  assert all(re.fullmatch(r"about \d+ (s|min) left", rest)
+             for _, _, rest in progress[:-1]), progress
+  assert progress[-1][2] == "all done"
+  assert re.search(r"^\[\.\.\. \] train-l2o-scale running for \d+ s: ",
+                   proc.stdout, re.M), proc.stdout
+  # results.md states the run: its settings and this invocation.
+  results = (out / "figures" / "results.md").read_text()
+  assert "| meta-test steps | 20 |" in results
+  assert "| wall time, end to end |" in results and ": 5 stages in " in results
+  invocations = (out / "invocations.tsv").read_text().splitlines()
+  assert len(invocations) == 1 and invocations[0].split("\t")[2] == "5"
   figures = out / "figures"
   assert (figures / "loss_curves.png").stat().st_size > 1000
   assert (figures / "loss_curves.pdf").stat().st_size > 1000
@@ -543,9 +660,74 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert "[run ]" not in proc.stdout
   assert proc.stdout.count("[skip]") == 6
+  assert "stages: 6 (6 done earlier)" in proc.stdout
+  assert len((out / "invocations.tsv").read_text().splitlines()) == 1
   # Other settings into the same folder are refused.
   env["REPRO_QUICK"], env["REPRO_TINY"] = "1", "0"
   proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                         timeout=300)
   assert proc.returncode != 0
   assert "holds results of other settings" in proc.stderr
+
+
+def test_all_sh_interrupted_stops_its_stages(tmp_path, data_dir):
+  """A kill (as Ctrl-C) of all.sh stops the stages it runs in the
+  background, says how to continue, and leaves no stage marked done that
+  did not finish."""
+  out = tmp_path / "repro"
+  env = dict(os.environ, REPRO_TINY="1", L2O_SCALE_DATA_DIR=data_dir,
+             PYTHON=sys.executable)
+  env.pop("REPRO_QUICK", None)
+  proc = subprocess.Popen(
+      ["bash", os.path.join(ROOT, "reproduce", "all.sh"),
+       "--out={}".format(out)], env=env, stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  try:
+    for line in proc.stdout:
+      if line.startswith("[run ] train-"):
+        break
+    pids = []
+    for _ in range(100):  # the pid files of both stages that started
+      pids = [int(p.read_text()) for p in (out / ".running").glob("*.pid")
+              if p.read_text().strip()]
+      if len(pids) == 2:
+        break
+      time.sleep(0.1)
+    assert pids
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  assert proc.returncode == 130, err
+  assert "interrupted" in err and "run the same command again" in err
+  for pid in pids:
+    for _ in range(100):
+      if not _alive(pid):
+        break
+      time.sleep(0.1)
+    assert not _alive(pid), "stage process {} still runs".format(pid)
+  assert not (out / ".stages" / "train-l2o-scale.done").exists()
+
+
+def _alive(pid):
+  try:
+    with open("/proc/{}/stat".format(pid)) as f:
+      return f.read().split(")")[-1].split()[0] != "Z"
+  except OSError:
+    return False
+
+
+def test_pretrained_metatest_table(tmp_path):
+  """reproduce/pretrained_metatest.py's table: per seed the final train loss
+  and held-out accuracy of each optimizer, and their means."""
+  import pretrained_metatest  # pylint: disable=g-import-not-at-top
+  folder = str(tmp_path / pretrained_metatest.PROBLEM)
+  for seed, (loss, acc) in zip((6, 12, 18), ((.1, .8), (.2, .9), (.3, .7))):
+    _write_final(folder, seed, "l2o-scale", loss)
+    _write_flat(folder, seed, "l2o-scale", acc)
+  text = pretrained_metatest.table(str(tmp_path), [("l2o-scale", "l2o-scale")],
+                                   3000)
+  assert ("| l2o-scale | 0.1000 / 0.8000 | 0.2000 / 0.9000 | 0.3000 / 0.7000 "
+          "| 0.2000 / 0.8000 |") in text
+  assert text.startswith("3000 steps")

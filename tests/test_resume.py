@@ -1,5 +1,5 @@
 """Exact resume: a metarun killed with SIGKILL after checkpoint 2 and run again
-ends exactly where the uninterrupted run ends (issue 13, item 1)."""
+ends exactly where the uninterrupted run ends."""
 
 import os
 import re

@@ -1,4 +1,4 @@
-"""The run record and the train dir's lock (issue 13, item 2)."""
+"""The run record and the train dir's lock."""
 
 import hashlib
 import json
@@ -137,8 +137,10 @@ def test_damaged_checkpoint_is_one_line_and_temp_folders_are_cleaned(
   again = _metarun(*args, *TINY, "--num_meta_iterations=2")
   assert again.returncode == 2
   last = again.stderr.strip().splitlines()[-1]
-  assert last.startswith("metarun.py: reading or writing {} failed: ".format(
-      logdir)) and "delete that model.ckpt-K.*" in last, again.stderr[-2000:]
+  assert last.startswith(
+      "metarun.py: cannot resume: checkpoint {} is damaged: {} is truncated "
+      "(".format(logdir / "model.ckpt-1", logdir / data[0])), again.stderr
+  assert "--resume=False --overwrite" in last
   assert "Traceback" not in again.stderr
   assert not (logdir / "model.ckpt-7_temp").exists()
 

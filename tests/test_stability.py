@@ -16,7 +16,8 @@ from l2o_scale.config import optimizer_flags
 from l2o_scale.meta_training import selection
 from l2o_scale.meta_training import stability
 from l2o_scale.meta_training import tf1_optimizers
-from l2o_scale.meta_training import training
+from l2o_scale.meta_training import config as training_config
+from l2o_scale.meta_training import plan as plan_lib
 from optimizer import hierarchical_rnn
 from problems import problem_sets
 from problems import problem_spec
@@ -79,44 +80,80 @@ def test_rmsprop_learning_rate_change_takes_effect():
   np.testing.assert_allclose(var.numpy(), [1. - 0.1 - 0.01], rtol=1e-6)
 
 
-def test_too_large_meta_learning_rate_is_detected_and_rolled_back(tmp_path,
-                                                                  data_dir):
-  """Every meta-iteration explodes the optimizee after the first meta-step:
-  each is reported, undone (meta-parameters back to their start, exactly)
-  and the meta learning rate halves each time; nothing is kept as best."""
+NAN = float("nan")
+
+
+def test_a_diverged_meta_iteration_is_rolled_back_exactly(tmp_path, data_dir):
+  """A meta-step at meta learning rate NaN makes every meta-parameter NaN, so
+  the next unroll's optimizee objective is not finite on every machine: each
+  meta-iteration diverges at its second unroll and is undone (meta-parameters
+  back to their start, exactly); nothing is kept as best."""
   spec = _optimizer_spec()
   tf.random.set_seed(1)  # as _train: the same initial meta-parameters
   initial = _meta_values(spec)
-  result, log = _train(tmp_path, spec, 3, 1e4, data_dir,
+  result, log = _train(tmp_path, spec, 3, NAN, data_dir,
                        on_divergence="rollback")
   assert result["divergences"] == 3
   assert log.count("warning: [meta-iteration") == 3
-  assert "warning: [meta-iteration 1/3] unroll 2/2 diverged: the optimizee" in log
-  assert "meta learning rate now 5e+03" in log
-  assert "meta learning rate now 1.25e+03" in log
+  for k in (1, 2, 3):
+    assert ("warning: [meta-iteration {}/3] unroll 2/2 diverged: the "
+            "optimizee objective is not finite; rolling back.".format(k)
+            in log)
   assert not os.path.exists(str(tmp_path / "model.ckpt-0.index"))
   final = _meta_values(spec, str(tmp_path / "model.ckpt-3"))
   for name, value in initial.items():
     np.testing.assert_array_equal(final[name], value, err_msg=name)
-  # Resumed for a 4th meta-iteration (same flags): it goes on from the
-  # lowered rate, as the uninterrupted run would, not from the flag's 1e4.
-  _, log = _train(tmp_path, spec, 4, 1e4, data_dir, on_divergence="rollback")
-  assert "Meta learning rate 1.25e+03 (as lowered by rollbacks" in log
-  assert "meta learning rate now 625" in log
+
+
+def _inject_divergence(monkeypatch, unroll_index):
+  """In series of two unrolls, unroll ``unroll_index`` (0-based) of every
+  series is reported diverged."""
+  real = stability.divergence_reason
+  calls = []
+
+  def reason(*args):
+    calls.append(None)
+    if (len(calls) - 1) % 2 == unroll_index:
+      return "injected fault"
+    return real(*args)
+
+  monkeypatch.setattr(stability, "divergence_reason", reason)
+
+
+def test_rollback_lowers_the_meta_learning_rate_and_a_resume_keeps_it(
+    tmp_path, data_dir, monkeypatch):
+  """Each rollback multiplies the meta learning rate by
+  --divergence_lr_decay; a run resumed for a 4th meta-iteration (same flags)
+  goes on from the lowered rate, as the uninterrupted run would, not from
+  the flag's."""
+  _inject_divergence(monkeypatch, 1)
+  spec = _optimizer_spec()
+  result, log = _train(tmp_path, spec, 3, 1e-3, data_dir,
+                       on_divergence="rollback")
+  assert result["divergences"] == 3
+  assert "unroll 2/2 diverged: injected fault; rolling back." in log
+  assert "meta learning rate now 0.0005" in log
+  assert "meta learning rate now 0.00025" in log
+  assert "meta learning rate now 0.000125" in log
+  assert result["meta_learning_rate"] == pytest.approx(1.25e-4)
+  _, log = _train(tmp_path, spec, 4, 1e-3, data_dir, on_divergence="rollback")
+  assert "Meta learning rate 0.000125 (as lowered by rollbacks" in log
+  assert "meta learning rate now 6.25e-05" in log
 
 
 def test_default_keeps_the_original_behaviour_but_warns(tmp_path, data_dir):
-  """--on_divergence=continue applies the exploding meta-steps (the original
-  does) and says so; --selection=robust then never writes model.ckpt-0,
-  although the original evaluation cost of such a model can be the best."""
+  """--on_divergence=continue applies the diverging meta-steps (the original
+  does) and says so; --selection=robust then never writes model.ckpt-0 for
+  the diverged optimizer (its robust score is inf)."""
   spec = _optimizer_spec()
   tf.random.set_seed(1)
   initial = _meta_values(spec)
-  _, log = _train(tmp_path, spec, 2, 1e4, data_dir, selection="robust",
+  _, log = _train(tmp_path, spec, 2, NAN, data_dir, selection="robust",
                   selection_steps=50, selection_seeds=(1, 2))
-  assert "diverged" in log and "applied as the original does" in log
+  assert ("diverged: the optimizee objective is not finite; its "
+          "meta-gradients are applied as the original does" in log)
   final = _meta_values(spec, str(tmp_path / "model.ckpt-2"))
-  assert any(not np.array_equal(final[n], v) for n, v in initial.items())
+  assert all(np.all(np.isnan(final[n])) for n in initial)
   scores = [line for line in log.splitlines() if "robust score" in line]
   assert len(scores) == 2
   assert all("robust score=inf" in line for line in scores)
@@ -124,10 +161,11 @@ def test_default_keeps_the_original_behaviour_but_warns(tmp_path, data_dir):
 
 
 def test_stop_on_divergence(tmp_path, data_dir):
-  result, log = _train(tmp_path, _optimizer_spec(), 3, 1e4, data_dir,
+  result, log = _train(tmp_path, _optimizer_spec(), 3, NAN, data_dir,
                        on_divergence="stop")
   assert result["stopped_by_divergence"] and result["divergences"] == 1
-  assert "[meta-iteration 1/3] meta-training stopped: the optimizee" in log
+  assert ("[meta-iteration 1/3] meta-training stopped: the optimizee "
+          "objective is not finite" in log)
   assert "No model was evaluated as best yet" in log
   assert "[meta-iteration 2/3]" not in log
 
@@ -151,10 +189,11 @@ def test_robust_score_is_fixed_and_flags_a_diverging_optimizer(data_dir):
   again = selection.robust_score(opt, problem, dataset, batch_size, runs)
   assert first == again and np.isfinite(first.score)
   assert opt.init_lr_range == (1e-6, 1e-2)  # restored after each run
-  # The same meta-parameters with initial learning rates of 1e4 diverge.
+  # The same meta-parameters with a NaN initial learning rate diverge (a
+  # non-finite objective, on every machine).
   wild = selection.make_runs(problem, opt, len(dataset.data), batch_size, 60,
                              [1, 2])
-  wild = [r._replace(learning_rate=1e4) for r in wild]
+  wild = [r._replace(learning_rate=NAN) for r in wild]
   result = selection.robust_score(opt, problem, dataset, batch_size, wild)
   assert result.score == float("inf") and result.diverged_runs == [1, 2]
 
@@ -162,19 +201,18 @@ def test_robust_score_is_fixed_and_flags_a_diverging_optimizer(data_dir):
 def test_optimizee_init_problem_uses_the_problems_initialisation(data_dir):
   problem, dataset, batch_size = _mnist_mlp(data_dir)
   opt = hierarchical_rnn.HierarchicalRNN([10, 20, 20])
-  meta = tf1_optimizers.RMSProp(opt.meta_variables, 1e-3)
 
-  def trainer(init):
-    return training._Trainer(  # pylint: disable=protected-access
-        problem, "mlp", dataset, batch_size, opt, meta,
-        training.TrainingConfig(optimizee_init=init, mini_batch_size=500), 1.,
-        -1, None, io.StringIO())
+  def planner(init):
+    config = training_config.TrainingConfig(optimizee_init=init,
+                                            mini_batch_size=500)
+    return plan_lib.Planner(problem, len(dataset.data), batch_size, 500,
+                            config)
 
   def draw(init):
     # What a run (or a resumed run) has: the same global TF seed, numpy state.
     tf.random.set_seed(1)
     np.random.seed(0)
-    return trainer(init).init_tensors()
+    return planner(init).init_tensors()
 
   normal, small, small_again = draw("normal"), draw("problem"), draw("problem")
   assert 0.9 < np.std(normal[0]) < 1.1

@@ -135,6 +135,6 @@ def test_recipes_take_turns_and_bad_recipes_are_refused(tmp_path):
   flagfile.write_text("--meta_optimizer=adam\n")
   assert ttt.recipe_flags("fast={}".format(flagfile)) == (
       "fast", ["--flagfile={}".format(flagfile)])
-  assert ttt.recipe_flags("stable") == ("stable", ttt.STABLE)
+  assert ttt.recipe_flags("stable") == ("stable", ["--recipe=stable"])
   assert ttt.main(["--recipe", "nosuch"]) == 2
   assert ttt.main(["--recipe", "x={}".format(tmp_path / "none")]) == 2

@@ -14,7 +14,9 @@ from l2o_scale.meta_training import curriculum as curriculum_lib
 from l2o_scale import metaopt
 from l2o_scale.meta_training import mt_utils
 from l2o_scale.meta_training import tf1_optimizers
-from l2o_scale.meta_training import training
+from l2o_scale.meta_training import plan as plan_lib
+from l2o_scale.meta_training import train_state
+from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
@@ -22,7 +24,7 @@ from problems import problem_spec
 
 
 def test_regularizer_switch_quirks():
-  sw = training.regularizer_switch
+  sw = plan_lib.regularizer_switch
   # 'none' disables the regularizer in every unroll (the paper's command).
   assert not any(sw(u, 5, "none", 0.5) for u in range(5))
   # 'posterior': on strictly after int(5 * 0.5 + 1) = 3.
@@ -35,17 +37,17 @@ def test_regularizer_switch_quirks():
 
 def test_sample_numiter_bounds_and_sigmoid_weights():
   np.random.seed(0)
-  samples = [training.sample_numiter(40, 10) for _ in range(500)]
+  samples = [plan_lib.sample_numiter(40, 10) for _ in range(500)]
   assert min(samples) >= 10 and max(samples) <= 30
-  w = training.sigmoid_weights(20)
+  w = plan_lib.sigmoid_weights(20)
   assert w.sum() == pytest.approx(1.) and np.all(np.diff(w) > 0)
 
 
 def test_split_batches_mt_stride():
   batches = list(range(12))
-  assert training.split_batches(batches, [2, 4]) == [[0, 1], [2, 3, 4, 5]]
+  assert plan_lib.split_batches(batches, [2, 4]) == [[0, 1], [2, 3, 4, 5]]
   # k = 2: every other batch for the learner, consecutive groups of 2*n.
-  assert training.split_batches(batches, [2, 4], 2) == [[0, 2], [4, 6, 8, 10]]
+  assert plan_lib.split_batches(batches, [2, 4], 2) == [[0, 2], [4, 6, 8, 10]]
 
 
 def test_curriculum_scripted():
@@ -145,8 +147,8 @@ def _checkpoint_values(prefix):
                          [("rmsprop_ms0", 0), ("adam", 3)])
 def test_resumed_run_with_a_meta_optimizer_option_equals_uninterrupted(
     tmp_path, meta_optimizer, warmup):
-  config = training.TrainingConfig(meta_optimizer=meta_optimizer,
-                                   meta_lr_warmup=warmup)
+  config = metaopt.TrainingConfig(meta_optimizer=meta_optimizer,
+                                  meta_lr_warmup=warmup)
 
   def train(logdir, iterations):
     np.random.seed(1)
@@ -292,10 +294,46 @@ def test_meta_training_sees_the_problems_gradient_transform():
       zero_probability=1.0)
   params = [tf.ones((6, 1))]
   grads, _ = unroll_lib._step_gradients(  # pylint: disable=protected-access
-      sparse, params, tf.zeros([0]), tf.zeros([0]), unroll_lib.NO_REGULARIZER,
+      sparse, params, tf.zeros([0]), tf.zeros([0]), regularizer_lib.NO_REGULARIZER,
       tf.constant(False))
   assert np.all(grads[0].numpy() == 0.)
   dense, _ = unroll_lib._step_gradients(  # pylint: disable=protected-access
       sparse.problem, params, tf.zeros([0]), tf.zeros([0]),
-      unroll_lib.NO_REGULARIZER, tf.constant(False))
+      regularizer_lib.NO_REGULARIZER, tf.constant(False))
   assert np.any(dense[0].numpy() != 0.)
+
+
+def test_a_meta_batch_trains_several_instances_and_resumes_exactly(tmp_path):
+  """--meta_batch_size=2: each meta-iteration draws two optimizee instances
+  (their own initial parameters), carries a state per instance and saves
+  both; a run resumed from its checkpoint ends where the uninterrupted one
+  does."""
+  config = metaopt.TrainingConfig(meta_batch_size=2)
+  def seed():
+    np.random.seed(0)
+    random.seed(0)
+    tf.random.set_seed(0)
+
+  straight = str(tmp_path / "straight")
+  seed()
+  result, log = _train(straight, 3, config=config)
+  assert result["meta_iterations"] == 3
+  split = str(tmp_path / "split")
+  seed()
+  _train(split, 2, config=config)
+  _, log = _train(split, 3, config=config)
+  assert "Resuming from" in log
+  for number in (0, 3):
+    a = tf.train.load_checkpoint(os.path.join(straight,
+                                              "model.ckpt-{}".format(number)))
+    b = tf.train.load_checkpoint(os.path.join(split,
+                                              "model.ckpt-{}".format(number)))
+    for name in a.get_variable_to_shape_map():
+      if name.startswith("optimizer/"):
+        np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name),
+                                      err_msg=name)
+  with np.load(os.path.join(straight, "model.ckpt-3.resume.npz")) as saved:
+    single = len(train_state.CarriedState(
+        _quadratic_spec()[0][0].build(), _optimizer_spec().build())
+        .to_arrays())
+    assert sum(k.startswith("carried_") for k in saved.files) == 2 * single

@@ -1,6 +1,6 @@
 """Configuration declared once: dataclass fields that define absl flags.
 
-Why (issue 11): metarun.py defined ~25 flags and then copied each into
+Why: metarun.py defined ~25 flags and then copied each into
 ``TrainingConfig`` by hand, with every default written twice. Here a field
 declared with :func:`flag` carries its flag's help text (and choices), so
 the dataclass is the one place a setting, its default and its ``--help``

@@ -6,15 +6,9 @@ l.606-745 and l.748-815), with minibatches from :func:`problems.datasets.batch_i
 
 How it differs from the TF1 code, and why:
 
-* The original ran one ``sess.run([train_op, obj])`` per step. Here one
-  compiled ``tf.function`` runs a whole *chunk* of steps in a
-  ``tf.while_loop`` (loss, gradients and optimizer update per step, the
-  dataset captured once as a tensor, each step gathering its minibatch by
-  index), and the per-step objectives are collected in a ``TensorArray`` and
-  fetched once per chunk. The function is traced once per run: the chunk
-  length is a dynamic dimension of the index tensor. This keeps the learned
-  optimizer's step close to an Adam step in cost (no host round trip per
-  step).
+* The original ran one ``sess.run([train_op, obj])`` per step; here
+  compiled chunks of steps run
+  (:class:`l2o_scale.meta_testing.compiled_run.CompiledRun`).
 * Optimizers are used through their pure interface, with the state in the
   optimizer's packed layout (``initialize_packed_state`` /
   ``compute_updates_packed``, see
@@ -40,12 +34,13 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale.meta_testing import compiled_run
 from l2o_scale.runs import checkpoints
-from l2o_scale.meta_testing import inner_step
 from problems import datasets
 
 DEFAULT_PROGRESS_EVERY = 1000  # the original printed every 1000 iterations
-_EVAL_CHUNK = 10000  # examples per forward pass in held-out evaluation
+# The callers that repeat runs (metatest's seeds, the robust score) keep one.
+RunCache = compiled_run.RunCache
 
 
 # --------------------------------------------------------------------- data
@@ -69,15 +64,6 @@ def _data_and_batch_size(dataset, batch_size):
   if data is None:
     return None, None, 0
   return data, labels, len(data) if batch_size is None else int(batch_size)
-
-
-def _to_tensor(array):
-  array = np.asarray(array)
-  if array.dtype.kind == "f":
-    array = array.astype(np.float32)
-  elif array.dtype.kind in "iu":
-    array = array.astype(np.int32)
-  return tf.constant(array)
 
 
 # --------------------------------------------------------------- optimizer
@@ -139,193 +125,6 @@ def initial_parameters(problem, seed):
           for t in problem.init_tensors(seed)]
 
 
-# ------------------------------------------------------------------ runner
-class _Run(object):
-  """Variables and compiled functions of one optimizer-on-problem run.
-
-  Parameters, the optimizer's packed state (``initialize_packed_state``:
-  for the hierarchical RNN, all tensors end to end; for the others, the
-  per-tensor dicts) and the global state live in ``tf.Variable``s between
-  chunks; inside a chunk they are loop tensors.
-  """
-
-  def __init__(self, optimizer, problem, params, data, labels, jit_compile):
-    self.optimizer = optimizer
-    self.problem = problem
-    self.data_source = data  # kept alive: part of the cache key
-    self.data = None if data is None else _to_tensor(data)
-    self.labels = None if labels is None else _to_tensor(labels)
-    self.param_vars = [tf.Variable(p, trainable=False, name="param{}".format(i))
-                       for i, p in enumerate(params)]
-    packed = optimizer.initialize_packed_state(params)
-    self.state_vars = tf.nest.map_structure(
-        lambda t: tf.Variable(t, trainable=False, name="optimizer_state"),
-        packed)
-    self.global_vars = [tf.Variable(tf.convert_to_tensor(g), trainable=False,
-                                    name="global_state")
-                        for g in optimizer.initialize_global_state()]
-    self.run_chunk = tf.function(self._run_chunk, jit_compile=jit_compile,
-                                 reduce_retracing=True)
-    self._batch_fn = tf.function(self._batch_objective_and_grads,
-                                 reduce_retracing=True)
-    self._eval_fn = tf.function(self._evaluate, reduce_retracing=True)
-
-  def reset(self, params):
-    """Starts a new run from ``params`` (fresh optimizer state)."""
-    for var, value in zip(self.param_vars, params):
-      var.assign(value)
-    for var, value in zip(
-        tf.nest.flatten(self.state_vars),
-        tf.nest.flatten(self.optimizer.initialize_packed_state(params))):
-      var.assign(value)
-    for var, value in zip(self.global_vars,
-                          self.optimizer.initialize_global_state()):
-      var.assign(value)
-
-  # -- reading / writing the carried state
-  def _read(self):
-    params = [tf.convert_to_tensor(v) for v in self.param_vars]
-    states = tf.nest.map_structure(tf.convert_to_tensor, self.state_vars)
-    glob = [tf.convert_to_tensor(v) for v in self.global_vars]
-    return params, states, glob
-
-  def _write(self, params, states, glob):
-    ops = []
-    for var, value in zip(self.param_vars, params):
-      ops.append(var.assign(value))
-    for var, value in zip(tf.nest.flatten(self.state_vars),
-                          tf.nest.flatten(states)):
-      ops.append(var.assign(value))
-    for var, value in zip(self.global_vars, glob):
-      ops.append(var.assign(value))
-    return ops
-
-  def _batch(self, idx):
-    if self.data is None:
-      return None, None
-    return tf.gather(self.data, idx), tf.gather(self.labels, idx)
-
-  # -- one step and a chunk of steps
-  def _step(self, params, states, glob, idx):
-    # With attention the variables hold the attended location and the
-    # objective is reported at the real parameters (metaopt.py l.672-679).
-    data, labels = self._batch(idx)
-    obj, new_params, new_states, new_glob = inner_step.inner_step(
-        self.problem, self.optimizer, params, states, glob, data, labels,
-        packed=True)
-    new_states = tf.nest.map_structure(tf.convert_to_tensor, new_states)
-    return tf.cast(obj, tf.float32), new_params, new_states, new_glob
-
-  def _run_chunk(self, indices):
-    """Runs ``len(indices)`` steps; returns their objectives ([K] float32)."""
-    num = tf.shape(indices)[0]
-    params, states, glob = self._read()
-    objs = tf.TensorArray(tf.float32, size=num, element_shape=[])
-
-    def body(i, params, states, glob, objs):
-      obj, params, states, glob = self._step(params, states, glob, indices[i])
-      return i + 1, params, states, glob, objs.write(i, obj)
-
-    _, params, states, glob, objs = tf.while_loop(
-        lambda i, *_: i < num, body, (tf.constant(0), params, states, glob,
-                                      objs))
-    with tf.control_dependencies(self._write(params, states, glob)):
-      return objs.stack()
-
-  # -- records and evaluation
-  def _batch_objective_and_grads(self, idx):
-    params, states, _ = self._read()
-    data, labels = self._batch(idx)
-    obj, grads = self.problem.objective_and_gradients(params, data, labels)
-    return obj, grads
-
-  def _evaluate(self, params, data, labels):
-    obj = self.problem.objective(params, data, labels)
-    if data is not None and callable(getattr(self.problem, "accuracy", None)):
-      acc = self.problem.accuracy(params, data, labels)
-    else:
-      acc = tf.constant(float("nan"))
-    return tf.cast(obj, tf.float32), tf.cast(acc, tf.float32)
-
-  def real_params(self):
-    params = [tf.convert_to_tensor(v) for v in self.param_vars]
-    return inner_step.true_params(
-        self.optimizer, params,
-        tf.nest.map_structure(tf.convert_to_tensor, self.state_vars),
-        packed=True)
-
-  def evaluate(self, data, labels, chunk=_EVAL_CHUNK):
-    """Mean objective and accuracy over a whole split, in chunks.
-
-    Exact for objectives that are a mean over examples (all classification
-    problems); the chunks keep memory bounded for large splits.
-    """
-    params = self.real_params()
-    if data is None:
-      obj, acc = self._eval_fn(params, None, None)
-      return float(obj), float(acc)
-    n = len(data)
-    total_obj = total_acc = 0.
-    for start in range(0, n, chunk):
-      d = _to_tensor(data[start:start + chunk])
-      l = _to_tensor(labels[start:start + chunk])
-      obj, acc = self._eval_fn(params, d, l)
-      weight = int(d.shape[0])
-      total_obj += float(obj) * weight
-      total_acc += float(acc) * weight
-    return total_obj / n, total_acc / n
-
-  def record(self, records, itr, idx, data, labels):
-    """Appends what the original stored every ``record_every`` steps."""
-    _, grads = self._batch_fn(tf.constant(idx))
-    params = [v.numpy() for v in self.param_vars]
-    grads = [g.numpy() for g in grads]
-    full_obj, _ = self._eval_fn(self.real_params(),
-                                None if data is None else self.data,
-                                None if data is None else self.labels)
-    records["objective"].append(float(full_obj))
-    records["grad_norm"].append([np.linalg.norm(g.ravel()) for g in grads])
-    records["param_norm"].append([np.linalg.norm(p.ravel()) for p in params])
-    records["grad"].append(grads)
-    records["param"].append(params)
-    records["iter"].append(itr)
-    # Optimizer state, keyed "<param name>_<slot name>" as the original.
-    states = self.optimizer.unpack_state(
-        tf.nest.map_structure(tf.convert_to_tensor, self.state_vars),
-        [tf.convert_to_tensor(v) for v in self.param_vars])
-    for i, state in enumerate(states):
-      for k in sorted(state):
-        records["param{}_{}".format(i, k)].append(np.asarray(state[k]))
-    if self.global_vars:
-      records["global_state"].append([v.numpy() for v in self.global_vars])
-
-
-class RunCache(object):
-  """The last compiled run, reused when the same optimizer, problem and data
-  run again (metatest.py's seeds, the robust score's fixed runs): saves
-  re-tracing and recompiling the loop. Owned by the caller that repeats
-  runs (no module-level state); ``test_optimizer`` without one compiles
-  afresh."""
-
-  def __init__(self):
-    self._key = None
-    self._run = None
-    self._keep = None  # Keeps data and labels alive: their ids are the key.
-
-  def get(self, optimizer, problem, params, data, labels, jit_compile):
-    key = (id(optimizer), id(problem), None if data is None else id(data),
-           None if labels is None else id(labels), bool(jit_compile))
-    run = self._run
-    if (run is not None and self._key == key and
-        [tuple(v.shape) for v in run.param_vars] ==
-        [tuple(p.shape) for p in params]):
-      run.reset(params)
-      return run
-    self._run = _Run(optimizer, problem, params, data, labels, jit_compile)
-    self._key, self._keep = key, (data, labels)
-    return self._run
-
-
 def _print_progress(info):
   print("iteration {}/{}: objective {:.6g} ({:.1f} steps/s)".format(
       info["iteration"], info["num_iter"], info["objective"],
@@ -341,27 +140,107 @@ def _boundaries(num_iter, *periods):
   return sorted(p for p in points if 0 < p <= num_iter)
 
 
-def test_optimizer(optimizer,
-                   problem,
-                   num_iter,
-                   dataset=None,
-                   batch_size=None,
-                   seed=None,
-                   graph=None,
-                   logdir=None,
-                   record_every=None,
-                   restore_model_name=None,
-                   batches=None,
-                   heldout_dataset=None,
-                   heldout_every=None,
-                   progress=None,
-                   progress_every=DEFAULT_PROGRESS_EVERY,
-                   jit_compile=False,
+def batch_schedule(num_iter, data, batch_size, seed, batches=None):
+  """Rows of the data for each step, ``[num_iter, batch_size]`` int32.
+
+  ``batches`` replaces the random schedule (e.g. to replay a recorded run);
+  without data the rows are empty; otherwise random minibatches
+  (:func:`problems.datasets.batch_indices`), from ``RandomState(seed)`` for
+  an int ``seed`` (the same batches for every optimizer tested with it),
+  else from the global numpy stream as the original.
+  """
+  if batches is not None:
+    schedule = np.asarray(batches, dtype=np.int32)
+    if schedule.ndim != 2 or schedule.shape[0] < num_iter:
+      raise ValueError("batches must have shape [>= num_iter, batch_size], "
+                       "got {}".format(schedule.shape))
+    return schedule[:num_iter]
+  if data is None:
+    return np.zeros((num_iter, 0), dtype=np.int32)
+  rng = np.random.RandomState(seed) if isinstance(
+      seed, (int, np.integer)) else None
+  return datasets.batch_indices(len(data), num_iter, batch_size, rng)
+
+
+def _prepare(optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
+             restore_model_name, batches, jit_compile, run_cache):
+  """What both tests need: the restored optimizer, the data, the batch
+  schedule, and the compiled run from its initial parameters."""
+  _check_pure_optimizer(optimizer)
+  data, labels, batch_size = _data_and_batch_size(dataset, batch_size)
+  restore_if_needed(optimizer, logdir, restore_model_name)
+  params = initial_parameters(problem, seed)
+  schedule = batch_schedule(num_iter, data, batch_size, seed, batches)
+  run = (run_cache or RunCache()).get(optimizer, problem, params, data,
+                                      labels, jit_compile)
+  return run, schedule, data, labels
+
+
+class _Recorder(object):
+  """What a test records besides the per-step objectives: the original's
+  ``record_every`` records and the held-out records, into ``records``."""
+
+  def __init__(self, run, data, labels, record_every, heldout_dataset,
+               heldout_every):
+    self.run, self.data, self.labels = run, data, labels
+    self.record_every = int(record_every) if record_every else None
+    self.heldout = None
+    if heldout_dataset is not None and heldout_every:
+      self.heldout = _dataset_arrays(heldout_dataset)
+      if self.heldout[0] is None:
+        raise ValueError("heldout_dataset has no data.")
+    self.heldout_every = heldout_every if self.heldout else None
+    self.records = collections.defaultdict(list)
+
+  def before_chunk(self, start, batch):
+    if self.record_every and start % self.record_every == 0:
+      self.run.record(self.records, start, batch, self.data, self.labels)
+    if self.heldout_every and start % self.heldout_every == 0:
+      self.heldout_record(start)
+
+  def heldout_record(self, itr):
+    train_loss, train_acc = self.run.evaluate(self.data, self.labels)
+    loss, acc = self.run.evaluate(*self.heldout)
+    for key, value in (("heldout_iter", itr), ("heldout_loss", loss),
+                       ("heldout_accuracy", acc), ("train_loss", train_loss),
+                       ("train_accuracy", train_acc)):
+      self.records[key].append(value)
+
+
+class _Progress(object):
+  """Calls ``progress`` every ``every`` steps and after the last one, with
+  the speed measured after the first, compiling chunk."""
+
+  def __init__(self, progress, every, num_iter):
+    self.progress, self.every, self.num_iter = progress, every, num_iter
+    self.start_time = time.time()
+    self.compiled_at = None  # (time, steps) when the first chunk ended.
+    self.last = 0
+
+  def after_chunk(self, end, objective):
+    if self.compiled_at is None:
+      self.compiled_at = (time.time(), end)
+    if self.progress and (end - self.last >= (self.every or self.num_iter)
+                          or end == self.num_iter):
+      now = time.time()
+      self.progress(dict(iteration=end, num_iter=self.num_iter,
+                         objective=objective, elapsed=now - self.start_time,
+                         **_speed(self.start_time, self.compiled_at, now,
+                                  end)))
+      self.last = end
+
+
+def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
+                   seed=None, logdir=None, record_every=None,
+                   restore_model_name=None, batches=None,
+                   heldout_dataset=None, heldout_every=None, progress=None,
+                   progress_every=DEFAULT_PROGRESS_EVERY, jit_compile=False,
                    run_cache=None):
   """Tests an optimization algorithm on a given problem.
 
   Port of ``metaopt.test_optimizer`` (evaluation metaopt.py l.606-745), same
-  arguments and results.
+  arguments (but the TF1 ``graph``) and results; long only for documenting
+  them.
 
   Args:
     optimizer: a learned optimizer (``optimizer/``) or a baseline
@@ -372,7 +251,6 @@ def test_optimizer(optimizer,
     batch_size: samples per minibatch; None means the full dataset.
     seed: int/None (random initial parameters) or a list of arrays (explicit
       initial parameters, in ``problem.param_shapes`` order).
-    graph: TF1 leftover; must be None.
     logdir: checkpoint folder of the learned optimizer; restored from
       ``logdir/restore_model_name`` (latest checkpoint if the name is empty).
       Ignored for baselines. None: use the optimizer's current meta-params.
@@ -381,7 +259,7 @@ def test_optimizer(optimizer,
       gradients, parameters and optimizer state in ``records``.
     restore_model_name: checkpoint name in ``logdir`` (e.g. ``model.ckpt-0``).
     batches: optional ``[num_iter, batch_size]`` row indices replacing the
-      random minibatch schedule (e.g. to replay a recorded run).
+      random minibatch schedule (:func:`batch_schedule`).
     heldout_dataset: optional other split to measure generalization on.
     heldout_every: with ``heldout_dataset``: every ``heldout_every`` steps
       (and after the last step) record ``heldout_loss``/``heldout_accuracy``
@@ -404,84 +282,32 @@ def test_optimizer(optimizer,
     parameters: list of numpy arrays, the parameters after the last step.
     records: dict of lists (empty unless ``record_every``/``heldout_every``).
   """
-  if graph is not None:
-    raise ValueError("graph is a TF1 argument; TF2 runs eagerly, pass None.")
-  _check_pure_optimizer(optimizer)
   num_iter = int(num_iter)
-  data, labels, batch_size = _data_and_batch_size(dataset, batch_size)
-  restore_if_needed(optimizer, logdir, restore_model_name)
-
-  params = initial_parameters(problem, seed)
-  if batches is not None:
-    schedule = np.asarray(batches, dtype=np.int32)
-    if schedule.ndim != 2 or schedule.shape[0] < num_iter:
-      raise ValueError("batches must have shape [>= num_iter, batch_size], "
-                       "got {}".format(schedule.shape))
-    schedule = schedule[:num_iter]
-  elif data is None:
-    schedule = np.zeros((num_iter, 0), dtype=np.int32)
-  else:
-    rng = np.random.RandomState(seed) if isinstance(
-        seed, (int, np.integer)) else None
-    schedule = datasets.batch_indices(len(data), num_iter, batch_size, rng)
-
-  heldout_data = heldout_labels = None
-  if heldout_dataset is not None and heldout_every:
-    heldout_data, heldout_labels = _dataset_arrays(heldout_dataset)
-    if heldout_data is None:
-      raise ValueError("heldout_dataset has no data.")
-  else:
-    heldout_every = None
-  if progress is None:
-    progress = _print_progress
-  record_every = int(record_every) if record_every else None
-
-  run = (run_cache or RunCache()).get(optimizer, problem, params, data,
-                                      labels, jit_compile)
-  records = collections.defaultdict(list)
+  run, schedule, data, labels = _prepare(
+      optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
+      restore_model_name, batches, jit_compile, run_cache)
+  recorder = _Recorder(run, data, labels, record_every, heldout_dataset,
+                       heldout_every)
+  report = _Progress(_print_progress if progress is None else progress,
+                     progress_every, num_iter)
   objective_values = []
-
-  def heldout_record(itr):
-    train_loss, train_acc = run.evaluate(data, labels)
-    loss, acc = run.evaluate(heldout_data, heldout_labels)
-    records["heldout_iter"].append(itr)
-    records["heldout_loss"].append(loss)
-    records["heldout_accuracy"].append(acc)
-    records["train_loss"].append(train_loss)
-    records["train_accuracy"].append(train_acc)
-
-  start_time = time.time()
-  compiled_at = None  # (time, steps) when the first, compiling chunk ended.
-  last_progress = 0
   start = 0
-  for end in _boundaries(num_iter, record_every, heldout_every,
-                         progress_every):
-    if record_every and start % record_every == 0:
-      run.record(records, start, schedule[start], data, labels)
-    if heldout_every and start % heldout_every == 0:
-      heldout_record(start)
+  for end in _boundaries(num_iter, recorder.record_every,
+                         recorder.heldout_every, progress_every):
+    recorder.before_chunk(start, schedule[start])
     objs = run.run_chunk(tf.constant(schedule[start:end])).numpy()
-    if compiled_at is None:
-      compiled_at = (time.time(), end)
     objective_values.extend(objs)
-    if progress and (end - last_progress >= (progress_every or num_iter) or
-                     end == num_iter):
-      now = time.time()
-      progress(dict(iteration=end, num_iter=num_iter,
-                    objective=float(objs[-1]), elapsed=now - start_time,
-                    **_speed(start_time, compiled_at, now, end)))
-      last_progress = end
+    report.after_chunk(end, float(objs[-1]))
     start = end
-  if heldout_every:
-    heldout_record(num_iter)
-
-  parameters = [v.numpy() for v in run.param_vars]
-  return objective_values, parameters, records
+  if recorder.heldout_every:
+    recorder.heldout_record(num_iter)
+  return (objective_values, [v.numpy() for v in run.param_vars],
+          recorder.records)
 
 
 def _speed(start_time, compiled_at, now, steps):
-  """Steps per second after the compiling first chunk (issue 13: the rate
-  metatest printed included the 5-30 s of tracing and XLA compilation)."""
+  """Steps per second after the compiling first chunk (the rate otherwise
+  includes the 5-30 s of tracing and XLA compilation)."""
   compiled_time, compiled_steps = compiled_at
   if steps > compiled_steps and now > compiled_time:
     return dict(steps_per_second=(steps - compiled_steps) /
@@ -490,15 +316,9 @@ def _speed(start_time, compiled_at, now, steps):
               includes_compile=True)
 
 
-def run_wall_clock_test(optimizer,
-                        problem,
-                        num_steps,
-                        dataset=None,
-                        seed=None,
-                        logdir=None,
-                        batch_size=None,
-                        restore_model_name=None,
-                        timing_chunk=10,
+def run_wall_clock_test(optimizer, problem, num_steps, dataset=None,
+                        seed=None, logdir=None, batch_size=None,
+                        restore_model_name=None, timing_chunk=10,
                         jit_compile=False):
   """Time per optimization step (seconds), as the original.
 
@@ -508,19 +328,11 @@ def run_wall_clock_test(optimizer,
   traces and compiles, then ``num_steps`` steps run in chunks of
   ``timing_chunk`` and the median of (chunk time / chunk length) is returned.
   """
-  _check_pure_optimizer(optimizer)
-  data, labels, batch_size = _data_and_batch_size(dataset, batch_size)
-  restore_if_needed(optimizer, logdir, restore_model_name)
-  params = initial_parameters(problem, seed)
   timing_chunk = max(1, min(int(timing_chunk), int(num_steps)))
   total = int(num_steps) + timing_chunk
-  if data is None:
-    schedule = np.zeros((total, 0), dtype=np.int32)
-  else:
-    rng = np.random.RandomState(seed) if isinstance(
-        seed, (int, np.integer)) else None
-    schedule = datasets.batch_indices(len(data), total, batch_size, rng)
-  run = RunCache().get(optimizer, problem, params, data, labels, jit_compile)
+  run, schedule, _, _ = _prepare(optimizer, problem, total, dataset,
+                                 batch_size, seed, logdir, restore_model_name,
+                                 None, jit_compile, None)
   run.run_chunk(tf.constant(schedule[:timing_chunk])).numpy()  # warm-up
   times = []
   for start in range(timing_chunk, total, timing_chunk):

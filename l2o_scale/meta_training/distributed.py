@@ -7,19 +7,22 @@ the chief restoring and saving) but never ran, built on
 ``tf.distribute.experimental.ParameterServerStrategy`` and its
 ``ClusterCoordinator``:
 
-* the meta-parameters, the RMSProp slots and the progress counters are created
-  under ``strategy.scope()`` and live on ``/job:ps``;
-* one scheduled closure is one whole meta-iteration: its partial unrolls (the
-  single-process run's compiled ``meta_step``, unchanged), and after each the
-  made-finite, clipped meta-gradient applied on the ps with TF1's locked
-  ``ApplyRMSProp`` kernel, all in one ``tf.function`` on a worker; about two
-  closures per worker are in flight, so updates are asynchronous as in the
-  original;
+* the chief runs the same :class:`~l2o_scale.meta_training.trainer.
+  MetaTrainer` as a single process, with the meta-parameters, the RMSProp
+  slots and the progress counters created under ``strategy.scope()`` (they
+  live on ``/job:ps``) and a :class:`ClusterSeries` as its series runner;
+* one scheduled closure is one whole meta-iteration: its partial unrolls
+  (the single-process run's compiled ``meta_step``, unchanged, with inputs
+  built by the same :meth:`MetaTrainingTask.unroll_inputs`), and after each
+  the made-finite, clipped meta-gradient applied on the ps with TF1's locked
+  ``ApplyRMSProp`` kernel, all in one ``tf.function`` on a worker; about
+  two closures per worker are in flight, so updates are asynchronous as in
+  the original;
 * evaluation epochs are closures too, scheduled in parallel and averaged;
-* everything else stays on the coordinator (the chief): every numpy/``random``
-  draw (passed to closures as indices and arrays), progress lines, NaN
-  warnings, evaluation decisions, checkpoints (same ``CheckpointWriter``, same
-  ``model.ckpt-K`` layout) and summaries;
+* everything else stays on the chief: every numpy/``random`` draw (the
+  plans, passed to closures as tensors), progress lines, warnings,
+  evaluation decisions, checkpoints (same ``model.ckpt-K`` layout) and
+  summaries;
 * the training data goes to each worker once (a per-worker dataset of the
   whole array); closures get row indices.
 
@@ -28,18 +31,20 @@ chain state (``ClusterCoordinator.schedule`` rejects remote values as inputs):
 the optimizer state carried between partial unrolls stays inside one
 meta-iteration; each meta-iteration and each evaluation series starts from a
 freshly initialised optimizer state (the single-process run carries the
-original's TF1 local variables across meta-iterations). Evaluation and
-checkpoints read the ps variables while later meta-iterations may already be
-updating them, as the original's asynchronous chief did. Only the common
-modes are supported (fixed unrolls, one problem, no curriculum, no imitation);
-:func:`unsupported` names the others.
+original's TF1 local variables across meta-iterations). Plans are drawn
+ahead of the closures in flight, so the random stream interleaves training
+and evaluation draws differently. Evaluation and checkpoints read the ps
+variables while later meta-iterations may already be updating them, as the
+original's asynchronous chief did. Only the common modes are supported
+(fixed unrolls, one problem, no curriculum, no imitation); :func:`unsupported`
+names the others.
 """
 
 import collections
+import contextlib
 import json
 import logging as std_logging
 import os
-import random
 import sys
 
 import numpy as np
@@ -47,8 +52,10 @@ import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 
 from l2o_scale.meta_training import meta_learner
-from l2o_scale.runs import summaries as summaries_lib
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.meta_training import reporting
+from l2o_scale.meta_training import series as series_lib
+from l2o_scale.meta_training import task as task_lib
+from l2o_scale.meta_training import trainer as trainer_lib
 from l2o_scale.meta_training import training
 from l2o_scale.meta_training import unroll as unroll_lib
 
@@ -105,6 +112,15 @@ def unsupported(flag_values):
     # /job:ps").
     reasons.append("--jit_compile is not supported in distributed mode (XLA "
                    "cannot read variables on the parameter servers)")
+  if flag_values.meta_optimizer == "adam":
+    # The parameter servers apply TF1's locked ApplyRMSProp kernel, which
+    # serves both RMSProp rules and the warm-up (it reads the learning rate
+    # the meta-optimizer gives).
+    reasons.append("--meta_optimizer=adam is single-process only for now "
+                   "(distributed mode: rmsprop or rmsprop_ms0)")
+  if flag_values.meta_batch_size != 1:
+    reasons.append("--meta_batch_size is single-process only for now "
+                   "(distributed mode: --meta_batch_size=1)")
   if flag_values.objective_training_max_multiplier > 0:
     reasons.append("--objective_training_max_multiplier is not supported in "
                    "distributed mode")
@@ -140,9 +156,10 @@ def serve(task_type, task_index, cluster, out=sys.stdout):
   server = tf.distribute.Server(
       spec, job_name=task_type, task_index=task_index, protocol="grpc",
       config=server_config(len(cluster.get("worker", []))), start=True)
-  training._log(out, "{} {} serving at {} (listening on all interfaces); "
-                "waiting for the chief.".format(task_type, task_index,
-                                                cluster[task_type][task_index]))
+  out.write("{} {} serving at {} (listening on all interfaces); waiting for "
+            "the chief.\n".format(task_type, task_index,
+                                   cluster[task_type][task_index]))
+  out.flush()
   server.join()
 
 
@@ -166,12 +183,25 @@ class LostWorkerReporter(std_logging.Handler):
       worker = message.split()[1]
       if worker not in self.lost:
         self.lost.add(worker)
-        training._log(self.out, "lost worker {}: its meta-iterations are "
-                      "re-run on the other workers.".format(worker))
+        self.out.write("lost worker {}: its meta-iterations are re-run on "
+                       "the other workers.\n".format(worker))
+        self.out.flush()
 
   def filter(self, record):
     return not ("MultiDeviceSaver" in record.getMessage() and
                 "retracing" in record.getMessage())
+
+  @contextlib.contextmanager
+  def attached(self):
+    """Handles and filters the ``tensorflow`` logger's records meanwhile."""
+    logger = std_logging.getLogger("tensorflow")
+    logger.addHandler(self)
+    logger.addFilter(self)
+    try:
+      yield self
+    finally:
+      logger.removeHandler(self)
+      logger.removeFilter(self)
 
 
 def locked_rmsprop(meta_optimizer, grads):
@@ -189,102 +219,63 @@ def locked_rmsprop(meta_optimizer, grads):
         use_locking=True)
 
 
-Plan = collections.namedtuple(
-    "Plan", ["init_tensors", "weights", "batches", "mini_rows", "switches"])
+class ClusterSeries(object):
+  """Series of a :class:`MetaTrainer`'s task run as closures on workers.
 
-
-class DistributedTrainer(object):
-  """Closures of one problem's meta-training on top of a ``training._Trainer``.
-
-  The wrapped trainer (built on the coordinator) provides the data arrays, the
-  numpy draws, the compiled ``meta_step``/``eval_unroll`` and the progress
-  lines and histograms of the single-process run.
+  :meth:`schedule` sends a plan's series to the cluster (the chief keeps
+  about ``closures_per_worker`` per worker in flight); :meth:`run` takes its
+  result, in order, and reports its unrolls as the single-process run does.
   """
 
-  def __init__(self, trainer, coordinator, gradient_clip, runs_counter):
-    self.trainer = trainer
+  def __init__(self, trainer, coordinator, runs_counter):
+    self.task = trainer.task
+    self.learner = trainer.learner
+    self.state = trainer.state
+    self.reporter = trainer.reporter
     self.coordinator = coordinator
-    self.gradient_clip = gradient_clip
     self.runs = runs_counter
-    data, labels = trainer.data, trainer.labels
+    self.pending = {}
+    data, labels = self.task.data, self.task.labels
     if data is None:
       data, labels = np.zeros([1, 0], np.float32), np.zeros([1, 0], np.float32)
     else:
-      labels = training._one_hot(labels)
-    self.dataset = coordinator.create_per_worker_dataset(
+      labels = task_lib.one_hot(labels)
+    dataset = coordinator.create_per_worker_dataset(
         lambda: tf.data.Dataset.from_tensors((data, labels)).repeat())
-    self.data_iter = iter(self.dataset)
+    self.data_iter = iter(dataset)
     self.train_closure = tf.function(self._train_closure)
     self.eval_closure = tf.function(self._eval_closure)
 
-  # ---------------------------------------------------- coordinator draws
-  def train_plan(self, lengths, regularize_time, reg_scale):
-    """The single-process run's numpy draws for one meta-iteration."""
-    t = self.trainer
-    groups, _ = t.batches(sum(lengths), lengths)
-    mini_rows = t.mini_batches(len(lengths))
-    init = t.init_tensors()
-    switches = [training.regularizer_switch(i, len(lengths), regularize_time,
-                                            reg_scale)
-                for i in range(len(lengths))]
-    return self._plan(init, lengths, groups, mini_rows, switches)
-
-  def eval_plan(self, lengths, mini_rows, switch):
-    """Draws of one evaluation series (fresh batches per unroll, l. validate)."""
-    t = self.trainer
-    init = t.init_tensors()
-    groups = [t.batches(sum(lengths), lengths)[0][i]
-              for i in range(len(lengths))]
-    return self._plan(init, lengths, groups, [mini_rows] * len(lengths),
-                      [switch] * len(lengths))
-
-  def _plan(self, init, lengths, groups, mini_rows, switches):
-    t = self.trainer
-    return Plan([tf.constant(x) for x in init],
-                [tf.constant(np.ones(n, np.float32) / n) for n in lengths],
-                [t._batch_tensor(g, n) for g, n in zip(groups, lengths)],  # pylint: disable=protected-access
-                [tf.constant(np.asarray(r, np.int64)) for r in mini_rows],
-                [tf.constant(s) for s in switches])
-
   # ------------------------------------------------------ worker graphs
-  def _mini(self, data, labels, rows):
-    if self.trainer.data is None:
-      return tf.zeros([0]), tf.zeros([0])
-    return tf.gather(data, rows), tf.gather(labels, rows)
-
-  def _series(self, iterator, plan, step):
-    """Runs the partial unrolls of ``plan``, each as ``step(inputs,
-    carried)`` (unroll.UnrollInputs and the LoopState), carrying the loop
+  def _series(self, iterator, tensors, step):
+    """Runs the partial unrolls of a series (``tensors``: its
+    SeriesTensors), each as ``step(inputs, carried)``, carrying the loop
     state from one to the next; returns their outputs."""
     data, labels = next(iterator)
-    problem = self.trainer.problem
-    carried = unroll_lib.zero_loop_state(problem, self.trainer.optimizer)
+    carried = unroll_lib.zero_loop_state(self.task.problem,
+                                         self.task.optimizer)
     outputs = []
-    for u, weights in enumerate(plan.weights):
-      mini_data, mini_labels = self._mini(data, labels, plan.mini_rows[u])
-      mt_labels = [tf.zeros((weights.shape[0],) + tuple(s))
-                   for s in problem.param_shapes]
-      first = tf.constant(u == 0)
-      inputs = unroll_lib.UnrollInputs(
-          obj_weights=weights, batches=plan.batches[u], mini_data=mini_data,
-          mini_labels=mini_labels, init_tensors=plan.init_tensors,
-          jacob_switch=plan.switches[u], mt_labels=mt_labels,
-          first_unroll=first, reset_state=first)
+    for u, rows in enumerate(tensors.mini_rows):
+      mini = ((tf.zeros([0]), tf.zeros([0])) if self.task.data is None else
+              (tf.gather(data, rows), tf.gather(labels, rows)))
+      inputs = self.task.unroll_inputs(tensors, u, mini, tensors.switches[u],
+                                       u == 0, u == 0)
       out = step(inputs, carried)
       carried = out.final_state
       outputs.append(out)
     return outputs
 
-  def _train_closure(self, iterator, plan):
+  def _train_closure(self, iterator, tensors):
     """One meta-iteration on a worker: unrolls, locked updates, ps counters."""
     results, last_grads = [], []
-    clip = self.gradient_clip
+    meta_optimizer = self.learner.meta_optimizer
 
     def step(inputs, carried):
-      out, grads = self.trainer.meta_step(inputs, carried, False)
-      clipped, nonfinite = meta_learner.prepare(grads, clip)
-      locked_rmsprop(self.trainer.meta_optimizer, clipped)
-      self.trainer.meta_optimizer.iterations.assign_add(1)
+      out, grads = self.task.meta_step(inputs, carried, False)
+      clipped, nonfinite = meta_learner.prepare(grads,
+                                                self.learner.gradient_clip)
+      locked_rmsprop(meta_optimizer, clipped)
+      meta_optimizer.iterations.assign_add(1)
       with tf.control_dependencies([out.metaobj]):
         done = tf.timestamp()
       results.append(dict(objective=out.metaobj, nonfinite=nonfinite,
@@ -294,73 +285,66 @@ class DistributedTrainer(object):
       return out
 
     start = tf.timestamp()
-    outputs = self._series(iterator, plan, step)
+    outputs = self._series(iterator, tensors, step)
     self.runs.assign_add(1)
-    final = unroll_lib.per_tensor_states(self.trainer.optimizer,
+    final = unroll_lib.per_tensor_states(self.task.optimizer,
                                          outputs[-1].final_state)
     return dict(start=start, unrolls=results, grads=last_grads[0],
                 clipped=last_grads[1], states=final[0] if final else {})
 
-  def _eval_closure(self, iterator, plan):
+  def _eval_closure(self, iterator, tensors):
     """One evaluation series on a worker: its last problem objective."""
-    outputs = self._series(iterator, plan, self.trainer.eval_unroll)
+    outputs = self._series(iterator, tensors, self.task.eval_unroll)
     return outputs[-1].problem_objectives[-1]
 
-  def schedule_train(self, plan):
-    return self.coordinator.schedule(self.train_closure,
-                                     args=(self.data_iter, plan))
+  # --------------------------------------------------------------- chief
+  def schedule(self, plan):
+    """Sends the series of ``plan`` to the cluster."""
+    self.pending[plan.k] = self.coordinator.schedule(
+        self.train_closure,
+        args=(self.data_iter, self.task.series_tensors(plan)))
 
-  def evaluate(self, lengths, mini_rows, switch, epochs):
-    """Mean final objective of ``epochs`` evaluation series run in parallel."""
-    values = [self.coordinator.schedule(
+  def run(self, plan, step):
+    """The result of ``plan``'s series (scheduled before), its unrolls
+    reported as the single-process run reports them."""
+    result = self.pending.pop(plan.k).fetch()
+    for record in unroll_records(result, plan, step):
+      if self.reporter.unroll(plan.k, record):
+        self.state.values.nonfinite += 1
+    return series_lib.SeriesOutcome(
+        plan.num_unrolls, None, result["states"],
+        (result["grads"], result["clipped"]), plan.switches[-1],
+        plan.draws.mini_rows[-1])
+
+  def evaluate(self, draws):
+    """Mean final objective of the evaluation series ``draws`` (callables
+    drawing each plan), run in parallel."""
+    remotes = [self.coordinator.schedule(
         self.eval_closure,
-        args=(self.data_iter, self.eval_plan(lengths, mini_rows, switch)))
-              for _ in range(epochs)]
-    return sum(float(v.fetch()) for v in values) / epochs
+        args=(self.data_iter, self.task.series_tensors(draw())))
+               for draw in draws]
+    return sum(float(r.fetch()) for r in remotes) / len(remotes)
 
 
-class _Reporter(object):
-  """Progress lines and histograms of the single-process run, reused as is:
-  ``training._Trainer``'s methods only need these attributes."""
-
-  log_unroll = training._Trainer.log_unroll  # pylint: disable=protected-access
-  write_histograms = training._Trainer.write_histograms  # pylint: disable=protected-access
-
-  def __init__(self, trainer):
-    self.summary_writer = trainer.summary_writer
-    self.problem_name = trainer.problem_name
-    self.optimizer = trainer.optimizer
-    self.out = trainer.out
-
-
-def report_iteration(reporter, result, k, num_meta_iterations, lengths,
-                     step):
-  """Logs a finished meta-iteration's unrolls as the single-process run does.
-
-  Returns the number of unrolls with non-finite values (warned, as zeroed)."""
-  prefix = "[meta-iteration {}/{}]".format(k + 1, num_meta_iterations)
-  training._log(reporter.out, "{} training on {}: {} unrolls of {} steps".format(
-      prefix, reporter.problem_name, len(lengths), lengths[0]))
+def unroll_records(result, plan, step):
+  """The :class:`~l2o_scale.meta_training.reporting.UnrollRecord` of each
+  unroll of a worker's meta-iteration ``result`` (``step``: the summary
+  step before it); an unroll's time runs from the previous one's end."""
   previous = float(result["start"])
-  entries = sum(v.shape.num_elements()
-                for v in reporter.optimizer.meta_variables)
-  nonfinite_unrolls = 0
   for u, unroll in enumerate(result["unrolls"]):
-    objective = float(unroll["objective"])
     if unroll["first"] < 0 or unroll["last"] < 0:
       raise ValueError("Training problem objectives must be nonnegative.")
     done = float(unroll["done"])
-    reporter.log_unroll(prefix, u, len(lengths), lengths[u],
-                        tf.constant(objective),
-                        np.array([unroll["first"], unroll["last"]]),
-                        done - previous, False, step + u + 1)
+    yield reporting.UnrollRecord(
+        u, plan.num_unrolls, plan.lengths[u], float(unroll["objective"]),
+        float(unroll["first"]), float(unroll["last"]), done - previous,
+        False, int(unroll["nonfinite"]), step + u + 1)
     previous = done
-    warning = training.nonfinite_warning(k, u, objective,
-                                         int(unroll["nonfinite"]), entries)
-    if warning:
-      nonfinite_unrolls += 1
-      training._log(reporter.out, warning)  # pylint: disable=protected-access
-  return nonfinite_unrolls
+
+
+class ClusterLostError(RuntimeError):
+  """The parameter server (or every worker) is gone; restart the cluster and
+  the chief resumes from the last checkpoint."""
 
 
 def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
@@ -381,146 +365,77 @@ def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
   ``closure_runs`` (meta-iteration closures executed on workers, counted on
   the ps: more than scheduled after re-runs) and ``lost_workers``.
   """
-  del is_chief, callbacks, num_unroll_func, num_partial_unroll_itrs_func
-  del obj_train_max_multiplier, fix_unroll, if_cl, num_problems
-  config = config or training.TrainingConfig()
-  resolver = (cluster_resolver or
-              tf.distribute.cluster_resolver.TFConfigClusterResolver())
-  strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+  del is_chief, callbacks, obj_train_max_multiplier, fix_unroll, if_cl
+  strategy = tf.distribute.experimental.ParameterServerStrategy(
+      cluster_resolver or
+      tf.distribute.cluster_resolver.TFConfigClusterResolver())
   coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
       strategy)
   num_workers = strategy.extended._num_workers  # pylint: disable=protected-access
-  reporter_handler = LostWorkerReporter(out)
-  tf_logger = std_logging.getLogger("tensorflow")
-  tf_logger.addHandler(reporter_handler)
-  tf_logger.addFilter(reporter_handler)
-  try:
-    return _train(strategy, coordinator, num_workers, reporter_handler, logdir,
-                  optimizer_spec, problems_and_data, num_meta_iterations,
-                  learning_rate, gradient_clip, out, fix_unroll_length,
-                  fix_num_steps, fix_num_steps_eval, evaluation_period,
-                  evaluation_epochs, save_period, config, resume, summaries,
-                  closures_per_worker)
-  except tf.errors.UnavailableError as e:
-    raise ClusterLostError(str(e)) from e
-  finally:
-    tf_logger.removeHandler(reporter_handler)
-    tf_logger.removeFilter(reporter_handler)
-
-
-class ClusterLostError(RuntimeError):
-  """The parameter server (or every worker) is gone; restart the cluster and
-  the chief resumes from the last checkpoint."""
-
-
-def _build(strategy, optimizer_spec, learning_rate, config, logdir, out):
-  """Meta-parameters, RMSProp slots and counters, created on the ps."""
+  trainer = trainer_lib.MetaTrainer(training.trainer_config(
+      logdir, num_problems, num_meta_iterations, num_unroll_func,
+      num_partial_unroll_itrs_func, config, resume, summaries,
+      learning_rate=learning_rate, gradient_clip=gradient_clip,
+      select_random_problems=select_random_problems, fix_unroll=True,
+      fix_unroll_length=fix_unroll_length, fix_num_steps=fix_num_steps,
+      fix_num_steps_eval=fix_num_steps_eval,
+      evaluation_period=evaluation_period,
+      evaluation_epochs=evaluation_epochs, save_period=save_period),
+                                   optimizer_spec, out, strategy.scope())
   with strategy.scope():
-    optimizer = optimizer_spec.build()
-    meta_optimizer = tf1_optimizers.RMSProp(
-        optimizer.meta_variables, learning_rate, decay=config.rms_decay,
-        epsilon=config.rms_epsilon)
-    progress = training.TrainingProgress()
     runs = tf.Variable(0, dtype=tf.int64, trainable=False, name="closure_runs")
-  devices = sorted({v.device for v in optimizer.meta_variables})
-  training._log(out, "{} meta-parameters ({} KB) and their RMSProp slots on {}"
-                .format(len(optimizer.meta_variables),
-                        sum(v.shape.num_elements() * v.dtype.size
-                            for v in optimizer.meta_variables) // 1024,
-                        ", ".join(devices)))
-  writer = training.CheckpointWriter(logdir, optimizer, meta_optimizer,
-                                     progress)
-  return optimizer, meta_optimizer, progress, runs, writer
-
-
-def _train(strategy, coordinator, num_workers, lost, logdir, optimizer_spec,
-           problems_and_data, num_meta_iterations, learning_rate,
-           gradient_clip, out, fix_unroll_length, fix_num_steps,
-           fix_num_steps_eval, evaluation_period, evaluation_epochs,
-           save_period, config, resume, summaries, closures_per_worker):
-  """The chief's loop: schedule ahead, process results in order, evaluate
-  and save as the single-process run does.
-
-  Long on purpose: the scheduling queue (closures in flight, results taken
-  in order, lost workers) is one piece of state read and written in every
-  branch here.
-  """
-  tf.io.gfile.makedirs(logdir)
-  optimizer, meta_optimizer, progress, runs, writer = _build(
-      strategy, optimizer_spec, learning_rate, config, logdir, out)
-  latest, start_k = training.resume_point(writer, progress, resume,
-                                          num_meta_iterations, out)
-  if start_k >= num_meta_iterations:
-    training._log(out, "Training already complete ({} of {} meta-iterations); "
-                  "nothing to do. Checkpoints are in {}.".format(
-                      start_k, num_meta_iterations, logdir))
-    return dict(best_evaluation=float(progress.best_evaluation.numpy()),
-                last_checkpoint=latest, meta_iterations=start_k,
-                nonfinite_unrolls=0, workers=num_workers, closure_runs=0,
-                lost_workers=[])
-  summary_writer = None
-  if summaries:
-    summary_writer = summaries_lib.create_writer(
-        logdir, int(meta_optimizer.iterations.numpy()) if latest else None)
-  problem_spec, dataset, batch_size = random.choice(list(problems_and_data))
-  name = getattr(problem_spec.callable, "__name__", "problem")
-  trainer = training._Trainer(
-      problem_spec.build(), name, dataset, batch_size, optimizer,
-      meta_optimizer, config, gradient_clip, -1, summary_writer, out)
-  dist = DistributedTrainer(trainer, coordinator, gradient_clip, runs)
-  reporter = _Reporter(trainer)
-  lengths = [fix_unroll_length] * (fix_num_steps // fix_unroll_length)
-  eval_lengths = [fix_unroll_length] * (fix_num_steps_eval // fix_unroll_length)
-  training._log(out, "Distributed meta-training: {} workers, up to {} "
-                "meta-iterations in flight.".format(
-                    num_workers, closures_per_worker * num_workers))
-  step0 = int(meta_optimizer.iterations.numpy())
-  best_evaluation = float(progress.best_evaluation.numpy())
-  best_model_idx, nonfinite = None, 0
-  pending = collections.deque()
-  next_k = start_k
-  for k in range(start_k, num_meta_iterations):
-    while (next_k < num_meta_iterations and
-           len(pending) < closures_per_worker * num_workers):
-      plan = dist.train_plan(lengths, config.regularize_time, config.reg_scale)
-      pending.append((plan, dist.schedule_train(plan)))
-      next_k += 1
-    plan, remote = pending.popleft()
-    result = remote.fetch()
-    step = step0 + (k - start_k) * len(lengths)
-    nonfinite += report_iteration(reporter, result, k, num_meta_iterations,
-                                  lengths, step)
-    step += len(lengths)
-    reporter.write_histograms(result["states"],
-                              (result["grads"], result["clipped"]), step)
-    progress.meta_iteration.assign(k + 1)
-    if (k + 1) % evaluation_period == 0:
-      cost = dist.evaluate(eval_lengths, plan.mini_rows[-1],
-                           plan.switches[-1], evaluation_epochs)
-      new_best = training.record_evaluation(
-          cost, best_evaluation, k, evaluation_period, summary_writer, step,
-          writer, progress, out)
-      if new_best is not None:
-        best_evaluation = new_best
-        best_model_idx = k + 1
-    if (k + 1) % save_period == 0:
-      writer.save(k + 1)
-  coordinator.join()
-  writer.save(num_meta_iterations)
-  if summary_writer is not None:
-    summary_writer.flush()
-  training._log(out, "best model index={}".format(best_model_idx))
-  scheduled = num_meta_iterations - start_k
+  lost = LostWorkerReporter(out)
+  with lost.attached():
+    try:
+      if not trainer.start():
+        return dict(trainer.close(), workers=num_workers, closure_runs=0,
+                    lost_workers=[])
+      _report_placement(trainer, out)
+      _run_chief(trainer, coordinator, problems_and_data,
+                 select_random_problems, num_workers,
+                 closures_per_worker * num_workers, runs, out)
+    except tf.errors.UnavailableError as e:
+      raise ClusterLostError(str(e)) from e
+  result = trainer.close()
   closure_runs = int(runs.numpy())
-  training._log(out, "{} workers ran {} meta-iteration closures for {} "
-                "scheduled{}.".format(
-                    num_workers, closure_runs, scheduled,
-                    "; lost workers: " + ", ".join(sorted(lost.lost))
-                    if lost.lost else ""))
-  if nonfinite:
-    training._log(out, "{} unroll(s) had non-finite values (gradients "
-                  "zeroed).".format(nonfinite))
-  return dict(best_evaluation=best_evaluation, last_checkpoint=writer.latest(),
-              meta_iterations=num_meta_iterations, nonfinite_unrolls=nonfinite,
-              workers=num_workers, closure_runs=closure_runs,
+  trainer.log("{} workers ran {} meta-iteration closures for {} scheduled{}."
+              .format(num_workers, closure_runs,
+                      num_meta_iterations - trainer.start_k,
+                      "; lost workers: " + ", ".join(sorted(lost.lost))
+                      if lost.lost else ""))
+  return dict(result, workers=num_workers, closure_runs=closure_runs,
               lost_workers=sorted(lost.lost))
+
+
+def _report_placement(trainer, out):
+  meta = trainer.optimizer.meta_variables
+  out.write("{} meta-parameters ({} KB) and their RMSProp slots on {}\n"
+            .format(len(meta), sum(v.shape.num_elements() * v.dtype.size
+                                   for v in meta) // 1024,
+                    ", ".join(sorted({v.device for v in meta}))))
+
+
+def _run_chief(trainer, coordinator, problems_and_data,
+               select_random_problems, num_workers, in_flight, runs, out):
+  """The chief's loop: plans drawn and scheduled ahead, results processed in
+  order by the trainer's ``run_meta_iteration``."""
+  [(problem_spec, dataset, batch_size)] = training.sample_problems(
+      problems_and_data, 1, select_random_problems)
+  trainer.set_task(problem_spec, dataset, batch_size, 0,
+                   series=lambda t: ClusterSeries(t, coordinator, runs))
+  out.write("Distributed meta-training: {} workers, up to {} "
+            "meta-iterations in flight.\n".format(
+                num_workers, in_flight))
+  pending = collections.deque()
+  ks = iter(trainer.meta_iterations())
+  for _ in trainer.meta_iterations():
+    while len(pending) < in_flight:
+      k = next(ks, None)
+      if k is None:
+        break
+      plan = trainer.plan(k)
+      trainer.series.schedule(plan)
+      pending.append(plan)
+    trainer.run_meta_iteration(pending.popleft())
+  coordinator.join()
+  trainer.end_problem()

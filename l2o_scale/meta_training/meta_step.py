@@ -6,50 +6,96 @@ gradient of the differentiated objective (the scaled meta-objective, or the
 imitation objective in MT mode) plus ``l2_reg * sum(theta^2)`` with respect
 to every meta-parameter, computed with a ``GradientTape`` around the whole
 unroll, all inside one ``tf.function``.
+
+With ``time_parallel`` (the default of the callers) the unroll evaluates the
+objective on the mini dataset at all steps after the trajectory
+(:func:`l2o_scale.meta_training.unroll.unroll`); an unroll that the
+original's stop rules end early is then run again sequentially, so the
+result is the original's either way (up to float rounding).
 """
 
 import tensorflow as tf
 
+from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 
 
-def make_meta_step(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,
-                   l2_reg=0., jit_compile=False):
+def _with_fallback(parallel, sequential):
+  """Calls ``parallel``; where its unroll reports an early stop, returns
+  ``sequential``'s result instead (eagerly: a second call, traced the first
+  time it is needed; inside a graph: a ``tf.cond``)."""
+  if parallel is None:
+    return sequential
+
+  def call(*args):
+    result = parallel(*args)
+    outs = result if hasattr(result, "early_stop") else result[0]
+    stops = [o.early_stop for o in _instances(outs)]
+    stop = stops[0] if len(stops) == 1 else tf.reduce_any(tf.stack(stops))
+    if tf.executing_eagerly():
+      return sequential(*args) if bool(stop) else result
+    return tf.cond(stop, lambda: sequential(*args), lambda: result)
+
+  return call
+
+
+def _instances(value):
+  """The instances of a meta-batch (a plain tuple), or ``[value]``."""
+  if isinstance(value, tuple) and not hasattr(value, "_fields"):
+    return list(value)
+  return [value]
+
+
+def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
+                   l2_reg=0., jit_compile=False, time_parallel=False):
   """Returns ``meta_step(inputs, carried, mode_mt) -> (UnrollOutput, grads)``
-  compiled with tf.function (``inputs``: unroll.UnrollInputs).
+  compiled with tf.function (``inputs``: unroll.UnrollInputs). For a
+  meta-batch, ``inputs`` and ``carried`` are tuples (one item per optimizee
+  instance), the outputs a tuple too, and the meta-gradient is that of the
+  mean of the instances' objectives.
 
   ``grads`` follow ``optimizer.meta_variables`` (sorted TF1 names); a
   meta-parameter the objective does not depend on gets a zero gradient.
   ``jit_compile``: the optimizer's step inside the unroll compiled with XLA
-  (:func:`unroll.optimizer_update`).
+  (:func:`unroll.optimizer_update`). ``time_parallel``: see the module doc.
   """
   meta_vars = optimizer.meta_variables
   update = unroll_lib.optimizer_update(optimizer, jit_compile)
 
-  @tf.function(autograph=False)
-  def meta_step(inputs, carried, mode_mt):
-    with tf.GradientTape() as tape:
-      out = unroll_lib.unroll(problem, optimizer, inputs, carried, mode_mt,
-                              reg, update)
-      loss = out.metaobjmt if mode_mt else out.metaobj
-      if l2_reg:
-        loss += l2_reg * tf.add_n([tf.reduce_sum(v ** 2) for v in meta_vars])
-    grads = tape.gradient(loss, meta_vars)
-    grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-             for g, v in zip(grads, meta_vars)]
-    return out, grads
+  def compiled(parallel):
+    @tf.function(autograph=False)
+    def meta_step(inputs, carried, mode_mt):
+      with tf.GradientTape() as tape:
+        outs = [unroll_lib.unroll(problem, optimizer, i, c, mode_mt, reg,
+                                  update, time_parallel=parallel)
+                for i, c in zip(_instances(inputs), _instances(carried))]
+        losses = [o.metaobjmt if mode_mt else o.metaobj for o in outs]
+        loss = losses[0] if len(losses) == 1 else tf.add_n(losses) / len(
+            losses)
+        if l2_reg:
+          loss += l2_reg * tf.add_n([tf.reduce_sum(v ** 2)
+                                     for v in meta_vars])
+      grads = tape.gradient(loss, meta_vars)
+      grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+               for g, v in zip(grads, meta_vars)]
+      return (outs[0] if hasattr(inputs, "_fields") else tuple(outs)), grads
+    return meta_step
 
-  return meta_step
+  return _with_fallback(compiled(True) if time_parallel else None,
+                        compiled(False))
 
 
-def make_eval_unroll(problem, optimizer, reg=unroll_lib.NO_REGULARIZER,
-                     jit_compile=False):
+def make_eval_unroll(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
+                     jit_compile=False, time_parallel=False):
   """Compiled unroll without gradients (validation, original ``validate``)."""
   update = unroll_lib.optimizer_update(optimizer, jit_compile)
 
-  @tf.function(autograph=False)
-  def eval_unroll(inputs, carried):
-    return unroll_lib.unroll(problem, optimizer, inputs, carried, False, reg,
-                             update)
+  def compiled(parallel):
+    @tf.function(autograph=False)
+    def eval_unroll(inputs, carried):
+      return unroll_lib.unroll(problem, optimizer, inputs, carried, False,
+                               reg, update, time_parallel=parallel)
+    return eval_unroll
 
-  return eval_unroll
+  return _with_fallback(compiled(True) if time_parallel else None,
+                        compiled(False))

@@ -39,7 +39,8 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import inner_step
-from problems import problem_generator
+from l2o_scale.meta_training import parallel_eval
+from l2o_scale.meta_training import regularizer
 
 class LoopState(collections.namedtuple(
     "LoopState",
@@ -76,112 +77,19 @@ class UnrollInputs(collections.namedtuple(
 UnrollOutput = collections.namedtuple(
     "UnrollOutput",
     ["metaobj", "metaobjmt", "problem_objectives", "initial_obj", "regular",
-     "final_state"])
-
-
-class RegularizerConfig(collections.namedtuple(
-    "RegularizerConfig",
-    ["reg_optimizer", "reg_optimizee", "alpha", "beta", "reg_option",
-     "hessian_itrs", "seed", "probes"])):
-  """The L2O-Entropy regularizer flags (original trainable_optimizer.py l.33-42,
-  problem_generator.py l.31-36). ``probes`` are the Rademacher probes of
-  'hessian' / 'hessian-esd': the original drew them with numpy while building
-  the graph, i.e. once per run, so the same probes serve every step.
-  ``seed`` seeds the start vectors of 'hessian-ev' (a fresh
-  ``tf.random_normal`` per run in the original)."""
-
-  @property
-  def active(self):
-    return self.reg_optimizer or self.reg_optimizee
-
-
-NO_REGULARIZER = RegularizerConfig(False, False, 5e-4, 1e-4, "hessian", 10,
-                                   0, None)
-
-# The regularizers Problem.regularizer computes (one list, the problems').
-REG_OPTIONS = problem_generator.REG_OPTIONS
-
-
-def draw_rademacher_probes(param_shapes, num_probes, rng=np.random):
-  """Rademacher probes drawn as the original drew them, with numpy.
-
-  The original's ``hessain_trace`` and ``density`` call
-  ``np.random.randint(0, 2, shape)`` per parameter per probe while the graph
-  is built (then map 0 to -1), i.e. once per run, continuing the global numpy
-  stream right after the problem's own random data. Drawing them the same way
-  at the same point reproduces the original probes.
-  """
-  probes = []
-  for _ in range(num_probes):
-    probe = []
-    for shape in param_shapes:
-      v = rng.randint(0, 2, tuple(shape))
-      v[v == 0] = -1
-      probe.append(v.astype(np.float32))
-    probes.append(probe)
-  return probes
-
-
-def make_regularizer_config(problem, reg_optimizer=False, reg_optimizee=False,
-                            alpha=5e-4, beta=1e-4, reg_option="hessian",
-                            hessian_itrs=10):
-  """Validated RegularizerConfig; draws the probes the option needs."""
-  if reg_option not in REG_OPTIONS:
-    raise ValueError("Unknown reg_option {!r}; choose one of {}".format(
-        reg_option, ", ".join(REG_OPTIONS)))
-  probes = None
-  if reg_option == "hessian":
-    probes = draw_rademacher_probes(problem.param_shapes, hessian_itrs)
-  elif reg_option == "hessian-esd":
-    probes = draw_rademacher_probes(problem.param_shapes, 1)
-  # A fresh start vector per run, without touching the numpy stream.
-  seed = (int(tf.random.uniform([], maxval=2**31 - 1, dtype=tf.int64))
-          if reg_option == "hessian-ev" else 0)
-  return RegularizerConfig(bool(reg_optimizer), bool(reg_optimizee),
-                           float(alpha), float(beta), reg_option,
-                           int(hessian_itrs), seed, probes)
-
-
-def regularizer_value(problem, params, batch_data, batch_labels, clean_grads,
-                      reg):
-  """The L2O-Entropy regularizer of the batch objective (``reg_option``).
-
-  Dispatches as the original ``Problem.gradients`` (problem_generator.py
-  l.300-330): 'hessian' -> Hutchinson trace, 'hessian-ev' -> sum of the top
-  power-iteration eigenvalue estimates, 'hessian-esd' -> stochastic Lanczos
-  (sum of the Ritz values), 'jacob' -> mean squared gradient. All take
-  ``hessian_itrs`` iterations and are differentiable (meta-gradients flow
-  through them).
-  """
-  return problem.regularizer(list(params), batch_data, batch_labels,
-                             reg.reg_option, reg.hessian_itrs, seed=reg.seed,
-                             grads=clean_grads, probes=reg.probes)
-
-
-def _decided_while_tracing(switch):
-  """Whether a ``jacob_switch`` is a Python bool (see :class:`UnrollInputs`)
-  rather than a bool tensor."""
-  return isinstance(switch, (bool, np.bool_))
-
-
-def switched_regularizer(problem, params, batch_data, batch_labels,
-                         clean_grads, reg, switch):
-  """:func:`regularizer_value` while ``switch`` is on, else 0 (the
-  original's ``tf.cond`` on ``jacob_switch``). A Python bool ``switch``
-  decides while tracing: no ``tf.cond``, whose gradient took half of the
-  hessian-esd meta-step's tracing time."""
-  if _decided_while_tracing(switch):
-    return (regularizer_value(problem, params, batch_data, batch_labels,
-                              clean_grads, reg) if switch else tf.constant(0.))
-  return tf.cond(
-      switch,
-      lambda: regularizer_value(problem, params, batch_data, batch_labels,
-                                clean_grads, reg),
-      lambda: tf.constant(0.))
+     "final_state", "early_stop"])
+UnrollOutput.__doc__ = """What one partial unroll gives: the meta-objective
+(scaled, plus the accumulated regularizer), the imitation objective, the
+optimizee objectives (at the start and before each step), the initial
+objective, the accumulated regularizer, the final :class:`LoopState`, and
+``early_stop``: whether the original's stop rules (a non-finite accumulated
+objective, ``obj_train_max_multiplier``) end the loop before its last step.
+A time-parallel unroll (:func:`unroll` with ``time_parallel``) runs every
+step and only reports it: its caller then runs the sequential unroll."""
 
 
 def _step_gradients(problem, params, batch_data, batch_labels, reg,
-                    jacob_switch):
+                    jacob_switch, defer_reg=False):
   """Gradients fed to the optimizer and the regularizer value (l.290-330).
 
   The regularizer is only evaluated when it is used: always with
@@ -199,15 +107,15 @@ def _step_gradients(problem, params, batch_data, batch_labels, reg,
       tape.watch(params)
       obj_b, clean_b = problem.objective_and_clean_gradients(
           params, batch_data, batch_labels)
-      value = regularizer_value(problem, params, batch_data, batch_labels,
+      value = regularizer.regularizer_value(problem, params, batch_data, batch_labels,
                                 clean_b, reg)
       total = obj_b + reg.beta * value
     grads = tape.gradient(total, params)
     grads = [tf.zeros_like(p) if g is None else g
              for g, p in zip(grads, params)]
     return grads, value
-  if reg.reg_optimizer:
-    return grads, switched_regularizer(problem, params, batch_data,
+  if reg.reg_optimizer and not defer_reg:
+    return grads, regularizer.switched_regularizer(problem, params, batch_data,
                                        batch_labels, clean_grads, reg,
                                        jacob_switch)
   return grads, tf.constant(0.)
@@ -298,21 +206,30 @@ def optimizer_update(optimizer, jit_compile=False):
 
 class StepCarry(collections.namedtuple(
     "StepCarry",
-    ["itr", "obj_accum", "obj_accum_mt", "regular", "objectives", "state"])):
+    ["itr", "obj_accum", "obj_accum_mt", "regular", "objectives", "state",
+     "trail"])):
   """What the unroll's while loop carries: the step counter, the weighted
   sums of the objectives (meta-objective) and of the imitation errors, the
-  accumulated regularizer, the TensorArray of per-step objectives and the
+  accumulated regularizer, the TensorArray of per-step objectives, the
   :class:`LoopState` (parameters, attended parameters, packed optimizer
-  state, global state)."""
+  state, global state) and, in a time-parallel unroll, the trail:
+  TensorArrays of the parameters (and, for a deferred regularizer with
+  attention, the attended parameters) before each step."""
 
 
 class _UnrollStep(object):
   """The loop body and condition of one partial unroll (original
   trainable_optimizer.py l.282-350): what stays fixed during the unroll is
-  held here, what changes is the :class:`StepCarry`."""
+  held here, what changes is the :class:`StepCarry`.
+
+  ``time_parallel``: the body leaves out the objective on the mini dataset
+  (and a regularizer that only enters the meta-objective) and records the
+  parameters instead; :func:`unroll` evaluates them at all steps at once
+  after the loop.
+  """
 
   def __init__(self, problem, optimizer, inputs, mode_mt, reg, update,
-               initial_obj):
+               initial_obj, time_parallel=False):
     self.problem = problem
     self.optimizer = optimizer
     self.inputs = inputs
@@ -320,17 +237,34 @@ class _UnrollStep(object):
     self.reg = reg
     self.update = update
     self.initial_obj = initial_obj
-    self.num_iter = tf.shape(inputs.obj_weights)[0]
+    # Static where known (XLA needs the trail's size at compile time).
+    self.num_iter = (inputs.obj_weights.shape[0] or
+                     tf.shape(inputs.obj_weights)[0])
     switch = inputs.jacob_switch
-    if not _decided_while_tracing(switch):
+    if not regularizer.decided_while_tracing(switch):
       switch = tf.convert_to_tensor(switch, tf.bool)
     self.switch = switch
+    self.time_parallel = bool(time_parallel)
+    self.defer_reg = self.time_parallel and regularizer.defers_regularizer(reg, switch)
+    self.attends = inner_step.uses_attention(optimizer)
+
+  def trail(self, params):
+    """Empty TensorArrays for the parameters at each step (time-parallel)."""
+    if not self.time_parallel:
+      return ()
+    tensors = list(params)
+    if self.defer_reg and self.attends:
+      tensors += list(params)
+    return tuple(tf.TensorArray(tf.float32, size=self.num_iter,
+                                element_shape=p.shape) for p in tensors)
 
   def keep_going(self, carry):
     """Steps remain, the accumulated objective is finite and (with
     ``obj_train_max_multiplier``) the last objective is below the limit."""
-    keep = tf.logical_and(carry.itr < self.num_iter,
-                          tf.math.is_finite(carry.obj_accum))
+    keep = carry.itr < self.num_iter
+    if self.time_parallel:
+      return keep
+    keep = tf.logical_and(keep, tf.math.is_finite(carry.obj_accum))
     multiplier = self.optimizer.obj_train_max_multiplier
     if multiplier > 0:
       keep = tf.logical_and(keep, carry.objectives.read(carry.itr) <
@@ -339,9 +273,9 @@ class _UnrollStep(object):
 
   def _accumulated_regularizer(self, regular, reg_value):
     """Original: reg = cond(switch, reg, regular); regular += alpha * reg."""
-    if not self.reg.reg_optimizer:
+    if not self.reg.reg_optimizer or self.defer_reg:
       return regular
-    if _decided_while_tracing(self.switch):
+    if regularizer.decided_while_tracing(self.switch):
       picked = reg_value if self.switch else regular
     else:
       picked = tf.where(self.switch, reg_value, regular)
@@ -354,13 +288,12 @@ class _UnrollStep(object):
     batch_data = tf.gather(inputs.mini_data, batch)
     batch_labels = tf.gather(inputs.mini_labels, batch)
     teacher_steps = [tf.gather(m, itr) for m in inputs.mt_labels]
-    obj = problem.objective(state.params, inputs.mini_data,
-                            inputs.mini_labels)
     # Objective at the real parameters, gradients at the attended ones.
     eval_params = inner_step.gradient_point(optimizer, state.params,
                                             state.attend_params)
     grads, reg_value = _step_gradients(problem, eval_params, batch_data,
-                                       batch_labels, self.reg, self.switch)
+                                       batch_labels, self.reg, self.switch,
+                                       self.defer_reg)
     if not optimizer.use_second_derivatives:
       grads = [tf.stop_gradient(g) for g in grads]
     weight = tf.gather(inputs.obj_weights, itr)
@@ -371,17 +304,27 @@ class _UnrollStep(object):
             teacher_steps if self.mode_mt else None))
     mse = tf.add_n([tf.reduce_sum(0.5 * tf.square(own - teacher))
                     for own, teacher in zip(steps, teacher_steps)])
+    obj_accum, objectives, trail = carry.obj_accum, carry.objectives, ()
+    if self.time_parallel:
+      recorded = list(state.params)
+      if self.defer_reg and self.attends:
+        recorded += list(eval_params)
+      trail = tuple(ta.write(itr, p) for ta, p in zip(carry.trail, recorded))
+    else:
+      obj = problem.objective(state.params, inputs.mini_data,
+                              inputs.mini_labels)
+      obj_accum += weight * obj
+      objectives = objectives.write(itr + 1, obj)
     return StepCarry(
-        itr + 1, carry.obj_accum + weight * obj,
+        itr + 1, obj_accum,
         carry.obj_accum_mt + weight * (mse / problem.num_params),
-        self._accumulated_regularizer(carry.regular, reg_value),
-        carry.objectives.write(itr + 1, obj),
+        self._accumulated_regularizer(carry.regular, reg_value), objectives,
         LoopState(state.initial_obj, list(new_params), list(new_attend),
-                  new_states, list(new_global)))
+                  new_states, list(new_global)), trail)
 
 
 def unroll(problem, optimizer, inputs, carried, mode_mt=False,
-           reg=NO_REGULARIZER, update=None):
+           reg=regularizer.NO_REGULARIZER, update=None, time_parallel=False):
   """Runs one partial unroll; differentiable with respect to the optimizer.
 
   Args:
@@ -390,9 +333,17 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
     inputs: UnrollInputs.
     carried: LoopState from the previous unroll, or None.
     mode_mt: Python bool: imitation mode.
-    reg: RegularizerConfig.
+    reg: regularizer.RegularizerConfig.
     update: the optimizer's step (default: :func:`optimizer_update`,
       uncompiled).
+    time_parallel: evaluate the objective on the mini dataset (and a
+      regularizer that only enters the meta-objective,
+      :func:`~l2o_scale.meta_training.regularizer.defers_regularizer`) at all steps after the trajectory, in one
+      vectorized pass, instead of one step at a time. Neither feeds the
+      trajectory (steps use batch gradients), so the result is the
+      sequential one up to float rounding, except where the original's stop
+      rules end the loop early: then every step still runs and
+      ``early_stop`` says so (the caller runs the sequential unroll).
 
   Returns:
     UnrollOutput. ``metaobj`` is the scaled meta-objective plus the
@@ -401,22 +352,47 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
   start_obj, state = initial_loop_state(
       problem, optimizer, inputs.init_tensors, inputs.mini_data,
       inputs.mini_labels, carried, inputs.first_unroll, inputs.reset_state)
-  objectives = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
-                              clear_after_read=False,
-                              element_shape=tf.TensorShape([]))
   step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg,
                      update or optimizer_update(optimizer),
-                     state.initial_obj)
-  start = StepCarry(tf.constant(0), tf.constant(0.), tf.constant(0.),
-                    tf.constant(0.), objectives.write(0, start_obj), state)
-  [end] = tf.while_loop(step.keep_going, lambda carry: [step(carry)],
-                        [start])
-  problem_objectives = end.objectives.stack()
-  scaled = optimizer.scale_objective(end.obj_accum, problem_objectives,
+                     state.initial_obj, time_parallel)
+  end = _run_loop(step, start_obj, state)
+  if time_parallel:
+    multiplier = optimizer.obj_train_max_multiplier
+    limit = (objective_limit(state.initial_obj, multiplier)
+             if multiplier > 0 else None)
+    obj_accum, problem_objectives, regular, early_stop = (
+        parallel_eval.after_trajectory(
+            problem, reg if step.defer_reg and step.switch else None, inputs,
+            start_obj, end.trail, len(state.params), limit, end.regular))
+  else:
+    obj_accum, regular = end.obj_accum, end.regular
+    problem_objectives = end.objectives
+    early_stop = end.itr < tf.shape(inputs.obj_weights)[0]
+  scaled = optimizer.scale_objective(obj_accum, problem_objectives,
                                      state.initial_obj)
-  return UnrollOutput(scaled + end.regular, end.obj_accum_mt,
-                      problem_objectives, state.initial_obj, end.regular,
-                      end.state)
+  return UnrollOutput(scaled + regular, end.obj_accum_mt, problem_objectives,
+                      state.initial_obj, regular, end.state, early_stop)
+
+
+def _run_loop(step, start_obj, state):
+  """The while loop over the unroll's steps, from ``state``; its last
+  :class:`StepCarry` with the per-step objectives (step by step) or the
+  trail (time-parallel) stacked into tensors."""
+  carry = StepCarry(tf.constant(0), tf.constant(0.), tf.constant(0.),
+                    tf.constant(0.), tf.constant(0.), state, ())
+  if step.time_parallel:
+    carry = carry._replace(trail=step.trail(state.params))
+  else:
+    objectives = tf.TensorArray(tf.float32, size=0, dynamic_size=True,
+                                clear_after_read=False,
+                                element_shape=tf.TensorShape([]))
+    carry = carry._replace(objectives=objectives.write(0, start_obj))
+  [end] = tf.while_loop(
+      step.keep_going, lambda c: [step(c)], [carry],
+      maximum_iterations=step.num_iter if step.time_parallel else None)
+  if step.time_parallel:
+    return end._replace(trail=tuple(ta.stack() for ta in end.trail))
+  return end._replace(objectives=end.objectives.stack())
 
 
 def zero_mt_labels(param_shapes, num_steps):

@@ -1,6 +1,6 @@
 """Atomic file writes: a reader sees the old file or the new one, never half.
 
-Why (issue 13): run records, resume sidecars, curriculum markers and
+Why: run records, resume sidecars, curriculum markers and
 metatest's result files are written next to checkpoints that a crash, a kill
 or a full disk may interrupt. Each is written to ``<path>.tmp`` and renamed
 over ``<path>``; when writing fails (e.g. no space left) the temporary file

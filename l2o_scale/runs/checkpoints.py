@@ -12,20 +12,54 @@ Two formats are read:
 
 Restoring is all-or-nothing: every variable the optimizer needs is looked up
 and shape-checked first; a mismatch raises :class:`CheckpointMismatchError`
-naming the first missing or mis-shaped variable and nothing is assigned.
+naming the first missing or mis-shaped variable and nothing is assigned. A
+file the reader cannot read (truncated ``.data``, garbled or empty
+``.index``, missing ``.data``) raises :class:`DamagedCheckpointError` naming
+that file, and a ``checkpoint`` state file that does not say which checkpoint
+is the latest raises :class:`CheckpointStateError` naming it: a train dir is
+never resumed (or restarted over its checkpoints) on a guess.
 """
 
 import os
 import re
 
+from google.protobuf import text_format
 import tensorflow as tf
+from tensorflow.python.training import checkpoint_state_pb2  # pylint: disable=g-direct-tensorflow-import
 
 CHECKPOINT_BASENAME = "model.ckpt"
 TF2_ROOT = "optimizer"
 
 
+STATE_FILENAME = "checkpoint"
+
+
 class CheckpointMismatchError(ValueError):
   """The checkpoint does not fit the optimizer's configuration."""
+
+
+class DamagedCheckpointError(OSError):
+  """A checkpoint file cannot be read.
+
+  ``filename``: the damaged file; ``damage``: what is wrong, one sentence
+  naming the checkpoint and the file; ``others``: the other checkpoints of
+  its folder. ``str()`` adds generic advice; a script can give its own.
+  """
+
+  def __init__(self, damage, filename, others):
+    super().__init__(damage)
+    self.damage = damage
+    self.filename = filename
+    self.others = others
+
+  def __str__(self):
+    return "{}. Restore the file from a copy, or use another checkpoint " \
+        "({})".format(self.damage, ", ".join(self.others) or "there is none")
+
+
+class CheckpointStateError(ValueError):
+  """The ``checkpoint`` state file of a folder is unreadable, names a
+  checkpoint that is not there, or is missing beside ``model.ckpt-K`` files."""
 
 
 def tf2_key(tf1_name):
@@ -34,16 +68,107 @@ def tf2_key(tf1_name):
   return "{}/meta/{}/.ATTRIBUTES/VARIABLE_VALUE".format(TF2_ROOT, escaped)
 
 
+def _damaged(path, error, data_read):
+  """The DamagedCheckpointError for a reader ``error`` on checkpoint ``path``
+  (``data_read``: the error came while reading tensors, i.e. the .data file)."""
+  message = (getattr(error, "message", None) or str(error)).strip()
+  reason = message.splitlines()[0] if message else type(error).__name__
+  named = re.search(r"(\S+\.(?:index|data-\d+-of-\d+))", reason)
+  if named:
+    damaged = named.group(1)
+  elif data_read:
+    damaged = path + ".data-00000-of-00001"
+  else:
+    damaged = path + ".index"
+  if not os.path.exists(damaged):
+    reason = "is missing"
+  elif isinstance(error, IndexError) or "bytes than requested" in reason:
+    reason = "is truncated ({})".format(reason)
+  else:
+    reason = "cannot be read ({})".format(reason)
+  return DamagedCheckpointError(
+      "checkpoint {} is damaged: {} {}".format(path, damaged, reason), damaged,
+      [n for n in list_checkpoints(os.path.dirname(path) or ".")
+       if n != os.path.basename(path)])
+
+
+class _Reader(object):
+  """``tf.train.load_checkpoint`` whose read errors name the damaged file."""
+
+  def __init__(self, path):
+    self.path = path
+    try:
+      self.reader = tf.train.load_checkpoint(path)
+      self.shapes = self.reader.get_variable_to_shape_map()
+    except (tf.errors.OpError, IndexError, ValueError) as e:
+      raise _damaged(path, e, data_read=False) from None
+
+  def get_tensor(self, key):
+    try:
+      return self.reader.get_tensor(key)
+    except (tf.errors.OpError, IndexError, ValueError) as e:
+      raise _damaged(self.path, e, data_read=True) from None
+
+
 def checkpoint_format(path):
   """'tf2' or 'tf1' depending on how the checkpoint at ``path`` was written."""
-  names = dict(tf.train.list_variables(path))
-  return "tf2" if "_CHECKPOINTABLE_OBJECT_GRAPH" in names else "tf1"
+  return ("tf2" if "_CHECKPOINTABLE_OBJECT_GRAPH" in _Reader(path).shapes
+          else "tf1")
+
+
+def latest_checkpoint(folder):
+  """The checkpoint the ``checkpoint`` state file of ``folder`` names as the
+  latest (a path), or None for a folder with neither a state file nor
+  ``model.ckpt-K`` files.
+
+  Raises CheckpointStateError naming the state file when it is unreadable or
+  empty, names a checkpoint whose ``.index`` is not there, or is missing
+  while checkpoints are there: TensorFlow would then start a run over (and
+  overwrite ``model.ckpt-1``...) or restore a checkpoint of another folder.
+  """
+  state_path = os.path.join(folder, STATE_FILENAME)
+  present = list_checkpoints(folder)
+  fix = ("Restore it from a copy, or write it naming the latest checkpoint: "
+         "echo 'model_checkpoint_path: \"{}\"' > {}".format(
+             present[-1] if present else CHECKPOINT_BASENAME + "-K",
+             state_path))
+  if not os.path.exists(state_path):
+    if present:
+      raise CheckpointStateError(
+          "{} holds {} but no '{}' state file saying which is the latest, so "
+          "the run cannot know where to resume. {}".format(
+              folder, ", ".join(present), STATE_FILENAME, fix))
+    return None
+  try:
+    with open(state_path) as f:
+      state = text_format.Parse(f.read(),
+                                checkpoint_state_pb2.CheckpointState())
+  except (text_format.ParseError, UnicodeDecodeError) as e:
+    raise CheckpointStateError("{} is garbled ({}). {}".format(
+        state_path, str(e).splitlines()[0], fix)) from None
+  if not state.model_checkpoint_path:
+    raise CheckpointStateError("{} names no checkpoint. {}".format(
+        state_path, fix))
+  latest = state.model_checkpoint_path
+  if not os.path.isabs(latest):
+    latest = os.path.join(folder, latest)
+  if os.path.realpath(os.path.dirname(latest)) != os.path.realpath(folder):
+    raise CheckpointStateError(
+        "{} names {}, a checkpoint of another folder (the train dir was "
+        "copied or moved). {}".format(state_path, latest, fix))
+  if not tf.io.gfile.exists(latest + ".index"):
+    raise CheckpointStateError(
+        "{} names {} as the latest checkpoint, but its files are not there "
+        "(checkpoints there: {}). {}".format(
+            state_path, state.model_checkpoint_path,
+            ", ".join(present) or "none", fix))
+  return latest
 
 
 def resolve_checkpoint_path(path):
   """Accepts a checkpoint prefix or a directory holding a ``checkpoint`` file."""
   if os.path.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
+    latest = latest_checkpoint(path)
     if latest is None:
       raise FileNotFoundError("No checkpoint in directory {}".format(path))
     return latest
@@ -73,6 +198,26 @@ def checkpoint_in(folder, name=""):
   return path
 
 
+def checkpoint_folder_given(train_dir, subdir):
+  """An error line when ``train_dir`` is itself a checkpoint folder (it
+  holds ``model.ckpt-K`` files or a run record) and has no ``subdir``: the
+  scripts would look in (or start a fresh run in) ``train_dir/subdir``
+  instead of using it. None otherwise."""
+  if not os.path.isdir(train_dir) or os.path.isdir(os.path.join(train_dir,
+                                                                 subdir)):
+    return None
+  found = list_checkpoints(train_dir) or [
+      n for n in ("run_record.json",) if os.path.exists(
+          os.path.join(train_dir, n))]
+  if not found:
+    return None
+  return ("--train_dir={} is a checkpoint folder itself (it holds {}); "
+          "--train_dir is the folder above it, whose {} subfolder the "
+          "optimizer flags name: pass --train_dir={}".format(
+              train_dir, ", ".join(found), subdir,
+              os.path.dirname(os.path.normpath(train_dir)) or "."))
+
+
 def list_checkpoints(folder):
   """Names of the checkpoint prefixes in ``folder`` (``model.ckpt-K``)."""
   if not os.path.isdir(folder):
@@ -93,8 +238,8 @@ def read_meta_parameters(path, optimizer):
   Returns a dict TF1 name -> numpy array, or raises CheckpointMismatchError.
   """
   path = resolve_checkpoint_path(path)
-  reader = tf.train.load_checkpoint(path)
-  shapes = reader.get_variable_to_shape_map()
+  reader = _Reader(path)
+  shapes = reader.shapes
   fmt = "tf2" if "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes else "tf1"
   values = {}
   for name, var in optimizer.tf1_variables().items():

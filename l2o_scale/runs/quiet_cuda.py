@@ -1,6 +1,6 @@
 """Imports TensorFlow without its CUDA-probing noise on machines with no CUDA.
 
-Why (issue 13, item 8): on a CPU-only machine every run of TF 2.21 prints
+Why: on a CPU-only machine every run of TF 2.21 prints
 "Could not find cuda drivers on your machine" twice at import and "failed
 call to cuInit: ... UNKNOWN ERROR (303)" when the devices are first listed.
 They go straight to file descriptor 2 from C++ (before absl's logging is
@@ -36,10 +36,25 @@ def has_cuda_driver():
   return True
 
 
+# TF's C++ log prefix: "I0000 00:00:1795577665.032223     653 ".
+LOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ ")
+
+
 def drop_probing_lines(text):
-  """``text`` without the CUDA-probing lines (every other line kept)."""
-  return "".join(line for line in text.splitlines(keepends=True)
-                 if not PROBING_LINE.search(line))
+  """``text`` without the CUDA-probing lines, and without a second copy of
+  a log line TF printed already (the oneDNN note comes once per library
+  TF loads); every other line kept."""
+  kept, seen = [], set()
+  for line in text.splitlines(keepends=True):
+    if PROBING_LINE.search(line):
+      continue
+    message = LOG_PREFIX.sub("", line)
+    if LOG_PREFIX.match(line):
+      if message in seen:
+        continue
+      seen.add(message)
+    kept.append(line)
+  return "".join(kept)
 
 
 def import_tensorflow():

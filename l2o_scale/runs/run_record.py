@@ -1,5 +1,5 @@
 """The run record: ``<logdir>/run_record.json``, the flags a train dir was
-trained with (issue 13), next to its ``model.ckpt-K`` files.
+trained with, next to its ``model.ckpt-K`` files.
 
 One format for metarun (writes it, refuses a run with other flags),
 metatest and ``LearnedOptimizer.from_checkpoint`` (rebuild the optimizer
@@ -59,7 +59,43 @@ def read(logdir):
                      "it".format(target, e))
   if not isinstance(record, dict) or record.get("format") != FORMAT:
     raise ValueError("{} is not an l2o-scale run record".format(target))
+  for section in ("optimizer_flags", "training_flags"):
+    if not isinstance(record.get(section, {}), dict):
+      raise ValueError("{} is damaged: its {} is not a mapping of flag "
+                       "names to values; restore it".format(target, section))
   return record
+
+
+class MissingRunRecordError(ValueError):
+  """A checkpoint of this port whose folder has no run record: the optimizer
+  flags it was trained with are unknown."""
+
+
+def record_for_checkpoint(checkpoint_path, checkpoint_format, flags_given,
+                          how_to_give):
+  """``(record or None, note or None)`` for rebuilding the optimizer of a
+  checkpoint: the record in its folder.
+
+  Without one: a TF1 checkpoint (the original code wrote no record) is
+  rebuilt from the given flags or the original's defaults, with a note; a TF2
+  checkpoint (this port's metarun.py always writes a record beside it) raises
+  MissingRunRecordError unless ``flags_given`` (the caller was told the
+  flags explicitly), since other flags than it was trained with run silently
+  wrong. ``how_to_give`` completes the error's advice.
+  """
+  folder = os.path.dirname(checkpoint_path) or "."
+  record = read(folder)
+  if record is not None or flags_given:
+    return record, None
+  if checkpoint_format == "tf2":
+    raise MissingRunRecordError(
+        "{} was written by metarun.py but {} has no {}, so the optimizer "
+        "flags it was trained with are unknown (other flags than those run "
+        "silently wrong). Copy the {} of its train dir into {}, or {}.".format(
+            checkpoint_path, folder, FILENAME, FILENAME, folder, how_to_give))
+  return None, ("Note: {} is a TF1 checkpoint of the original code (no {}): "
+                "the optimizer is built with the original's defaults for the "
+                "optimizer flags not given.".format(checkpoint_path, FILENAME))
 
 
 def optimizer_flag_values(record):

@@ -1,6 +1,6 @@
 """TensorBoard summary writers for runs that may have been resumed.
 
-Why (issue 13): a run killed after it wrote summaries past its last
+Why: a run killed after it wrote summaries past its last
 checkpoint writes those steps again when it resumes, and TensorBoard then
 shows two values for one step. The TF1 original avoided this with the
 ``SessionLog.START`` event its ``Supervisor`` wrote on every (re)start:

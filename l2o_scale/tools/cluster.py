@@ -91,11 +91,17 @@ def _stream(proc, log, out):
 
 
 def _print_tail(path, out, lines=20):
-  """A failed chief's own error lines (``metarun.py: ...``), else the end of
-  its stderr (gRPC retry messages can bury the error)."""
+  """A failed chief's own error lines (``metarun.py: ...`` and the indented
+  reason lines under it, as its invalid-flag refusal lists them), else the
+  end of its stderr (gRPC retry messages can bury the error)."""
   with open(path) as f:
     text = f.readlines()
-  own = [line for line in text if line.startswith("metarun.py:")]
+  own, under_own = [], False
+  for line in text:
+    under_own = line.startswith("metarun.py:") or (
+        under_own and line.startswith("  "))
+    if under_own:
+      own.append(line)
   out.write("--- {} of {} ---\n{}".format(
       "errors" if own else "last lines", path, "".join(own or text[-lines:])))
 

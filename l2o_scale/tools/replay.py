@@ -89,9 +89,9 @@ def _final_arrays(prefix, params, states):
 
 def regularizer_config(spec, problem):
   """RegularizerConfig from a meta_train fixture's ``flags`` (original defaults)."""
-  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
   flags = spec.get("flags", {})
-  return unroll_lib.make_regularizer_config(
+  return regularizer_lib.make_regularizer_config(
       problem,
       reg_optimizer=bool(flags.get("reg_optimizer", False)),
       reg_optimizee=bool(flags.get("reg_optimizee", False)),
@@ -101,8 +101,36 @@ def regularizer_config(spec, problem):
       hessian_itrs=int(flags.get("hessian_itrs", 10)))
 
 
-def replay_meta_train(folder, spec, arrays, data_dir=None):
+def _unroll_inputs(spec, arrays, problem, lengths, mini, init_tensors,
+                   has_data):
+  """The recorded feed of each partial unroll of a ``meta_train`` fixture."""
+  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
+  switches = spec.get("jacob_switch", [False] * len(lengths))
+  batches = np.asarray(arrays["batches"]) if has_data else None
+  offset = 0
+  for u, length in enumerate(lengths):
+    if batches is not None:
+      unroll_batches = tf.constant(batches[offset:offset + length], tf.int32)
+    else:
+      unroll_batches = tf.zeros([length, 0], tf.int32)
+    offset += length
+    mt_labels = [tf.constant(np.asarray(arrays["mt_labels{}".format(i)][u],
+                                        np.float32))
+                 for i in range(len(problem.param_shapes))]
+    yield unroll_lib.UnrollInputs(
+        obj_weights=tf.constant(np.ones(length, np.float32) / length),
+        batches=unroll_batches, mini_data=mini[0], mini_labels=mini[1],
+        init_tensors=init_tensors,
+        jacob_switch=bool(switches[u]), mt_labels=mt_labels,
+        first_unroll=tf.constant(u == 0), reset_state=tf.constant(u == 0))
+
+
+def replay_meta_train(folder, spec, arrays, data_dir=None,
+                      time_parallel=True):
   """Replays a ``meta_train`` fixture: partial unrolls, no meta update between.
+
+  ``time_parallel``: the unroll metarun runs by default (``--time_parallel``);
+  False replays the step-by-step one.
 
   Returns per unroll u the meta-objective, the problem objectives and the
   gradient of the differentiated objective for every meta-parameter, named
@@ -126,30 +154,16 @@ def replay_meta_train(folder, spec, arrays, data_dir=None):
     mini_data = mini_labels = tf.zeros([0])
   init_tensors = fixture_spec.initial_params(arrays, problem)
   lengths = [int(n) for n in spec["unroll_lengths"]]
-  switches = spec.get("jacob_switch", [False] * len(lengths))
   mode_mt = bool(spec.get("mode_mt", False))
-  step = meta_step_lib.make_meta_step(problem, optimizer, reg)
+  step = meta_step_lib.make_meta_step(problem, optimizer, reg,
+                                      time_parallel=time_parallel)
   names = list(optimizer.tf1_variables())
-  batches = np.asarray(arrays["batches"]) if data is not None else None
   results = {}
   from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
   carried = unroll_lib.zero_loop_state(problem, optimizer)
-  offset = 0
-  for u, length in enumerate(lengths):
-    if batches is not None:
-      unroll_batches = tf.constant(batches[offset:offset + length], tf.int32)
-    else:
-      unroll_batches = tf.zeros([length, 0], tf.int32)
-    offset += length
-    mt_labels = [tf.constant(np.asarray(arrays["mt_labels{}".format(i)][u],
-                                        np.float32))
-                 for i in range(len(problem.param_shapes))]
-    inputs = unroll_lib.UnrollInputs(
-        obj_weights=tf.constant(np.ones(length, np.float32) / length),
-        batches=unroll_batches, mini_data=mini_data, mini_labels=mini_labels,
-        init_tensors=init_tensors,
-        jacob_switch=bool(switches[u]), mt_labels=mt_labels,
-        first_unroll=tf.constant(u == 0), reset_state=tf.constant(u == 0))
+  for u, inputs in enumerate(_unroll_inputs(spec, arrays, problem, lengths,
+                                            (mini_data, mini_labels),
+                                            init_tensors, data is not None)):
     out, grads = step(inputs, carried, mode_mt)
     carried = out.final_state
     prefix = "unroll{}/".format(u)

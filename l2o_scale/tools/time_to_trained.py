@@ -35,80 +35,38 @@ Usage::
       --recipe stable --recipe fast=path/to/fast.flags [--seeds 1,2,3] \\
       [--json OUT.json] [--work_dir DIR]
 
-``--recipe NAME`` takes a built-in recipe (:data:`RECIPES`), ``NAME=FILE``
+``--recipe NAME`` takes a shipped recipe (:mod:`l2o_scale.config.recipes`),
+``NAME=FILE``
 an absl flagfile (one ``--flag=value`` per line).
+
+This module holds the schedule, the summary and the command;
+:mod:`l2o_scale.tools.training_snapshots` runs one training and scores its
+snapshots (the yardstick).
 """
 
 import argparse
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from l2o_scale.config import recipes
+# The snapshot runner and the yardstick; their names stay reachable here.
+from l2o_scale.tools.training_snapshots import (  # pylint: disable=unused-import
+    FIRST_UNROLL_LINE, THRESHOLD, YARDSTICK_PROBLEMS, YARDSTICK_SEEDS,
+    YARDSTICK_STEPS, Yardstick, active_elapsed, run_job,
+    seconds_per_meta_iteration, time_to_threshold)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 METARUN = os.path.join(ROOT, "metarun.py")
 
-# Today's recipe for meta-training that learns and stays stable
-# (reproduce/all.sh, medium size).
-STABLE = ["--meta_learning_rate=3e-3", "--max_log_lr=-4.6",
-          "--on_divergence=rollback", "--selection=robust",
-          "--selection_steps=1000", "--fix_unroll=True",
-          "--fix_unroll_length=20", "--fix_num_steps=100",
-          "--fix_num_steps_eval=100", "--evaluation_epochs=1",
-          "--evaluation_period=2", "--num_meta_iterations=30"]
-RECIPES = {"stable": STABLE}
 
-THRESHOLD = 0.05
-YARDSTICK_STEPS = 1000
-YARDSTICK_SEEDS = (1001, 1002, 1003)
-# The robust score's initial parameters are TF draws with op seeds 1001-1003,
-# which also depend on TF's global seed (metarun --seed): the yardstick's are
-# those of a training run with --seed=1.
-YARDSTICK_GLOBAL_SEED = 1
-YARDSTICK_PROBLEMS = "mnist_mlp_problems"
-CHECKPOINT = re.compile(r'"model\.ckpt-(\d+)"')
-META_ITERATION_LINE = re.compile(r"^\[meta-iteration (\d+)/\d+\]")
-FIRST_UNROLL_LINE = re.compile(r"^\[meta-iteration 1/\d+\] unroll 1/")
-SELECTION_LINE = re.compile(r"robust score=(\S+)")
-
-
-# ------------------------------------------------------------------ rules
-def time_to_threshold(snapshots, threshold):
-  """The first snapshot (in meta-iteration order) whose score is <=
-  ``threshold``: ``(elapsed seconds, meta-iteration)``, or None."""
-  for snap in sorted(snapshots, key=lambda s: s["meta_iteration"]):
-    if snap["score"] is not None and snap["score"] <= threshold:
-      return snap["elapsed"], snap["meta_iteration"]
-  return None
-
-
-def active_elapsed(moment, start, pauses):
-  """Seconds from ``start`` to ``moment`` without the ``(stop, cont)``
-  pauses that ended before ``moment`` (the paused process writes nothing,
-  so no pause straddles a file's modification time)."""
-  return moment - start - sum(cont - stop for stop, cont in pauses
-                              if cont <= moment)
-
-
-def seconds_per_meta_iteration(snapshots):
-  """Mean seconds per meta-iteration between the first and the last
-  snapshot (start-up and tracing, before the first, left out); None with
-  fewer than two snapshots."""
-  snaps = sorted(snapshots, key=lambda s: s["meta_iteration"])
-  if len(snaps) < 2:
-    return None
-  first, last = snaps[0], snaps[-1]
-  return ((last["elapsed"] - first["elapsed"]) /
-          (last["meta_iteration"] - first["meta_iteration"]))
-
-
+# --------------------------------------------------------------- summary
 def _median(values):
   """Median with None (never reached) counted as +inf; None if the median
   itself is not reached."""
@@ -148,190 +106,6 @@ def summarize(jobs, recipe_names):
   return per_recipe
 
 
-# ---------------------------------------------------------------- training
-def _listed_checkpoints(logdir):
-  """Numbers K of the ``model.ckpt-K`` the ``checkpoint`` state file lists
-  (written after the checkpoint itself: a listed checkpoint is complete)."""
-  try:
-    with open(os.path.join(logdir, "checkpoint")) as f:
-      return {int(k) for k in CHECKPOINT.findall(f.read())}
-  except OSError:
-    return set()
-
-
-def _find_logdir(train_dir):
-  """The folder metarun writes checkpoints to (``<train_dir>/<optimizer
-  subdir>``), once it has a ``checkpoint`` state file."""
-  try:
-    names = sorted(os.listdir(train_dir))
-  except OSError:
-    return None
-  for name in names:
-    if os.path.exists(os.path.join(train_dir, name, "checkpoint")):
-      return os.path.join(train_dir, name)
-  return None
-
-
-class _Output(object):
-  """Reads the training's output in a thread: each line with its time,
-  copied to a log file."""
-
-  def __init__(self, stream, log_path):
-    self.lines = []
-    self._thread = threading.Thread(target=self._read,
-                                    args=(stream, log_path), daemon=True)
-    self._thread.start()
-
-  def _read(self, stream, log_path):
-    with open(log_path, "w") as log:
-      for line in stream:
-        self.lines.append((time.time(), line.rstrip("\n")))
-        log.write(line)
-        log.flush()
-
-  def join(self):
-    self._thread.join(timeout=30)
-
-
-def own_selection_scores(lines):
-  """meta-iteration -> the recipe's own robust score printed after it."""
-  scores, k = {}, None
-  for _, line in lines:
-    m = META_ITERATION_LINE.match(line)
-    if m:
-      k = int(m.group(1))
-    m = SELECTION_LINE.search(line)
-    if m and k is not None:
-      scores[k] = float(m.group(1))
-  return scores
-
-
-def run_job(command, train_dir, score, threshold=THRESHOLD,
-            stop_at_threshold=True, poll_seconds=0.05, log_path=None,
-            env=None):
-  """Runs one training ``command`` (which writes checkpoints under
-  ``train_dir``), scoring each new ``model.ckpt-K`` (K >= 1) with
-  ``score(path) -> float`` while the process is paused.
-
-  Returns a dict: ``snapshots`` ([{meta_iteration, elapsed, score,
-  score_seconds}]), ``seconds_to_trained`` / ``meta_iterations_to_trained``
-  (None if never), ``seconds_per_meta_iteration``, ``stopped_at_threshold``,
-  ``returncode``, ``total_active_seconds`` (the whole training, pauses
-  left out), ``first_unroll_elapsed`` (start-up, tracing and the first
-  unroll) and the recipe's own selection scores.
-  """
-  log_path = log_path or os.path.join(train_dir + ".log")
-  os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
-  pauses, snapshots, seen = [], [], set()
-  start = time.time()
-  proc = subprocess.Popen(command, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, env=env,
-                          start_new_session=True)
-  output = _Output(proc.stdout, log_path)
-  stopped_at_threshold = False
-  logdir = None
-  while True:
-    running = proc.poll() is None
-    logdir = logdir or _find_logdir(train_dir)
-    new = (sorted(_listed_checkpoints(logdir) - seen - {0}) if logdir
-           else [])
-    if new and running:
-      stop = time.time()
-      os.killpg(proc.pid, signal.SIGSTOP)
-    for k in new:
-      seen.add(k)
-      prefix = os.path.join(logdir, "model.ckpt-{}".format(k))
-      written = os.stat(prefix + ".index").st_mtime
-      scored = time.time()
-      value = score(prefix)
-      snapshots.append(dict(meta_iteration=k,
-                            elapsed=active_elapsed(written, start, pauses),
-                            score=value,
-                            score_seconds=time.time() - scored))
-      if value is not None and value <= threshold and stop_at_threshold:
-        stopped_at_threshold = True
-        break
-    if new and running:
-      if stopped_at_threshold:
-        os.killpg(proc.pid, signal.SIGKILL)
-        os.killpg(proc.pid, signal.SIGCONT)
-      else:
-        os.killpg(proc.pid, signal.SIGCONT)
-        pauses.append((stop, time.time()))
-    if stopped_at_threshold or (not running and not new):
-      break
-    time.sleep(poll_seconds)
-  end = time.time()
-  proc.wait()
-  output.join()
-  reached = time_to_threshold(snapshots, threshold)
-  first_unroll = next((t for t, line in output.lines
-                       if FIRST_UNROLL_LINE.match(line)), None)
-  return dict(
-      command=command, log=log_path, returncode=proc.returncode,
-      stopped_at_threshold=stopped_at_threshold,
-      snapshots=sorted(snapshots, key=lambda s: s["meta_iteration"]),
-      seconds_to_trained=reached[0] if reached else None,
-      meta_iterations_to_trained=reached[1] if reached else None,
-      seconds_per_meta_iteration=seconds_per_meta_iteration(snapshots),
-      total_active_seconds=active_elapsed(end, start, pauses),
-      paused_seconds=sum(c - s for s, c in pauses),
-      first_unroll_elapsed=(
-          active_elapsed(first_unroll, start, pauses) if first_unroll
-          else None),
-      own_selection_scores=own_selection_scores(output.lines),
-      output_tail=[line for _, line in output.lines[-5:]])
-
-
-# --------------------------------------------------------------- yardstick
-class Yardstick(object):
-  """The robust score of ``--selection=robust`` with fixed settings, for
-  checkpoints of any recipe (the optimizer is rebuilt from the run record
-  next to the checkpoint; one per configuration, compiled once)."""
-
-  def __init__(self, data_dir, steps=YARDSTICK_STEPS, seeds=YARDSTICK_SEEDS,
-               problems=YARDSTICK_PROBLEMS, growth_limit=100.):
-    # Imported here: the timing rules above and their tests need no
-    # TensorFlow.
-    from problems import problem_sets  # pylint: disable=g-import-not-at-top
-    spec, self.dataset, self.batch_size = problem_sets.get(
-        problems, data_dir=data_dir)[0]
-    self.problem = spec.build()
-    self.steps, self.seeds, self.growth_limit = steps, tuple(seeds), growth_limit
-    self._optimizers = {}
-
-  def _optimizer(self, logdir):
-    from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top
-    from l2o_scale.meta_testing import testing  # pylint: disable=g-import-not-at-top
-    from l2o_scale.meta_training import selection  # pylint: disable=g-import-not-at-top
-    from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top
-    from optimizer import hierarchical_rnn  # pylint: disable=g-import-not-at-top
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    kwargs = optimizer_flags.optimizer_kwargs_from_values(
-        run_record.optimizer_flag_values(run_record.read(logdir)))
-    key = json.dumps(kwargs, sort_keys=True, default=str)
-    if key not in self._optimizers:
-      opt = hierarchical_rnn.HierarchicalRNN(
-          list(optimizer_flags.HRNN_CELL_SIZES), **kwargs)
-      # TF's draws with an op seed depend on the global seed and on the
-      # draws before: reset, every configuration gets the runs that a
-      # training run with --seed=YARDSTICK_GLOBAL_SEED scores.
-      tf.random.set_seed(YARDSTICK_GLOBAL_SEED)
-      runs = selection.make_runs(self.problem, opt, len(self.dataset.data),
-                                 self.batch_size, self.steps, self.seeds)
-      self._optimizers[key] = (opt, runs, testing.RunCache())
-    return self._optimizers[key]
-
-  def __call__(self, checkpoint):
-    from l2o_scale.meta_training import selection  # pylint: disable=g-import-not-at-top
-    from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
-    opt, runs, cache = self._optimizer(os.path.dirname(checkpoint))
-    checkpoints.restore_optimizer(checkpoint, opt)
-    return selection.robust_score(opt, self.problem, self.dataset,
-                                  self.batch_size, runs, self.growth_limit,
-                                  run_cache=cache).score
-
-
 # --------------------------------------------------------------------- CLI
 def recipe_flags(spec):
   """``(name, flags)`` of ``--recipe NAME`` (built-in) or ``NAME=FILE``."""
@@ -340,10 +114,10 @@ def recipe_flags(spec):
     if not os.path.isfile(path):
       raise ValueError("--recipe {}: no file {}".format(spec, path))
     return name, ["--flagfile={}".format(os.path.abspath(path))]
-  if spec not in RECIPES:
-    raise ValueError("--recipe {}: not a built-in recipe ({}); give "
-                     "NAME=FLAGFILE".format(spec, ", ".join(sorted(RECIPES))))
-  return spec, list(RECIPES[spec])
+  if spec not in recipes.names():
+    raise ValueError("--recipe {}: not a shipped recipe ({}); give "
+                     "NAME=FLAGFILE".format(spec, ", ".join(recipes.names())))
+  return spec, ["--recipe={}".format(spec)]
 
 
 def schedule(recipe_names, seeds):
@@ -372,7 +146,7 @@ def build_parser():
   parser.add_argument("--recipe", action="append", default=None,
                       help="NAME (built-in: {}) or NAME=FLAGFILE; repeat; "
                       "the first is the baseline of the ratios (default: "
-                      "stable)".format(", ".join(sorted(RECIPES))))
+                      "stable)".format(", ".join(recipes.names())))
   parser.add_argument("--seeds", default="1,2,3",
                       help="training seeds (metarun --seed)")
   parser.add_argument("--threshold", type=float, default=THRESHOLD)
@@ -435,8 +209,8 @@ def main(argv=None):
   data_dir = args.data_dir or os.environ.get("L2O_SCALE_DATA_DIR")
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="time_to_trained-")
   yardstick = Yardstick(data_dir)
-  from l2o_scale.tools import bench  # pylint: disable=g-import-not-at-top
-  report = dict(machine=bench.machine_info(), threshold=args.threshold,
+  from l2o_scale.tools import bench_report  # pylint: disable=g-import-not-at-top
+  report = dict(machine=bench_report.machine_info(), threshold=args.threshold,
                 yardstick=dict(steps=YARDSTICK_STEPS,
                                seeds=list(YARDSTICK_SEEDS),
                                problems=YARDSTICK_PROBLEMS),

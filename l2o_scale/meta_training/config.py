@@ -1,0 +1,162 @@
+"""Meta-training configuration, declared once.
+
+:class:`TrainingConfig` holds the settings ``metarun.py`` takes as flags
+beyond the schedule (its fields define the absl flags, see
+:mod:`l2o_scale.config.config_flags`); :class:`Schedule` holds the
+original ``train_optimizer`` arguments (how many meta-iterations, how long
+their unrolls, when to evaluate and save). A :class:`MetaTrainer
+<l2o_scale.meta_training.trainer.MetaTrainer>` reads both from one
+:class:`TrainerConfig`.
+"""
+
+import dataclasses
+import typing
+
+from l2o_scale.config import config_flags
+from l2o_scale.meta_training import meta_learner as meta_learner_lib
+from l2o_scale.meta_training import selection as selection_lib
+from l2o_scale.meta_training import stability
+
+flag = config_flags.flag
+
+
+OPTIMIZEE_INITS = ("normal", "problem")
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+  """The meta-training settings metarun.py takes as flags, each declared once
+  here with its default and ``--help`` text (l2o_scale.config.config_flags defines
+  the flags from these fields).
+
+  The original defined them as module-level flags in ``metaopt.py``
+  (l.34-75), ``optimizer/trainable_optimizer.py`` (alpha, beta,
+  reg_optimizer, reg_optimizee) and ``problems/problem_generator.py``
+  (hessian_itrs, reg_option); names, defaults and help are the original's.
+  """
+  mini_batch_size: int = flag(10000, "mini batch size.")
+  l2_reg: float = flag(0., "Lambda value for parameter regularization.")
+  # Defined by the original but unused there too.
+  nan_l2_reg: float = flag(
+      1e-2, "Strength of l2-reg when NaNs are encountered (unused, as in the "
+      "original).")
+  rms_decay: float = flag(0.9, "Decay value for the RMSProp metaoptimizer.")
+  rms_epsilon: float = flag(1e-20,
+                            "Epsilon value for the RMSProp metaoptimizer.")
+  data_freeze: bool = flag(False,
+                           "Freeze the data while training the optimizer.")
+  reset_rnn_params: bool = flag(
+      True, "Reset the optimizer state only at the first unroll of training "
+      "(original semantics).")
+  regularize_time: str = flag(
+      "posterior", "When to add the regularization to the optimizer "
+      "training: posterior, prior, none (= never), anything else = always.")
+  reg_scale: float = flag(0.5, "The regularize scale for meta regularization.")
+  if_mt: bool = flag(False, "Imitation learning of Adam (MT).")
+  mt_ratio: float = flag(0.1, "Probability of an imitation meta-iteration.")
+  mt_k: int = flag(1, "Teacher steps per imitation step.")
+  reg_optimizer: bool = flag(False, "Whether to regularize the optimizer.")
+  reg_optimizee: bool = flag(False, "Whether to regularize the optimizee.")
+  alpha: float = flag(5e-4, "The scale for optimizer regularization.")
+  beta: float = flag(1e-4, "The scale for optimizee regularization.")
+  reg_option: str = flag("hessian", "Which regularization to use: hessian, "
+                         "hessian-ev, hessian-esd, jacob.")
+  hessian_itrs: int = flag(
+      10, "Number of iterations for hessian information calculation.")
+  # New in the port (defaults = the original's behaviour): meta-training
+  # that learns and stays stable (README "Meta-training that learns";
+  # l2o_scale/meta_training/stability.py, selection.py).
+  optimizee_init: str = flag(
+      "normal", "Initial optimizee parameters of each meta-iteration: "
+      "'normal' = standard normal (the original), 'problem' = the problem's "
+      "own initialisation, as meta-testing starts.", OPTIMIZEE_INITS)
+  on_divergence: str = flag(
+      "continue", "When an unroll diverges (non-finite meta-objective or "
+      "meta-gradient, or the optimizee objective grows more than "
+      "--divergence_growth_limit times): 'continue' = warn and apply it (the "
+      "original), 'rollback' = undo the meta-iteration (back to "
+      "model.ckpt-0 or its start) and lower the meta learning rate, 'stop' = "
+      "end training.", stability.ON_DIVERGENCE)
+  divergence_growth_limit: float = flag(
+      100., "An unroll (and a --selection=robust run) diverged when its "
+      "optimizee objective ends above this many times its start. <= 0: only "
+      "non-finite values count.")
+  divergence_lr_decay: float = flag(
+      0.5, "--on_divergence=rollback multiplies the meta learning rate by "
+      "this.")
+  selection: str = flag(
+      "original", "Which evaluation picks model.ckpt-0: 'original' = lowest "
+      "evaluation cost (--evaluation_epochs runs of --fix_num_steps_eval "
+      "steps from N(0,1) parameters); 'robust' = lowest mean final objective "
+      "of --selection_steps-step meta-test runs on fixed --selection_seeds (a "
+      "diverging optimizer never wins).", selection_lib.SELECTIONS)
+  selection_steps: int = flag(1000, "Steps of each --selection=robust run.")
+  # New in the port: speed (README "Speed").
+  jit_compile: bool = flag(
+      False, "Compile the optimizer's step inside each meta-training unroll "
+      "with XLA (forward and meta-gradient); the numbers change by float "
+      "rounding only.")
+  meta_optimizer: str = flag(
+      "rmsprop", "The meta-optimizer: 'rmsprop' = TF1 RMSProp with its mean "
+      "square starting at 1 (the original; its first steps are small, an "
+      "implicit warm-up), 'rmsprop_ms0' = the same with the mean square "
+      "starting at 0 (as Keras' RMSprop), 'adam' = TF1 Adam with bias "
+      "correction (beta1 0.9, beta2 0.999, epsilon 1e-8; --rms_decay and "
+      "--rms_epsilon apply to the RMSProp rules only).",
+      meta_learner_lib.META_OPTIMIZERS)
+  meta_lr_warmup: int = flag(
+      0, "If > 0: the meta learning rate rises linearly from 1/N of "
+      "--meta_learning_rate to it over the first N meta-updates (one per "
+      "unroll; counted by the checkpointed update counter). 0: no warm-up "
+      "(the original).")
+  meta_batch_size: int = flag(
+      1, "Optimizee instances trained per partial unroll (a meta-batch): "
+      "each with its own initial parameters, batches and mini dataset; the "
+      "meta-gradient is that of the mean of their meta-objectives. 1 = the "
+      "original.")
+  time_parallel: bool = flag(
+      True, "Evaluate the objective on the mini dataset (and a regularizer "
+      "that only enters the meta-objective) at all steps of an unroll after "
+      "its trajectory, in one vectorized pass, instead of step by step; an "
+      "unroll that the original's stop rules end early runs step by step. "
+      "The numbers change by float rounding only.")
+  selection_seeds: tuple = flag(
+      (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
+      "the initial parameters, initial learning rates and batches).")
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  """The original ``train_optimizer`` arguments (L2O-Entropy
+  ``L2O-Scale-Training/metaopt.py`` l.120-140): the meta-iterations, their
+  partial unrolls, the meta-update's learning rate and clipping, and when to
+  evaluate and save."""
+  num_meta_iterations: int
+  num_unroll_func: typing.Callable[[], int] = lambda: 1
+  num_partial_unroll_itrs_func: typing.Callable[[], int] = lambda: 20
+  learning_rate: float = 1e-4
+  gradient_clip: float = 5.
+  obj_train_max_multiplier: float = -1
+  fix_unroll: bool = False
+  fix_unroll_length: int = 20
+  fix_num_steps: int = 100
+  fix_num_steps_eval: int = 100
+  evaluation_period: int = 1
+  evaluation_epochs: int = 20
+  save_period: int = 1
+  if_cl: bool = False
+  num_problems: int = 1
+  select_random_problems: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+  """Everything a meta-training run is told: where it writes (``logdir``),
+  its :class:`Schedule`, its :class:`TrainingConfig`, whether it resumes
+  from the latest checkpoint in ``logdir`` and writes TensorBoard
+  summaries."""
+  logdir: str
+  schedule: Schedule
+  training: TrainingConfig = dataclasses.field(default_factory=TrainingConfig)
+  resume: bool = True
+  summaries: bool = True

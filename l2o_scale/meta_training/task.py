@@ -1,0 +1,162 @@
+"""One problem as meta-training sees it: its data, the regularizer's probes,
+the compiled gradient estimator and evaluation unroll, and the inputs of
+each partial unroll.
+
+Port of the per-problem set-up of ``metaopt.train_optimizer`` (L2O-Entropy
+``L2O-Scale-Training/metaopt.py`` l.180-250: the problem, its dataset and the
+feed of ``TrainableOptimizer.train``). :meth:`MetaTrainingTask.unroll_inputs`
+is the one place an unroll's inputs are built from a plan, for the series of
+this process (:mod:`l2o_scale.meta_training.series`) and for those a cluster
+worker runs (:mod:`l2o_scale.meta_training.distributed`).
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from l2o_scale.meta_training import meta_step as meta_step_lib
+from l2o_scale.meta_training import mt_utils as mt_utils_lib
+from l2o_scale.meta_training import plan as plan_lib
+from l2o_scale.meta_training import selection as selection_lib
+from l2o_scale.meta_testing import testing as testing_lib
+from l2o_scale.meta_training import regularizer as regularizer_lib
+from l2o_scale.meta_training import unroll as unroll_lib
+from problems import datasets
+
+
+class SeriesTensors(collections.namedtuple(
+    "SeriesTensors",
+    ["init_tensors", "obj_weights", "batches", "mini_rows", "switches"])):
+  """A series' draws as tensors, per unroll where a list: what a series
+  needs besides the data (and what a cluster worker's closure receives)."""
+
+
+def one_hot(labels):
+  """One-hot rows as the original training feed (np.eye(max + 1)[labels])."""
+  if labels.ndim != 1:
+    return labels.astype(np.float32)
+  return datasets.one_hot_rows(labels)
+
+
+class MetaTrainingTask(object):
+  """A problem, its data and its compiled unrolls.
+
+  Building one draws the regularizer's probes from numpy right after the
+  problem, as the original drew them while building its graph.
+  """
+
+  def __init__(self, problem, name, dataset, batch_size, optimizer, config,
+               log):
+    self.problem = problem
+    self.name = name
+    self.dataset = dataset
+    self.optimizer = optimizer
+    self.config = config
+    self.data = self.labels = None
+    self.batch_size = self.mini_batch_size = 0
+    if dataset is not None and dataset.size:
+      self.data = np.asarray(dataset.data, np.float32)
+      self.labels = np.asarray(dataset.labels)
+      self.batch_size = batch_size
+      self.mini_batch_size = config.mini_batch_size
+      if self.mini_batch_size > self.data.shape[0]:
+        log("mini_batch_size={} is larger than the dataset ({} rows): using "
+            "the whole dataset as the mini dataset.".format(
+                self.mini_batch_size, self.data.shape[0]))
+        self.mini_batch_size = self.data.shape[0]
+    self.reg = regularizer_lib.make_regularizer_config(
+        problem, config.reg_optimizer, config.reg_optimizee, config.alpha,
+        config.beta, config.reg_option, config.hessian_itrs)
+    self.mt = mt_utils_lib.MTUtils(problem) if config.if_mt else None
+    self.meta_step = meta_step_lib.make_meta_step(
+        problem, optimizer, self.reg, config.l2_reg, config.jit_compile,
+        config.time_parallel)
+    self.eval_unroll = meta_step_lib.make_eval_unroll(
+        problem, optimizer, self.reg, config.jit_compile,
+        config.time_parallel)
+    self.planner = plan_lib.Planner(
+        problem, 0 if self.data is None else self.data.shape[0],
+        self.batch_size, self.mini_batch_size, config)
+    self._selection_runs = None
+    self._selection_cache = testing_lib.RunCache()
+
+  @property
+  def has_data(self):
+    return self.data is not None
+
+  def static_switch(self, switch):
+    """The unroll's ``jacob_switch`` as a Python bool, so each value gets its
+    own simpler trace (unroll.switched_regularizer); always False when no
+    regularizer accumulates, so that a run without one traces once."""
+    return bool(switch) and bool(self.reg.reg_optimizer)
+
+  def mini_dataset(self, rows):
+    """The mini dataset of an unroll (its rows of the data, one-hot labels)."""
+    if self.data is None:
+      return tf.zeros([0]), tf.zeros([0])
+    return (tf.constant(self.data[rows]),
+            tf.constant(one_hot(self.labels[rows])))
+
+  def teacher_steps(self, plan, instance=0):
+    """Per unroll, the imitation teacher's steps (one array per parameter,
+    ``[length, *shape]``) for an instance of ``plan``; None outside
+    imitation."""
+    shapes = self.problem.param_shapes
+    if not plan.mt_training:
+      return [None] * plan.num_unrolls
+    draws = plan.instances[instance]
+    teacher = self.mt.get_mt_labels(draws.init_tensors, self.data,
+                                    self.labels, draws.mini_rows,
+                                    draws.teacher_batches,
+                                    k=self.config.mt_k)
+    return [mt_utils_lib.stack_mt_labels(t, len(shapes)) for t in teacher]
+
+  def series_tensors(self, plan, instance=0):
+    """The draws of an instance of ``plan`` as tensors
+    (:class:`SeriesTensors`)."""
+    draws = plan.instances[instance]
+    return SeriesTensors(
+        init_tensors=[tf.constant(t) for t in draws.init_tensors],
+        obj_weights=[tf.constant(np.ones(n, np.float32) / n)
+                     for n in plan.lengths],
+        batches=[tf.constant(b) for b in draws.batches],
+        mini_rows=[tf.constant(np.asarray(r, np.int64))
+                   for r in draws.mini_rows],
+        switches=[tf.constant(s) for s in plan.switches])
+
+  def unroll_inputs(self, tensors, u, mini, switch, first, reset,
+                    mt_labels=None):
+    """The :class:`~l2o_scale.meta_training.unroll.UnrollInputs` of unroll
+    ``u`` of a series (``tensors``: its :class:`SeriesTensors`) on the mini
+    dataset ``mini`` (data, labels): the original's feed of ``train``.
+
+    ``switch``, ``first``, ``reset``: the regularizer switch and whether the
+    unroll is the first / resets the optimizer state, as Python values or
+    tensors. ``mt_labels``: the teacher's steps (zeros by default, as the
+    original fed outside imitation).
+    """
+    weights = tensors.obj_weights[u]
+    if mt_labels is None:
+      mt_labels = [tf.zeros((weights.shape[0],) + tuple(s))
+                   for s in self.problem.param_shapes]
+    return unroll_lib.UnrollInputs(
+        obj_weights=weights, batches=tensors.batches[u],
+        mini_data=mini[0], mini_labels=mini[1],
+        init_tensors=tensors.init_tensors, jacob_switch=switch,
+        mt_labels=[tf.convert_to_tensor(m) for m in mt_labels],
+        first_unroll=tf.convert_to_tensor(first),
+        reset_state=tf.convert_to_tensor(reset))
+
+  def robust_score(self):
+    """``--selection=robust``'s score of the current meta-parameters
+    (:mod:`l2o_scale.meta_training.selection`)."""
+    if self._selection_runs is None:
+      self._selection_runs = selection_lib.make_runs(
+          self.problem, self.optimizer, self.planner.data_size,
+          self.batch_size, self.config.selection_steps,
+          self.config.selection_seeds)
+    return selection_lib.robust_score(
+        self.optimizer, self.problem, self.dataset, self.batch_size or None,
+        self._selection_runs, self.config.divergence_growth_limit,
+        run_cache=self._selection_cache)

@@ -1,0 +1,316 @@
+"""The state of a meta-training run, in one place, and the only way it
+reaches disk.
+
+What the original kept in TF1 variables of its graph (meta-parameters,
+RMSProp slots, the local variables carrying the optimizee and optimizer
+state between unrolls, ``L2O-Scale-Training/metaopt.py`` and
+``optimizer/trainable_optimizer.py``) and what its Python loop kept in
+locals (best evaluation, curriculum position, random streams) is one
+:class:`TrainState` here. :meth:`TrainState.save` writes ``model.ckpt-K``
+(variables, ``tf.train.Checkpoint``) with its ``model.ckpt-K.resume.npz``
+sidecar (everything else the next meta-iteration depends on), and
+:meth:`TrainState.restore` reads both back, so a run killed at any moment
+and started again continues exactly as the uninterrupted one.
+"""
+
+import dataclasses
+import json
+import os
+import random
+import re
+import zipfile
+
+import numpy as np
+import tensorflow as tf
+
+from l2o_scale.meta_training import stability
+from l2o_scale.meta_training import unroll as unroll_lib
+from l2o_scale.runs import atomic_file
+from l2o_scale.runs import checkpoints
+
+RESUME_STATE_SUFFIX = ".resume.npz"
+FINISHED_FILE = "curriculum_finished.json"
+
+
+class CarriedState(object):
+  """The original's TF1 local variables that carry state between unrolls.
+
+  They start at zero and are overwritten with an unroll's final values only
+  when another unroll of the same series follows (``unroll_itr + 1 <
+  num_unrolls``, training and validation alike). With the default
+  ``reset_rnn_params=True`` the optimizer state is re-initialised only at the
+  very first unroll of training, so later meta-iterations start from these
+  variables, i.e. from the state at the start of the previous series' last
+  unroll (or zeros if it had a single unroll). That is what the original
+  does; it is reproduced.
+  """
+
+  def __init__(self, problem, optimizer):
+    self.optimizer = optimizer
+    self.value = unroll_lib.zero_loop_state(problem, optimizer)
+
+  def update(self, final_state):
+    self.value = final_state
+
+  def to_arrays(self):
+    """The carried tensors, flattened, for the resume state."""
+    return [t.numpy() for t in tf.nest.flatten(self.value)]
+
+  def load_arrays(self, arrays):
+    """Restores what :meth:`to_arrays` saved (same problem and optimizer).
+
+    Also reads the layout of earlier versions, which carried per-tensor
+    state dicts instead of the packed state.
+    """
+    value = _fit_arrays(self.value, arrays)
+    if value is None:
+      per_tensor = self.value._replace(states=unroll_lib.per_tensor_states(
+          self.optimizer, self.value))
+      value = _fit_arrays(per_tensor, arrays)
+      if value is not None:
+        value = value._replace(states=self.optimizer.pack_state(value.states))
+    if value is None:
+      raise ValueError("saved carried state does not fit this problem")
+    self.value = value
+
+
+def _fit_arrays(template, arrays):
+  """``arrays`` in the structure of ``template``, or None if they differ."""
+  flat = tf.nest.flatten(template)
+  if len(arrays) != len(flat) or any(
+      tuple(a.shape) != tuple(f.shape) for a, f in zip(arrays, flat)):
+    return None
+  return tf.nest.pack_sequence_as(
+      template, [tf.constant(a, dtype=f.dtype) for a, f in zip(arrays, flat)])
+
+
+class TrainingProgress(tf.Module):
+  """Counters saved in the checkpoint's variables (``progress/...``)."""
+
+  def __init__(self):
+    super().__init__(name="progress")
+    self.meta_iteration = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.problem_itr = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.best_evaluation = tf.Variable(float("inf"), dtype=tf.float64,
+                                       trainable=False)
+    self.stage = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.num_eval = tf.Variable(0, dtype=tf.int64, trainable=False)
+    self.improved = tf.Variable(False, trainable=False)
+
+
+@dataclasses.dataclass
+class LoopValues:
+  """The training loop's own values that a resumed run needs, saved in the
+  sidecar: the best model's meta-iteration, the first evaluation's value
+  (whether the run learned), the best robust score (``--selection=robust``
+  with a curriculum) and what happened so far (for the end-of-run report)."""
+  best_model_idx: int = None
+  first_evaluation: float = None
+  robust_best: float = float("inf")
+  nonfinite: int = 0
+  divergences: int = 0
+  evaluations: int = 0
+
+
+def resume_state_path(checkpoint_path):
+  """The sidecar of ``model.ckpt-K``."""
+  return checkpoint_path + RESUME_STATE_SUFFIX
+
+
+class TrainState(object):
+  """Meta-parameters (the optimizer's variables), the meta-optimizer (slots,
+  learning rate, update counter), the checkpointed progress counters, the
+  carried optimizee/optimizer state, the random streams and the loop's
+  :class:`LoopValues`.
+
+  The meta-optimizer's learning rate is part of the state (a rollback lowers
+  it, and a resumed run continues at the lowered rate).
+  """
+
+  def __init__(self, logdir, optimizer, meta_optimizer):
+    self.logdir = logdir
+    self.optimizer = optimizer
+    self.meta_optimizer = meta_optimizer
+    self.progress = TrainingProgress()
+    self.values = LoopValues()
+    self.carried = []  # A CarriedState per optimizee instance, once a
+                       # problem is attached.
+    self.reset_next_series = False  # After a rollback: the carried is stale.
+    self._pending = None  # What restore read for attach_problem to apply.
+    self._snapshot = stability.MetaSnapshot(meta_optimizer,
+                                            optimizer.meta_variables)
+    self._ckpt = checkpoints.tf2_checkpoint(
+        optimizer, meta_optimizer=meta_optimizer, progress=self.progress)
+    self._manager = tf.train.CheckpointManager(
+        self._ckpt, logdir, max_to_keep=None,
+        checkpoint_name=checkpoints.CHECKPOINT_BASENAME)
+
+  # ---------------------------------------------------------------- disk
+  def checkpoint_path(self, number):
+    return os.path.join(self.logdir, "{}-{}".format(
+        checkpoints.CHECKPOINT_BASENAME, number))
+
+  def save(self, path):
+    """Writes ``path`` (``<logdir>/model.ckpt-K``) and its sidecar (first,
+    so a checkpoint the ``checkpoint`` file lists always has one)."""
+    match = re.match(re.escape(self.checkpoint_path("")) + r"(\d+)$", path)
+    if not match:
+      raise ValueError("{} is not a model.ckpt-K of {}".format(path,
+                                                               self.logdir))
+    if self.carried:
+      self._write_sidecar(resume_state_path(path))
+    return self._manager.save(checkpoint_number=int(match.group(1)))
+
+  def latest(self):
+    return self._manager.latest_checkpoint
+
+  def restore(self, path):
+    """Restores a checkpoint written by :meth:`save` ("tf2": variables now,
+    the sidecar once a problem is attached) or a TF1 one of the original
+    ("tf1": meta-parameters only). The configuration check runs first
+    (CheckpointMismatchError names the first variable that does not fit);
+    nothing is assigned before it passes."""
+    try:
+      checkpoints.read_meta_parameters(path, self.optimizer)
+      if checkpoints.checkpoint_format(path) == "tf1":
+        checkpoints.restore_optimizer(path, self.optimizer)
+        return "tf1"
+      self._ckpt.read(path).assert_existing_objects_matched()
+    except (tf.errors.OpError, IndexError) as e:
+      # The checkpoint reader's errors for a truncated .data / empty .index.
+      message = (getattr(e, "message", None) or str(e)).strip()
+      raise OSError("checkpoint {} is damaged ({})".format(
+          path, message.splitlines()[0] if message else type(e).__name__))
+    self._pending = self._read_sidecar(resume_state_path(path))
+    return "tf2"
+
+  def attach_problem(self, problem, resuming, num_instances=1):
+    """Starts the carried state of each of the ``num_instances`` optimizee
+    instances (a meta-batch) for ``problem``; when ``resuming``, applies
+    the restored sidecar: carried state, random streams and loop values, as
+    they were when the checkpoint was written (after the problem and its
+    probes had been drawn, which is why this waits for the problem).
+    Returns False when the checkpoint has no sidecar (written by an older
+    version), else True."""
+    self.carried = [CarriedState(problem, self.optimizer)
+                    for _ in range(num_instances)]
+    pending, self._pending = self._pending, None
+    if not resuming or pending is None:
+      return True
+    if pending is False:
+      return False
+    meta, arrays = pending
+    name, pos, has_gauss, cached = meta.pop("numpy")
+    np.random.set_state((name, meta.pop("numpy_keys"), pos, has_gauss,
+                         cached))
+    version, internal, gauss = meta.pop("python")
+    random.setstate((version, tuple(internal), gauss))
+    self._load_carried(arrays)
+    lr = meta.pop("meta_learning_rate", None)
+    if lr is not None:
+      self.meta_optimizer.set_learning_rate(lr)
+    known = {f.name for f in dataclasses.fields(LoopValues)}
+    self.values = LoopValues(**{k: v for k, v in meta.items() if k in known
+                                and v is not None})
+    return True
+
+  def _load_carried(self, arrays):
+    """The instances' carried arrays, saved one instance after the other."""
+    if len(self.carried) == 1:
+      self.carried[0].load_arrays(arrays)
+      return
+    size = len(self.carried[0].to_arrays())
+    if len(arrays) != size * len(self.carried):
+      raise ValueError("saved carried state does not fit this problem and "
+                       "meta-batch")
+    for i, carried in enumerate(self.carried):
+      carried.load_arrays(arrays[i * size:(i + 1) * size])
+
+  def _write_sidecar(self, path):
+    """Numpy's and Python's random states, the carried state and the loop
+    values, atomically. Saving the random states (rather than re-seeding per
+    meta-iteration) keeps the single random stream of the original, so a
+    run with ``--seed`` draws exactly what the original would, interrupted
+    or not."""
+    flat = [a for carried in self.carried for a in carried.to_arrays()]
+    arrays = {"carried_{}".format(i): a for i, a in enumerate(flat)}
+    np_state = np.random.get_state()
+    meta = dict(numpy=[np_state[0], np_state[2], np_state[3], np_state[4]],
+                python=random.getstate(), num_carried=len(arrays),
+                meta_learning_rate=self.meta_optimizer.learning_rate,
+                **dataclasses.asdict(self.values))
+    with atomic_file.replace(path, "wb") as f:
+      np.savez(f, numpy_keys=np_state[1], meta=np.array(json.dumps(meta)),
+               **arrays)
+
+  @staticmethod
+  def _read_sidecar(path):
+    """(meta dict, carried arrays), or False when there is no sidecar."""
+    if not os.path.exists(path):
+      return False
+    try:
+      with np.load(path) as saved:
+        meta = json.loads(str(saved["meta"]))
+        meta["numpy_keys"] = saved["numpy_keys"]
+        arrays = [saved["carried_{}".format(i)]
+                  for i in range(meta.pop("num_carried"))]
+    except (zipfile.BadZipFile, ValueError, KeyError, EOFError) as e:
+      raise OSError(0, "the resume state is damaged ({}: {})".format(
+          type(e).__name__, e), path) from e
+    return meta, arrays
+
+  def write_finished(self, meta_iteration, stopped):
+    """Marks a curriculum run that ended as finished (atomically), so the
+    same command run again says so instead of training on."""
+    with atomic_file.replace(os.path.join(self.logdir, FINISHED_FILE)) as f:
+      json.dump({"meta_iteration": meta_iteration, "stopped": stopped}, f)
+
+  def read_finished(self, num_meta_iterations):
+    """The meta-iteration a finished curriculum run ended at, or None when
+    it has not finished (or ran to fewer meta-iterations than now asked)."""
+    path = os.path.join(self.logdir, FINISHED_FILE)
+    if not os.path.exists(path):
+      return None
+    with open(path) as f:
+      done = json.load(f)
+    if done["stopped"] or done["meta_iteration"] >= num_meta_iterations:
+      return int(done["meta_iteration"])
+    return None
+
+  def best_checkpoint(self):
+    """``model.ckpt-0`` (the best evaluated model) if it exists."""
+    path = self.checkpoint_path(0)
+    return path if tf.io.gfile.exists(path + ".index") else None
+
+  # ------------------------------------------------------------ rollback
+  def take_snapshot(self):
+    """Keeps the meta-parameters and meta-optimizer slots in memory."""
+    self._snapshot.take()
+
+  def roll_back(self, lr_decay):
+    """Undoes a diverged meta-iteration: the meta-parameters go back to the
+    best evaluated model (``model.ckpt-0``) or, before there is one, to the
+    snapshot; the meta-optimizer's slots to the snapshot; the meta learning
+    rate is multiplied by ``lr_decay``; the next series starts from a fresh
+    optimizer state. Returns the checkpoint rolled back to, or None."""
+    self._snapshot.restore()
+    best = self.best_checkpoint()
+    if best is not None:
+      checkpoints.restore_optimizer(best, self.optimizer)
+    self.meta_optimizer.set_learning_rate(
+        self.meta_optimizer.learning_rate * lr_decay)
+    self.reset_next_series = True
+    return best
+
+  # ----------------------------------------------------------- curriculum
+  def curriculum_state(self):
+    p = self.progress
+    return dict(stage=p.stage.numpy(), num_eval=p.num_eval.numpy(),
+                improved=p.improved.numpy(), best=p.best_evaluation.numpy())
+
+  def set_curriculum_state(self, state):
+    p = self.progress
+    p.stage.assign(state["stage"])
+    p.num_eval.assign(state["num_eval"])
+    p.improved.assign(state["improved"])
+    p.best_evaluation.assign(state["best"])

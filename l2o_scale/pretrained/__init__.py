@@ -1,0 +1,74 @@
+"""Pretrained learned optimizers shipped with the package, by name.
+
+Each ``l2o_scale/pretrained/<name>/<optimizer subdir>/`` holds one
+``model.ckpt-0`` (meta-parameters only) and its ``run_record.json``: the
+flags it was trained with (which rebuild the optimizer) and a ``card``
+(description, data, seeds, wall time, meta-test metrics), written by
+``reproduce/ship_pretrained.py``. ``LearnedOptimizer.pretrained(name)`` and
+``metatest.py --pretrained=name`` load them; ``python -m l2o_scale.pretrained``
+lists them with their cards.
+"""
+
+import os
+
+from l2o_scale.runs import run_record
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+CHECKPOINT_NAME = "model.ckpt-0"
+
+
+def names():
+  """The shipped names, sorted."""
+  return sorted(name for name in os.listdir(ROOT)
+                if _record_folder(os.path.join(ROOT, name)) is not None)
+
+
+def _record_folder(path):
+  """The one sub-folder of ``path`` with a run record, or None."""
+  if not os.path.isdir(path):
+    return None
+  found = [os.path.join(path, sub) for sub in sorted(os.listdir(path))
+           if os.path.exists(run_record.path(os.path.join(path, sub)))]
+  return found[0] if len(found) == 1 else None
+
+
+def folder(name):
+  """The checkpoint folder of ``name``; ValueError listing the names."""
+  path = _record_folder(os.path.join(ROOT, name)) if name else None
+  if path is None:
+    raise ValueError("no pretrained optimizer {!r}; the shipped ones are: {} "
+                     "(python -m l2o_scale.pretrained lists them with their "
+                     "cards)".format(name, ", ".join(names())))
+  return path
+
+
+def checkpoint(name):
+  """The checkpoint prefix of ``name`` (``.../model.ckpt-0``)."""
+  return os.path.join(folder(name), CHECKPOINT_NAME)
+
+
+def describe(name):
+  """Lines about ``name``: its one-line description, what it was trained on,
+  and the command (training flags) that trained it."""
+  record = run_record.read(folder(name))
+  card = record.get("card", {})
+  lines = ["{}: {}".format(name, card.get("description") or "(no description)")]
+  if card.get("data"):
+    lines.append("  data: {}".format(card["data"]))
+  facts = [("meta-iterations", card.get("meta_iterations")),
+           ("training seed", card.get("training_seed")),
+           ("wall time", None if card.get("wall_time_seconds") is None
+            else "{:.0f} s".format(card["wall_time_seconds"]))]
+  facts = ", ".join("{} {}".format(k, v) for k, v in facts if v is not None)
+  if facts:
+    lines.append("  trained: {}".format(facts))
+  lines.append("  command: {}".format(record.get("command", "?")))
+  return lines
+
+
+def main():
+  print("Pretrained optimizers (LearnedOptimizer.pretrained(NAME), "
+        "metatest.py --pretrained=NAME):")
+  for name in names():
+    print("\n".join(describe(name)))
+  return 0

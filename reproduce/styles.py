@@ -1,0 +1,168 @@
+"""One label and one look per optimizer, for every figure and table of the
+reproduction (plot.py, medium.py).
+
+Why: a reader compares figures side by side; the same optimizer must carry
+the same name, colour, line style and marker in each of them, and two lines
+that lie on top of each other must still be told apart. Hence:
+
+* learned optimizers: solid lines, filled markers; a colour family per kind
+  (Hessian-ESD regularizer: oranges, Jacobian: greens, darker = larger
+  alpha);
+* the original's baselines (fixed learning rates): dashed, open markers;
+* tuned baselines (``<Opt>-lr<value>``): dash-dotted, open markers, the
+  marker telling the learning rate apart.
+
+Names follow reproduce/all.sh: ``<variant>`` or ``<variant>.t<k>``
+(training seed ``k``; same look as the variant), the original baselines
+``SGD``, ``Adam``, ``Adagrad`` and tuned ones such as ``Adam-lr1e-3``.
+"""
+
+import math
+import re
+
+TRAIN_SEED_PATTERN = re.compile(r"^(.+)\.t(\d+)$")
+TUNED_PATTERN = re.compile(r"^(SGD|Adam|Adagrad)-lr(.+)$")
+REGULARIZER_PATTERN = re.compile(r"^(hess|jacob)-(.+)$")
+
+# variant: (label, short label for notes inside a panel, colour, marker)
+LEARNED = {
+    "l2o-scale": ("L2O-Scale (no reg.)", "L2O-Scale", "#1f77b4", "o"),
+    "l2o-entropy-paper-cmd": ("Hessian-ESD α=1e-4, paper's cmd (reg. off)",
+                              "paper cmd", "#17becf", "v"),
+    "l2o-entropy-reg": ("L2O-Entropy reg. (Hessian-ESD α=1e-4)",
+                        "reg. active", "#ff7f0e", "h"),
+    "l2o-entropy-reg-cl-mt": ("L2O-Entropy (reg. + CL + MT)", "reg.+CL+MT",
+                              "#d62728", "*"),
+}
+# Regularizer kind: (label prefix, {alpha: (colour, marker)}, other alphas).
+REGULARIZERS = {
+    "hess": ("Hessian-ESD reg.", {"1e-4": ("#fd8d3c", "^"),
+                                  "1e-3": ("#e6550d", ">"),
+                                  "1e-2": ("#a63603", "<")},
+             ("#fdbe85", "d")),
+    "jacob": ("Jacobian reg.", {"1e-4": ("#74c476", "s"),
+                                "1e-3": ("#31a354", "D"),
+                                "1e-2": ("#006d2c", "p")},
+              ("#bae4b3", "H")),
+}
+# Original baselines: (label, colour, marker). Learning rates as in the
+# original's metatest.py.
+BASELINES = {
+    "SGD": ("SGD (lr 1e-3)", "#7f7f7f", "o"),
+    "Adam": ("Adam (lr 1e-4)", "#9467bd", "s"),
+    "Adagrad": ("Adagrad (lr 1e-5)", "#bcbd22", "D"),
+}
+TUNED_COLORS = {"SGD": "#000000", "Adam": "#e377c2", "Adagrad": "#8c564b"}
+# Tuned learning rates: one marker per half decade, so neighbouring values
+# of a sweep differ.
+TUNED_MARKERS = ("^", "v", "<", ">", "P", "X")
+_OTHER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+
+
+def split_name(name):
+  """``(variant, train_seed)``; train_seed None without ``.t<k>``."""
+  m = TRAIN_SEED_PATTERN.match(name)
+  return (m.group(1), int(m.group(2))) if m else (name, None)
+
+
+def tuned_lr(name):
+  """``(optimizer, lr float)`` for ``<Opt>-lr<value>``, else None."""
+  m = TUNED_PATTERN.match(name)
+  if not m:
+    return None
+  try:
+    return m.group(1), float(m.group(2))
+  except ValueError:
+    return None
+
+
+def is_baseline(name):
+  return split_name(name)[0] in BASELINES or tuned_lr(name) is not None
+
+
+def label(name):
+  """The display name (training-seed suffixes dropped)."""
+  variant = split_name(name)[0]
+  if variant in LEARNED:
+    return LEARNED[variant][0]
+  if variant in BASELINES:
+    return BASELINES[variant][0]
+  m = REGULARIZER_PATTERN.match(variant)
+  if m:
+    return "{} α={}".format(REGULARIZERS[m.group(1)][0], m.group(2))
+  t = tuned_lr(variant)
+  if t:
+    return "{} (tuned, lr {})".format(t[0], variant.split("-lr", 1)[1])
+  return variant
+
+
+def short_label(name):
+  variant = split_name(name)[0]
+  if variant in LEARNED:
+    return LEARNED[variant][1]
+  return label(variant)
+
+
+def _stable_index(text, n):
+  return sum(ord(c) for c in text) % n
+
+
+def style(name):
+  """dict(color, linestyle, marker, filled) for ``name``; the same for every
+  figure and every run."""
+  variant = split_name(name)[0]
+  if variant in LEARNED:
+    _, _, color, marker = LEARNED[variant]
+    return dict(color=color, linestyle="-", marker=marker, filled=True)
+  m = REGULARIZER_PATTERN.match(variant)
+  if m:
+    _, by_alpha, other = REGULARIZERS[m.group(1)]
+    color, marker = by_alpha.get(m.group(2), other)
+    return dict(color=color, linestyle="-", marker=marker, filled=True)
+  if variant in BASELINES:
+    _, color, marker = BASELINES[variant]
+    return dict(color=color, linestyle="--", marker=marker, filled=False)
+  t = tuned_lr(variant)
+  if t:
+    half_decades = int(round(2 * math.log10(t[1]))) if t[1] > 0 else 0
+    return dict(color=TUNED_COLORS[t[0]], linestyle="-.",
+                marker=TUNED_MARKERS[half_decades % len(TUNED_MARKERS)],
+                filled=False)
+  return dict(color=_OTHER_COLORS[_stable_index(variant, len(_OTHER_COLORS))],
+              linestyle=":", marker=".", filled=True)
+
+
+def line_kwargs(name):
+  """Keyword arguments for ``Axes.plot``/``errorbar``: colour, line style,
+  marker (open markers have a white face)."""
+  s = style(name)
+  return dict(color=s["color"], linestyle=s["linestyle"], marker=s["marker"],
+              markerfacecolor=s["color"] if s["filled"] else "white",
+              markeredgecolor=s["color"])
+
+
+def _order_key(variant):
+  if variant in LEARNED:
+    return (0, list(LEARNED).index(variant) if variant !=
+            "l2o-entropy-reg-cl-mt" else 90, "", 0.)
+  m = REGULARIZER_PATTERN.match(variant)
+  if m:
+    try:
+      alpha = float(m.group(2))
+    except ValueError:
+      alpha = math.inf
+    return (0, 10 + list(REGULARIZERS).index(m.group(1)), "", alpha)
+  if variant in BASELINES:
+    return (2, list(BASELINES).index(variant), "", 0.)
+  t = tuned_lr(variant)
+  if t:
+    return (3, list(BASELINES).index(t[0]), "", t[1])
+  return (1, 0, variant, 0.)
+
+
+def ordered(names):
+  """Learned optimizers first (L2O-Scale, regularized variants, then
+  reg. + CL + MT), then the original baselines, then tuned ones by
+  optimizer and learning rate."""
+  return sorted(names, key=lambda n: (_order_key(split_name(n)[0]),
+                                      split_name(n)[1] or 0))
