@@ -39,7 +39,9 @@
 #                       again without it to do the rest: finished stages are
 #                       skipped). Any variant below (variant_flags) with an
 #                       optional .t<seed>, e.g. hess-1e-3.t2 jacob-1e-4.t1
-#   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, medium 3e-3,
+#   REPRO_RECIPE        the metarun recipe of the medium size (default fast;
+#                       stable: the recipe of the shipped optimizers)
+#   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, medium: the recipe's,
 #                       full 1e-6)
 #   REPRO_HEARTBEAT     seconds between the lines that say a stage is still
 #                       running (default 15)
@@ -73,7 +75,7 @@ done
 # Learned optimizers: "<variant>" (one training seed, TRAIN_SEED) or
 # "<variant>.t<seed>" (training seed <seed>); variant_flags names the flags.
 TRAIN_SEED=1
-STABLE=()      # the stable recipe's metarun flags (medium size)
+RECIPE=""     # the metarun recipe (medium size), l2o_scale/config/recipes
 TEST_L2O_FLAGS=()  # extra metatest flags for the learned optimizers
 TUNED=()       # tuned baselines "<Opt>-lr<lr>"
 CONV_LEARNED=""  # learned optimizers tested on the conv net ("" = all)
@@ -99,11 +101,11 @@ elif [[ "${REPRO_QUICK:-0}" == 1 ]]; then
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
 elif [[ "${REPRO_MEDIUM:-0}" == 1 || "${REPRO_PRETRAINED:-0}" == 1 ]]; then
   SIZE=medium
-  META_ITERS=30; FIX_NUM_STEPS=100; FIX_NUM_STEPS_EVAL=100; EVAL_EPOCHS=1
-  EVAL_PERIOD=2
-  META_LR=3e-3
-  STABLE=(--max_log_lr=-4.6 --on_divergence=rollback --selection=robust
-          --selection_steps=1000)
+  # The recipe sets the meta-optimizer, its learning rate, the unrolls and
+  # the evaluations; 10 meta-iterations leave the curriculum room for its
+  # stages (3 evaluations each) and the regularizers 50 meta-updates.
+  RECIPE="${REPRO_RECIPE:-fast}"
+  META_ITERS=10; FIX_NUM_STEPS=""; FIX_NUM_STEPS_EVAL=""; EVAL_EPOCHS=""
   TEST_L2O_FLAGS=(--max_log_lr=-4.6)
   TEST_STEPS=2000; TEST_STEPS_CONV=300; SEEDS=6,12,18; HELDOUT_EVERY=250
   FLATNESS=10
@@ -138,7 +140,20 @@ else
   VARIANTS=(l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt)
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
 fi
-META_LR="${REPRO_META_LR:-$META_LR}"
+META_LR="${REPRO_META_LR:-${META_LR:-}}"
+# What every meta-training of this size is given: a recipe (and the
+# meta-iterations), or the schedule itself.
+if [[ -n "$RECIPE" ]]; then
+  TRAIN_FLAGS=(--recipe="$RECIPE" --num_meta_iterations="$META_ITERS")
+  [[ -n "$META_LR" ]] && TRAIN_FLAGS+=(--meta_learning_rate="$META_LR")
+else
+  TRAIN_FLAGS=(--num_meta_iterations="$META_ITERS" --fix_unroll=True
+               --fix_unroll_length=20 --fix_num_steps="$FIX_NUM_STEPS"
+               --fix_num_steps_eval="$FIX_NUM_STEPS_EVAL"
+               --evaluation_epochs="$EVAL_EPOCHS"
+               --evaluation_period="$EVAL_PERIOD"
+               --meta_learning_rate="$META_LR")
+fi
 BASELINES=(SGD Adam Adagrad "${TUNED[@]}")
 JOBS="${REPRO_JOBS:-2}"
 OUT="${OUT:-${REPRO_OUT:-$ROOT/reproduce/out/$SIZE}}"
@@ -204,7 +219,7 @@ if [[ -n "$DATA_DIR" ]]; then
 fi
 
 # A folder holds one size only: refuse to mix results of different settings.
-CONFIG="size=$SIZE meta_iters=$META_ITERS meta_lr=$META_LR stable=${STABLE[*]} fix_num_steps=$FIX_NUM_STEPS fix_num_steps_eval=$FIX_NUM_STEPS_EVAL evaluation_epochs=$EVAL_EPOCHS test_steps=$TEST_STEPS test_steps_conv=$TEST_STEPS_CONV seeds=$SEEDS heldout_every=$HELDOUT_EVERY train_seed=$TRAIN_SEED data_dir=${DATA_DIR:-tfds}"
+CONFIG="size=$SIZE meta_iters=$META_ITERS meta_lr=$META_LR recipe=$RECIPE fix_num_steps=$FIX_NUM_STEPS fix_num_steps_eval=$FIX_NUM_STEPS_EVAL evaluation_epochs=$EVAL_EPOCHS test_steps=$TEST_STEPS test_steps_conv=$TEST_STEPS_CONV seeds=$SEEDS heldout_every=$HELDOUT_EVERY train_seed=$TRAIN_SEED data_dir=${DATA_DIR:-tfds}"
 if [[ -f "$OUT/config.txt" && "$(cat "$OUT/config.txt")" != "$CONFIG" ]]; then
   echo "all.sh: $OUT holds results of other settings:" >&2
   echo "  there: $(cat "$OUT/config.txt")" >&2
@@ -255,8 +270,11 @@ if [[ "$PRETRAINED_ONLY" == 1 ]]; then
   echo "  1. no meta-training: the shipped optimizers in l2o_scale/pretrained/ (${VARIANTS[*]}; how each was trained: the card in its run_record.json)"
 else
   echo "  1. meta-train ${#VARIANTS[@]} optimizer(s) with metarun.py (MNIST MLP 784-20-10 sigmoid; training seed $TRAIN_SEED, or k for a name ending .tk):"
-  echo "     $META_ITERS meta-iteration(s) at meta learning rate $META_LR; fixed 20-step unrolls, $FIX_NUM_STEPS steps per meta-iteration, evaluation every $EVAL_PERIOD: $FIX_NUM_STEPS_EVAL steps x $EVAL_EPOCHS run(s)"
-  [[ ${#STABLE[@]} -gt 0 ]] && echo "     stable recipe: ${STABLE[*]}"
+  if [[ -n "$RECIPE" ]]; then
+    echo "     $META_ITERS meta-iteration(s) with the $RECIPE recipe (l2o_scale/config/recipes/$RECIPE.flags)"
+  else
+    echo "     $META_ITERS meta-iteration(s) at meta learning rate $META_LR; fixed 20-step unrolls, $FIX_NUM_STEPS steps per meta-iteration, evaluation every $EVAL_PERIOD: $FIX_NUM_STEPS_EVAL steps x $EVAL_EPOCHS run(s)"
+  fi
   for v in "${VARIANTS[@]}"; do printf '     %-24s %s\n' "$v" "$(variant_flags "$v")"; done
 fi
 echo "  2. meta-test with metatest.py on: ${PROBLEMS[*]}"
@@ -467,11 +485,8 @@ if [[ "$PRETRAINED_ONLY" != 1 ]]; then
   for v in "${VARIANTS[@]}"; do
     # shellcheck disable=SC2046
     queue FIRST run_stage "train-$v" "$PYTHON" metarun.py --train_dir="$(train_dir "$v")" \
-      --num_meta_iterations="$META_ITERS" --fix_unroll=True --fix_unroll_length=20 \
-      --fix_num_steps="$FIX_NUM_STEPS" --fix_num_steps_eval="$FIX_NUM_STEPS_EVAL" \
-      --evaluation_epochs="$EVAL_EPOCHS" --evaluation_period="$EVAL_PERIOD" \
-      --seed="$(train_seed "$v")" --meta_learning_rate="$META_LR" \
-      "${STABLE[@]}" $(variant_flags "$v") "${DATA_FLAG[@]}"
+      "${TRAIN_FLAGS[@]}" --seed="$(train_seed "$v")" \
+      $(variant_flags "$v") "${DATA_FLAG[@]}"
   done
 fi
 for p in "${PROBLEMS[@]}"; do

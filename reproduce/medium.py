@@ -395,6 +395,7 @@ def read_timings(path):
 CONFIG_NAMES = (
     ("size", "size"), ("meta_iters", "meta-iterations per optimizer"),
     ("meta_lr", "meta learning rate"), ("stable", "recipe flags"),
+    ("recipe", "metarun recipe (l2o_scale/config/recipes)"),
     ("fix_num_steps", "steps per meta-iteration"),
     ("fix_num_steps_eval", "steps per evaluation run"),
     ("evaluation_epochs", "runs per evaluation"),
