@@ -138,9 +138,6 @@ def selected_problems(flag_values, out=sys.stdout):
   return problems_and_data
 
 
-REGULARIZE_TIMES = ("posterior", "prior", "none", "always")
-
-
 def stray_arguments(argv):
   """Error line for positional words absl left over, or None.
 
@@ -205,17 +202,9 @@ def check_flags(flag_values):
     errors.append("--rms_decay must be in [0, 1)")
   if not flag_values.rms_epsilon > 0:
     errors.append("--rms_epsilon must be > 0")
-  if flag_values.regularize_time not in REGULARIZE_TIMES:
-    errors.append("--regularize_time={!r} is not one of {} (the original "
-                  "read any other word as always; only 'always' is accepted "
-                  "so a typo is not)".format(flag_values.regularize_time,
-                                             ", ".join(REGULARIZE_TIMES)))
   errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
   if not 0. <= flag_values.mt_ratio <= 1.:
     errors.append("--mt_ratio must be in [0, 1]")
-  if flag_values.reg_option not in metaopt.REG_OPTIONS:
-    errors.append("--reg_option={!r} is not one of {}".format(
-        flag_values.reg_option, ", ".join(metaopt.REG_OPTIONS)))
   if ((flag_values.use_relative_lr or flag_values.use_extreme_indicator) and
       not flag_values.dynamic_output_scale):
     errors.append("--use_relative_lr / --use_extreme_indicator need "

@@ -14,10 +14,13 @@ import typing
 
 from l2o_scale.config import config_flags
 from l2o_scale.meta_training import meta_learner as meta_learner_lib
+from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import selection as selection_lib
 from l2o_scale.meta_training import stability
 
 flag = config_flags.flag
+
+REGULARIZE_TIMES = ("posterior", "prior", "none", "always")
 
 
 OPTIMIZEE_INITS = ("normal", "problem")
@@ -50,7 +53,9 @@ class TrainingConfig:
       "(original semantics).")
   regularize_time: str = flag(
       "posterior", "When to add the regularization to the optimizer "
-      "training: posterior, prior, none (= never), anything else = always.")
+      "training: posterior, prior, none (= never), always (the original "
+      "read any other word as always; only these four are accepted, so that "
+      "a typo is not).", REGULARIZE_TIMES)
   reg_scale: float = flag(0.5, "The regularize scale for meta regularization.")
   if_mt: bool = flag(False, "Imitation learning of Adam (MT).")
   mt_ratio: float = flag(0.1, "Probability of an imitation meta-iteration.")
@@ -60,7 +65,8 @@ class TrainingConfig:
   alpha: float = flag(5e-4, "The scale for optimizer regularization.")
   beta: float = flag(1e-4, "The scale for optimizee regularization.")
   reg_option: str = flag("hessian", "Which regularization to use: hessian, "
-                         "hessian-ev, hessian-esd, jacob.")
+                         "hessian-ev, hessian-esd, jacob.",
+                         regularizer_lib.REG_OPTIONS)
   hessian_itrs: int = flag(
       10, "Number of iterations for hessian information calculation.")
   # New in the port (defaults = the original's behaviour): meta-training

@@ -63,10 +63,9 @@ def draw_rademacher_probes(param_shapes, num_probes, rng=np.random):
 def make_regularizer_config(problem, reg_optimizer=False, reg_optimizee=False,
                             alpha=5e-4, beta=1e-4, reg_option="hessian",
                             hessian_itrs=10):
-  """Validated RegularizerConfig; draws the probes the option needs."""
-  if reg_option not in REG_OPTIONS:
-    raise ValueError("Unknown reg_option {!r}; choose one of {}".format(
-        reg_option, ", ".join(REG_OPTIONS)))
+  """RegularizerConfig; draws the probes the option needs. An unknown
+  ``reg_option`` is refused where it is used (``Problem.regularizer``) and,
+  on the command line, by its flag's choices."""
   probes = None
   if reg_option == "hessian":
     probes = draw_rademacher_probes(problem.param_shapes, hessian_itrs)
