@@ -5,6 +5,7 @@ checkpoints and resumes."""
 import io
 import os
 import random
+import types
 
 import numpy as np
 import pytest
@@ -337,3 +338,22 @@ def test_a_meta_batch_trains_several_instances_and_resumes_exactly(tmp_path):
         _quadratic_spec()[0][0].build(), _optimizer_spec().build())
         .to_arrays())
     assert sum(k.startswith("carried_") for k in saved.files) == 2 * single
+
+
+def test_a_long_evaluation_reports_progress_with_the_time_left():
+  """At most one line every `every` seconds, none after the last run, the
+  estimate from the mean time per finished run."""
+  from l2o_scale.meta_training import reporting  # pylint: disable=g-import-not-at-top
+  out = io.StringIO()
+  reporter = reporting.Reporter(out, None, "p", types.SimpleNamespace(
+      meta_variables=[]), 1)
+  now = [0.]
+  progress = reporting.Progress(reporter, "evaluation", 20, every=10.,
+                                clock=lambda: now[0])
+  for count in range(1, 21):
+    now[0] = 3. * count  # 3 s per run
+    progress.done(count)
+  lines = out.getvalue().splitlines()
+  assert lines[0] == "  evaluation: 4 of 20 runs done, about 48 s left"
+  assert lines[-1] == "  evaluation: 16 of 20 runs done, about 12 s left"
+  assert len(lines) == 4  # after runs 4, 8, 12, 16

@@ -323,7 +323,12 @@ class ClusterSeries(object):
         self.eval_closure,
         args=(self.data_iter, self.task.series_tensors(draw())))
                for draw in draws]
-    return sum(float(r.fetch()) for r in remotes) / len(remotes)
+    progress = reporting.Progress(self.reporter, "evaluation", len(remotes))
+    costs = []
+    for remote in remotes:
+      costs.append(float(remote.fetch()))
+      progress.done(len(costs))
+    return sum(costs) / len(costs)
 
 
 def unroll_records(result, plan, step):

@@ -9,6 +9,7 @@ wrote, and ``SelectionScore`` for ``--selection=robust``.
 """
 
 import collections
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -38,6 +39,26 @@ def nonfinite_warning(k, unroll_itr, value, nonfinite, entries):
       ", replaced by zeros as the original does" if nonfinite else "")
   return "warning: [meta-iteration {}] unroll {}: {}{}.".format(
       k + 1, unroll_itr + 1, what + "; " if what else "", counted)
+
+
+class Progress(object):
+  """Lines while a long phase runs (an evaluation of many runs): after a
+  part finishes, at most one line every ``every`` seconds, with the parts
+  done and an estimate of the time left."""
+
+  def __init__(self, reporter, what, total, every=10., clock=time.time):
+    self.reporter, self.what, self.total = reporter, what, total
+    self.every, self.clock = every, clock
+    self.start = self.last = clock()
+
+  def done(self, count):
+    now = self.clock()
+    if count >= self.total or now - self.last < self.every:
+      return
+    self.last = now
+    left = (now - self.start) / count * (self.total - count)
+    self.reporter.log("  {}: {} of {} runs done, about {:.0f} s left".format(
+        self.what, count, self.total, left))
 
 
 DIVERGENCE_ACTIONS = {

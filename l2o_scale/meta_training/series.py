@@ -155,6 +155,11 @@ class LocalSeries(object):
 
   def evaluate(self, plans):
     """Mean final objective of the evaluation series ``plans`` (each drawn
-    just before it runs: a callable returning the plan)."""
-    costs = [self.validate(draw()) for draw in plans]
+    just before it runs: a callable returning the plan), with progress
+    lines while it takes long."""
+    progress = reporting.Progress(self.reporter, "evaluation", len(plans))
+    costs = []
+    for draw in plans:
+      costs.append(self.validate(draw()))
+      progress.done(len(costs))
     return sum(costs) / len(costs)
