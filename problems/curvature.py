@@ -52,7 +52,8 @@ so a forward accumulator cannot batch them); forward-over-back has to repeat
 the forward and first backward pass (plus their tangents) for every product,
 whereas reverse-over-reverse pays for them once and then needs one extra
 backward pass per product. Measured on an MLP 784-20-10, softmax
-cross-entropy, batch 128, 2 CPU cores, TF 2.21 (``_timing_snippet``):
+cross-entropy, batch 128, 2 CPU cores, TF 2.21
+(``python -m l2o_scale.tools.bench_curvature``):
 eagerly, a 10-probe Hutchinson call takes ~80 ms reverse vs ~350 ms forward;
 inside ``tf.function`` Grappler's common-subexpression elimination merges
 most of the repeated forward work of forward-over-back, and the two are
@@ -568,69 +569,3 @@ hutchinson_trace_tf = tf.function(hutchinson_trace)
 power_iteration_eigenvalues_tf = tf.function(power_iteration_eigenvalues)
 lanczos_density_tf = tf.function(lanczos_density)
 jacobian_trace_tf = tf.function(jacobian_trace)
-
-
-def _timing_snippet(repeats=20, rounds=5):
-  """Times one 10-probe Hutchinson and one 10-step Lanczos call on an MLP.
-
-  MLP 784-20-10, softmax cross-entropy, batch 128, inside ``tf.function``;
-  prints milliseconds per call for both HVP modes, without ("plain") and
-  with ("meta-grad") an enclosing tape differentiating the estimate w.r.t. a
-  scale on the inputs (as in meta-training). Configurations are interleaved
-  over ``rounds`` rounds of ``repeats`` calls and the best round is reported
-  (robust to other load on the machine). Not a test; run
-  ``python -c "from problems import curvature; curvature._timing_snippet()"``.
-  """
-  import time  # pylint: disable=g-import-not-at-top
-  rng = tf.random.Generator.from_seed(0)
-  x = rng.normal([128, 784])
-  y = tf.one_hot(rng.uniform([128], maxval=10, dtype=tf.int32), 10)
-  params = [rng.normal([784, 20]) * 0.05, tf.zeros([20]),
-            rng.normal([20, 10]) * 0.2, tf.zeros([10])]
-  scale = tf.constant(1.0)
-
-  def make_loss(s):
-    def loss_fn(p):
-      h = tf.nn.relu(tf.matmul(x * s, p[0]) + p[1])
-      logits = tf.matmul(h, p[2]) + p[3]
-      return tf.reduce_mean(
-          tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
-    return loss_fn
-
-  def hutchinson(f, p, m):
-    return hutchinson_trace(f, p, 10, 0, mode=m)
-
-  def lanczos(f, p, m):
-    return lanczos_density(f, p, 10, 1, 0, mode=m)
-
-  def make_fns(est, mode):
-    @tf.function
-    def plain(p, s):
-      return est(make_loss(s), p, mode)
-
-    @tf.function
-    def meta(p, s):
-      with tf.GradientTape() as tape:
-        tape.watch(s)
-        value = est(make_loss(s), p, mode)
-      return value, tape.gradient(value, s)
-    return (("plain", plain), ("meta-grad", meta))
-
-  fns = {}
-  for name, est in (("hutchinson", hutchinson), ("lanczos", lanczos)):
-    for mode in HVP_MODES:
-      for kind, fn in make_fns(est, mode):
-        fn(params, scale)  # trace + warm up
-        fns[(name, mode, kind)] = fn
-  results = {key: float("inf") for key in fns}
-  for _ in range(rounds):
-    for key, fn in fns.items():
-      start = time.perf_counter()
-      for _ in range(repeats):
-        out = fn(params, scale)
-      tf.nest.map_structure(lambda t: t.numpy(), out)
-      ms = 1e3 * (time.perf_counter() - start) / repeats
-      results[key] = min(results[key], ms)
-  for (name, mode, kind), ms in results.items():
-    print("{:10s} {:8s} {:9s} {:8.2f} ms/call".format(name, mode, kind, ms))
-  return results
