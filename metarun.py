@@ -178,6 +178,10 @@ def check_flags(flag_values):
                "mini_batch_size"):
     if getattr(flag_values, name) < 1:
       errors.append("--{} must be >= 1".format(name))
+  if flag_values.fast_forward_max_steps < 0:
+    errors.append("--fast_forward_max_steps must be >= 0")
+  if not 0. <= flag_values.fast_forward_fraction <= 1.:
+    errors.append("--fast_forward_fraction must be in [0, 1]")
   if flag_values.selection_steps < 10:
     errors.append("--selection_steps must be >= 10")
   try:

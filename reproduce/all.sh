@@ -82,6 +82,7 @@ CONV_LEARNED=""  # learned optimizers tested on the conv net ("" = all)
 FLATNESS=0     # metatest --flatness_probes
 EVAL_PERIOD=1
 PRETRAINED_ONLY=0
+PAPER_FLAGS=()  # the paper-cmd variant's own schedule (full size)
 if [[ "${REPRO_TINY:-0}" == 1 ]]; then
   SIZE=tiny
   META_ITERS=1; FIX_NUM_STEPS=20; FIX_NUM_STEPS_EVAL=20; EVAL_EPOCHS=1
@@ -131,13 +132,31 @@ elif [[ "${REPRO_MEDIUM:-0}" == 1 || "${REPRO_PRETRAINED:-0}" == 1 ]]; then
   fi
 else
   SIZE=full
-  # metarun defaults otherwise: 100-step meta-iterations, evaluations of
-  # 100 steps averaged over 20 runs.
-  META_ITERS=100; FIX_NUM_STEPS=100; FIX_NUM_STEPS_EVAL=100; EVAL_EPOCHS=20
-  META_LR=1e-6  # metarun.py's (the original's) default
+  # The paper's test: 10,000 steps, 5 seeds, the four MNIST problems. The
+  # learned variants are meta-trained with the long-horizon recipe (their
+  # unrolls see late phases of 10,000-step runs), 3 training seeds each;
+  # the paper's own command (the original's schedule, meta learning rate
+  # 1e-6: PAPER_FLAGS) is one more variant, trained once.
+  RECIPE="${REPRO_RECIPE:-long}"
+  META_ITERS=40; FIX_NUM_STEPS=""; FIX_NUM_STEPS_EVAL=""; EVAL_EPOCHS=""
+  PAPER_FLAGS=(--num_meta_iterations=100 --fix_unroll=True
+               --fix_unroll_length=20 --fix_num_steps=100
+               --fix_num_steps_eval=100 --evaluation_epochs=20
+               --meta_learning_rate=1e-6)
+  TEST_L2O_FLAGS=(--max_log_lr=-4.6)
   TEST_STEPS=10000; TEST_STEPS_CONV=10000; SEEDS=6,12,18,24,30
   HELDOUT_EVERY=500
-  VARIANTS=(l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt)
+  FLATNESS=10
+  VARIANTS=()
+  for seed in 1 2 3; do
+    for v in l2o-scale hess-1e-4 hess-1e-2 l2o-entropy-reg-cl-mt; do
+      VARIANTS+=("$v.t$seed")
+    done
+  done
+  VARIANTS+=(l2o-entropy-paper-cmd.t1)
+  CONV_LEARNED="l2o-scale.t1 hess-1e-4.t1 hess-1e-2.t1 l2o-entropy-reg-cl-mt.t1 l2o-entropy-paper-cmd.t1"
+  TUNED=(Adam-lr3e-4 Adam-lr1e-3 Adam-lr3e-3 Adam-lr1e-2
+         SGD-lr0.1 SGD-lr0.3 SGD-lr1)
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
 fi
 META_LR="${REPRO_META_LR:-${META_LR:-}}"
@@ -484,8 +503,12 @@ common_flags() {
 if [[ "$PRETRAINED_ONLY" != 1 ]]; then
   for v in "${VARIANTS[@]}"; do
     # shellcheck disable=SC2046
+    flags_of_v=("${TRAIN_FLAGS[@]}")
+    if [[ "${v%.t*}" == l2o-entropy-paper-cmd && ${#PAPER_FLAGS[@]} -gt 0 ]]; then
+      flags_of_v=("${PAPER_FLAGS[@]}")
+    fi
     queue FIRST run_stage "train-$v" "$PYTHON" metarun.py --train_dir="$(train_dir "$v")" \
-      "${TRAIN_FLAGS[@]}" --seed="$(train_seed "$v")" \
+      "${flags_of_v[@]}" --seed="$(train_seed "$v")" \
       $(variant_flags "$v") "${DATA_FLAG[@]}"
   done
 fi

@@ -357,3 +357,89 @@ def test_a_long_evaluation_reports_progress_with_the_time_left():
   assert lines[0] == "  evaluation: 4 of 20 runs done, about 48 s left"
   assert lines[-1] == "  evaluation: 16 of 20 runs done, about 12 s left"
   assert len(lines) == 4  # after runs 4, 8, 12, 16
+
+
+def test_fast_forward_draws_only_when_asked():
+  """--fast_forward_max_steps=0 (the original) draws nothing extra; with
+  fraction 1 every series gets 1..N steps of batches over the data."""
+  problem = _quadratic_spec()[0][0].build()
+  np.random.seed(3)
+  off = plan_lib.Planner(problem, 50, 8, 50, metaopt.TrainingConfig())
+  assert off.fast_forward() is None
+  after_off = np.random.uniform()
+  np.random.seed(3)
+  assert np.random.uniform() == after_off
+  on = plan_lib.Planner(problem, 50, 8, 50, metaopt.TrainingConfig(
+      fast_forward_max_steps=300, fast_forward_fraction=1.))
+  draws = [on.fast_forward() for _ in range(200)]
+  steps = [len(d) for d in draws]
+  assert min(steps) >= 1 and max(steps) <= 300
+  assert np.median(steps) < 100  # log-uniform, not uniform
+  assert all(d.shape[1] == 8 and d.min() >= 0 and d.max() < 50
+             for d in draws)
+  never = plan_lib.Planner(problem, 50, 8, 50, metaopt.TrainingConfig(
+      fast_forward_max_steps=300, fast_forward_fraction=0.))
+  assert all(never.fast_forward() is None for _ in range(20))
+
+
+def test_a_series_after_a_fast_forward_continues_the_trajectory(tmp_path):
+  """With a fast-forward, the first unroll starts where the learned
+  optimizer's own S-step run from the same initial parameters ends (a
+  meta-test run), not from the initial parameters; training runs and
+  resumes exactly."""
+  config = metaopt.TrainingConfig(fast_forward_max_steps=40,
+                                  fast_forward_fraction=1.)
+  def seed():
+    np.random.seed(0)
+    random.seed(0)
+    tf.random.set_seed(0)
+
+  seed()
+  straight = str(tmp_path / "straight")
+  result, log = _train(straight, 3, config=config)
+  assert result["meta_iterations"] == 3
+  assert "fast-forward of" in log
+  seed()
+  split = str(tmp_path / "split")
+  _train(split, 2, config=config)
+  _, log = _train(split, 3, config=config)
+  assert "Resuming from" in log
+  a = tf.train.load_checkpoint(os.path.join(straight, "model.ckpt-3"))
+  b = tf.train.load_checkpoint(os.path.join(split, "model.ckpt-3"))
+  for name in a.get_variable_to_shape_map():
+    if name.startswith("optimizer/"):
+      np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name),
+                                    err_msg=name)
+
+
+def test_fast_forward_state_is_the_meta_test_run_from_the_same_start():
+  from l2o_scale.meta_testing import compiled_run  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import task as task_lib  # pylint: disable=g-import-not-at-top
+  problem = _quadratic_spec()[0][0].build()
+  optimizer = _optimizer_spec().build()
+  config = metaopt.TrainingConfig(fast_forward_max_steps=30,
+                                  fast_forward_fraction=1.)
+  task = task_lib.MetaTrainingTask(problem, "q", None, None, optimizer,
+                                   config, print)
+  init = [np.full(s, 2., np.float32) for s in problem.param_shapes]
+  draws = plan_lib.SeriesDraws(init, [], [], None,
+                               np.zeros((30, 0), np.int32))
+  state = task.fast_forward(draws, task.mini_dataset([]))
+  run = compiled_run.CompiledRun(optimizer, problem,
+                                 [tf.constant(t) for t in init], None, None,
+                                 False)
+  objectives = run.run_chunk(tf.zeros((30, 0), tf.int32)).numpy()
+  for got, want in zip(state.params, run.param_vars):
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+  start = float(problem.objective([tf.constant(t) for t in init], None, None))
+  assert float(state.initial_obj) == pytest.approx(start)
+  end = float(problem.objective(state.params, None, None))
+  assert end < objectives[0]  # it moved: the state is not the start
+  # The first unroll of the series starts from that state.
+  inputs = task.unroll_inputs(task.series_tensors(plan_lib.MetaIterationPlan(
+      0, [5], False, (plan_lib.SeriesDraws(
+          init, [np.zeros((5, 0), np.int32)], [np.zeros([0], np.int64)],
+          None, draws.fast_forward),), [False], True)), 0,
+      task.mini_dataset([]), False, False, False)
+  out, _ = task.meta_step(inputs, state, False)
+  assert out.problem_objectives.numpy()[0] == pytest.approx(end, rel=1e-5)

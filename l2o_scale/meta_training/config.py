@@ -126,6 +126,17 @@ class TrainingConfig:
       "its trajectory, in one vectorized pass, instead of step by step; an "
       "unroll that the original's stop rules end early runs step by step. "
       "The numbers change by float rounding only.")
+  # New in the port: long horizons (docs/meta-training.md, "Long horizons").
+  fast_forward_max_steps: int = flag(
+      0, "If > 0: before the series of a meta-iteration, train the fresh "
+      "optimizee for S steps with the current learned optimizer (no "
+      "meta-gradient; a compiled run on the training data, fresh optimizer "
+      "state), S drawn log-uniformly from 1..N with probability "
+      "--fast_forward_fraction and 0 otherwise, so that the unrolls see late "
+      "phases of long runs as well as the start. 0: off (the original).")
+  fast_forward_fraction: float = flag(
+      0.5, "With --fast_forward_max_steps: the share of meta-iterations "
+      "whose series starts after a fast-forward.")
   selection_seeds: tuple = flag(
       (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
       "the initial parameters, initial learning rates and batches).")

@@ -121,6 +121,9 @@ def unsupported(flag_values):
   if flag_values.meta_batch_size != 1:
     reasons.append("--meta_batch_size is single-process only for now "
                    "(distributed mode: --meta_batch_size=1)")
+  if flag_values.fast_forward_max_steps > 0:
+    reasons.append("--fast_forward_max_steps is single-process only for now "
+                   "(distributed mode: 0)")
   if flag_values.objective_training_max_multiplier > 0:
     reasons.append("--objective_training_max_multiplier is not supported in "
                    "distributed mode")

@@ -89,7 +89,9 @@ def evaluation_lengths(schedule, curriculum):
 
 
 class SeriesDraws(collections.namedtuple(
-    "SeriesDraws", ["init_tensors", "batches", "mini_rows", "teacher_batches"])):
+    "SeriesDraws",
+    ["init_tensors", "batches", "mini_rows", "teacher_batches",
+     "fast_forward"], defaults=(None,))):
   """The random draws of one series of partial unrolls.
 
   init_tensors: initial optimizee parameters (numpy arrays).
@@ -97,6 +99,8 @@ class SeriesDraws(collections.namedtuple(
   mini_rows: per unroll, the rows of the data forming its mini dataset.
   teacher_batches: per unroll, the ``mt_k * length`` batches the imitation
     teacher steps on (None outside imitation).
+  fast_forward: ``[S, batch_size]`` rows of the whole training data for the
+    S steps that precede the series (``--fast_forward_max_steps``), or None.
   """
 
 
@@ -196,6 +200,25 @@ class Planner(object):
       chosen.append(full_batch[:self.mini_batch_size].copy())
     return chosen
 
+  def fast_forward(self):
+    """Batches of the fast-forward before a series, or None: S drawn
+    log-uniformly from 1..``fast_forward_max_steps`` with probability
+    ``fast_forward_fraction``, else no fast-forward. Nothing is drawn when
+    the flag is off, so the original's random streams stay as they were."""
+    config = self.config
+    if config.fast_forward_max_steps <= 0:
+      return None
+    if np.random.uniform() >= config.fast_forward_fraction:
+      return None
+    steps = int(np.exp(np.random.uniform(
+        0., np.log(config.fast_forward_max_steps + 1.))))
+    steps = min(max(steps, 1), config.fast_forward_max_steps)
+    if not self.data_size:
+      return np.zeros((steps, 0), np.int32)
+    return np.random.randint(self.data_size,
+                             size=(steps, self.batch_size or self.data_size),
+                             dtype=np.int64).astype(np.int32)
+
   def switches(self, num_unrolls):
     return [regularizer_switch(u, num_unrolls, self.config.regularize_time,
                                self.config.reg_scale)
@@ -212,7 +235,8 @@ class Planner(object):
       batches, teacher = self.batches(lengths, stride)
       mini_rows = self.mini_rows(len(lengths))
       instances.append(SeriesDraws(self.init_tensors(), batches, mini_rows,
-                                   teacher if mt_training else None))
+                                   teacher if mt_training else None,
+                                   self.fast_forward()))
     return MetaIterationPlan(
         k, lengths, mt_training, tuple(instances),
         self.switches(len(lengths)),

@@ -64,10 +64,12 @@ class LocalSeries(object):
     meta-gradient: (the instances' UnrollOutputs, the meta-gradients)."""
     task, inputs, carried = self.task, [], []
     for i, draws in enumerate(plan.instances):
+      # After a fast-forward the series continues its trajectory.
+      first = u == 0 and draws.fast_forward is None
       inputs.append(task.unroll_inputs(
           tensors[i], u, task.mini_dataset(draws.mini_rows[u]),
-          task.static_switch(plan.switches[u]), u == 0,
-          u == 0 and plan.reset_first, teacher[i][u]))
+          task.static_switch(plan.switches[u]), first,
+          first and plan.reset_first, teacher[i][u]))
       carried.append(self.state.carried[i].value)
     if len(inputs) == 1:
       out, grads = task.meta_step(inputs[0], carried[0],
@@ -86,6 +88,18 @@ class LocalSeries(object):
         return reason
     return None
 
+  def _fast_forward(self, plan):
+    """Starts each instance that has a fast-forward where it ends."""
+    for carried, draws in zip(self.state.carried, plan.instances):
+      if draws.fast_forward is None:
+        continue
+      start = time.time()
+      carried.update(self.task.fast_forward(
+          draws, self.task.mini_dataset(draws.mini_rows[0])))
+      self.reporter.log("meta-iteration {}: fast-forward of {} steps "
+                        "({:.1f} s)".format(plan.k, len(draws.fast_forward),
+                                            time.time() - start))
+
   def run(self, plan, step):
     """Trains over the series of ``plan``; ``step`` is the summary step
     before it. Returns a :class:`SeriesOutcome`; with ``on_divergence``
@@ -96,6 +110,7 @@ class LocalSeries(object):
     teacher = [task.teacher_steps(plan, i) for i in instances]
     tensors = [task.series_tensors(plan, i) for i in instances]
     applied, last_out, switch, rows = 0, None, False, None
+    self._fast_forward(plan)
     for u, length in enumerate(plan.lengths):
       rows = plan.draws.mini_rows[u]
       self._announce_compile()

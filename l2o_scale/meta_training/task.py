@@ -15,6 +15,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale.meta_testing import compiled_run
 from l2o_scale.meta_training import meta_step as meta_step_lib
 from l2o_scale.meta_training import mt_utils as mt_utils_lib
 from l2o_scale.meta_training import plan as plan_lib
@@ -80,6 +81,7 @@ class MetaTrainingTask(object):
         self.batch_size, self.mini_batch_size, config)
     self._selection_runs = None
     self._selection_cache = testing_lib.RunCache()
+    self._fast_forward_run = None
 
   @property
   def has_data(self):
@@ -147,6 +149,30 @@ class MetaTrainingTask(object):
         mt_labels=[tf.convert_to_tensor(m) for m in mt_labels],
         first_unroll=tf.convert_to_tensor(first),
         reset_state=tf.convert_to_tensor(reset))
+
+  def fast_forward(self, draws, mini):
+    """The carried state after the fast-forward of ``draws`` (a
+    :class:`~l2o_scale.meta_training.unroll.LoopState`): the current learned
+    optimizer trains ``draws.init_tensors`` for ``len(draws.fast_forward)``
+    steps from a fresh optimizer state, as a meta-test run does (one
+    compiled loop, no meta-gradient). Its initial objective is that of the
+    initial parameters on the first unroll's mini dataset ``mini``, so the
+    series' meta-objective stays relative to the start of the trajectory.
+    """
+    init = [tf.constant(t) for t in draws.init_tensors]
+    if self._fast_forward_run is None:
+      self._fast_forward_run = compiled_run.CompiledRun(
+          self.optimizer, self.problem, init, self.data, self.labels,
+          self.config.jit_compile)
+    run = self._fast_forward_run
+    run.reset(init)
+    run.run_chunk(tf.constant(draws.fast_forward))
+    attend = [tf.convert_to_tensor(v) for v in run.param_vars]
+    return unroll_lib.LoopState(
+        initial_obj=self.problem.objective(init, mini[0], mini[1]),
+        params=list(run.real_params()), attend_params=attend,
+        states=tf.nest.map_structure(tf.convert_to_tensor, run.state_vars),
+        global_state=[tf.convert_to_tensor(v) for v in run.global_vars])
 
   def robust_score(self):
     """``--selection=robust``'s score of the current meta-parameters

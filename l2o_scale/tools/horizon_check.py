@@ -1,0 +1,186 @@
+"""Does a learned optimizer hold up at a long horizon? Checked against Adam.
+
+Meta-tests a trained optimizer (a ``--train_dir``'s ``model.ckpt-0`` or a
+shipped ``--pretrained`` one) and Adam (lr 1e-3) with ``metatest.py`` on the
+MNIST MLPs (sigmoid, ReLU, deeper), the given test seeds, ``--steps`` steps
+with the held-out accuracy recorded, and applies these rules per problem and
+seed at every horizon of ``--horizons`` (a shorter horizon reads the prefix
+of the same runs: a run's first N steps do not depend on its length):
+
+* all training losses finite;
+* no late drift: the final 100-step mean loss <= ``--drift_limit`` (1.5)
+  times the best 100-step mean along the way;
+* final train loss (mean of the last 100 steps) below Adam's;
+* held-out accuracy (test split) at least Adam's minus ``--accuracy_margin``
+  (0.005).
+
+Writes ``<out>/horizon_check.{md,json}`` and prints the table; exits 1 if a
+rule fails. Adam's runs are reused from ``<out>`` when present.
+
+  python -m l2o_scale.tools.horizon_check --pretrained=l2o-scale \\
+      --out=/tmp/check --data_dir=<MNIST folder>
+"""
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+from absl import app
+from absl import flags
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+PROBLEMS = (("mnist-mlp-sigmoid", "include_mnist_mlp_problems"),
+            ("mnist-mlp-relu", "include_mnist_mlp_relu_problems"),
+            ("mnist-mlp-deeper", "include_mnist_mlp_deeper_problems"))
+ADAM = "Adam-lr1e-3"
+WINDOW = 100
+
+flags.DEFINE_string("train_dir", None, "A metarun.py --train_dir to check "
+                    "(its model.ckpt-0).")
+flags.DEFINE_string("pretrained", None, "A shipped optimizer to check.")
+flags.DEFINE_string("name", "learned", "Name of the optimizer in the table.")
+flags.DEFINE_string("out", None, "Folder for the runs and the report.")
+flags.DEFINE_string("data_dir", None, "MNIST folder (metatest.py's).")
+flags.DEFINE_integer("steps", 10000, "Steps of each run.")
+flags.DEFINE_list("horizons", ["2000", "10000"], "Horizons the rules are "
+                  "applied at (each <= --steps, a multiple of "
+                  "--heldout_every).")
+flags.DEFINE_integer("heldout_every", 500, "Held-out accuracy every N steps.")
+flags.DEFINE_list("seeds", ["6", "12", "18"], "Test seeds.")
+flags.DEFINE_list("problems", [p for p, _ in PROBLEMS], "Problems to check.")
+flags.DEFINE_float("drift_limit", 1.5, "Largest final / best 100-step mean.")
+flags.DEFINE_float("accuracy_margin", 0.005, "Held-out accuracy may be this "
+                   "much below Adam's.")
+FLAGS = flags.FLAGS
+
+
+def _metatest(problem_flag, out_dir, model_name, extra):
+  command = [sys.executable, os.path.join(ROOT, "metatest.py"),
+             "--" + problem_flag, "--num_testing_itrs={}".format(FLAGS.steps),
+             "--seeds=" + ",".join(FLAGS.seeds),
+             "--heldout_every={}".format(FLAGS.heldout_every),
+             "--jit_compile", "--model_name=" + model_name,
+             "--save_dir=" + out_dir, "--progress_every=0"] + extra
+  if FLAGS.data_dir:
+    command.append("--data_dir=" + FLAGS.data_dir)
+  done = subprocess.run(command, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True, check=False)
+  if done.returncode:
+    lines = [l for l in done.stderr.splitlines() if l.strip()]
+    raise SystemExit("horizon_check: metatest.py failed ({}): {}".format(
+        model_name, lines[-1] if lines else "exit {}".format(
+            done.returncode)))
+
+
+def _load(out_dir, model_name, seed):
+  with open(os.path.join(out_dir, "seed{}_eval_loss_record.pickle-{}".format(
+      seed, model_name)), "rb") as f:
+    losses = np.asarray(pickle.load(f), np.float64).reshape(-1)
+  with open(os.path.join(out_dir, "seed{}_heldout_record-{}.json".format(
+      seed, model_name))) as f:
+    heldout = json.load(f)
+  return losses, heldout
+
+
+def seed_metrics(losses, heldout, horizon):
+  """Final / best 100-step means, finiteness and held-out accuracy of one
+  run's first ``horizon`` steps."""
+  head = losses[:horizon]
+  finite = bool(np.all(np.isfinite(head)))
+  means = np.convolve(head, np.ones(WINDOW) / WINDOW, "valid")
+  accuracy = dict(zip(heldout["iteration"], heldout["heldout_accuracy"]))
+  return {"finite": finite, "final": float(means[-1]),
+          "best": float(np.min(means)) if finite else float("nan"),
+          "accuracy": float(accuracy.get(horizon, float("nan")))}
+
+
+def verdict(learned, adam, drift_limit, margin):
+  """The rules' failures for one seed (an empty list: all hold)."""
+  failures = []
+  if not learned["finite"]:
+    return ["non-finite loss"]
+  if learned["final"] > drift_limit * learned["best"]:
+    failures.append("late drift (final {:.3g} > {} x best {:.3g})".format(
+        learned["final"], drift_limit, learned["best"]))
+  if not learned["final"] < adam["final"]:
+    failures.append("train loss {:.3g} not below Adam's {:.3g}".format(
+        learned["final"], adam["final"]))
+  if not learned["accuracy"] >= adam["accuracy"] - margin:
+    failures.append("held-out accuracy {:.4f} below Adam's {:.4f} - "
+                    "{}".format(learned["accuracy"], adam["accuracy"], margin))
+  return failures
+
+
+def check(out, problems, seeds, horizons, name, drift_limit, margin):
+  """Rows of the report from the runs in ``out``."""
+  rows = []
+  for problem in problems:
+    for horizon in horizons:
+      for seed in seeds:
+        learned = seed_metrics(*_load(os.path.join(out, problem), name, seed),
+                               horizon)
+        adam = seed_metrics(*_load(os.path.join(out, problem), ADAM, seed),
+                            horizon)
+        rows.append({"problem": problem, "horizon": horizon, "seed": seed,
+                     "learned": learned, "adam": adam,
+                     "failures": verdict(learned, adam, drift_limit, margin)})
+  return rows
+
+
+def markdown(rows, name):
+  lines = ["| problem | steps | seed | train loss {0} / Adam | best 100-step "
+           "mean {0} | held-out accuracy {0} / Adam | verdict |".format(name),
+           "|---|---|---|---|---|---|---|"]
+  for r in rows:
+    l, a = r["learned"], r["adam"]
+    lines.append("| {} | {} | {} | {:.4g} / {:.4g} | {:.4g} | {:.4f} / {:.4f} "
+                 "| {} |".format(r["problem"], r["horizon"], r["seed"],
+                                 l["final"], a["final"], l["best"],
+                                 l["accuracy"], a["accuracy"],
+                                 "; ".join(r["failures"]) or "holds"))
+  return "\n".join(lines)
+
+
+def main(argv):
+  del argv
+  if bool(FLAGS.train_dir) == bool(FLAGS.pretrained):
+    raise app.UsageError("give one of --train_dir and --pretrained")
+  if not FLAGS.out:
+    raise app.UsageError("--out is required")
+  horizons = [int(h) for h in FLAGS.horizons]
+  if any(h > FLAGS.steps or h % FLAGS.heldout_every for h in horizons):
+    raise app.UsageError("each of --horizons must be <= --steps and a "
+                         "multiple of --heldout_every")
+  if FLAGS.pretrained:
+    source = ["--pretrained=" + FLAGS.pretrained]
+  else:
+    source = ["--test_optimizer=L2o", "--train_dir=" + FLAGS.train_dir,
+              "--restore_model_name=model.ckpt-0"]
+  flag_of = dict(PROBLEMS)
+  for problem in FLAGS.problems:
+    out_dir = os.path.join(FLAGS.out, problem)
+    _metatest(flag_of[problem], out_dir, FLAGS.name, source)
+    if not os.path.exists(os.path.join(out_dir, "seed{}_heldout_record-{}"
+                                       ".json".format(FLAGS.seeds[-1], ADAM))):
+      _metatest(flag_of[problem], out_dir, ADAM,
+                ["--test_optimizer=Adam", "--baseline_learning_rate=1e-3"])
+  rows = check(FLAGS.out, FLAGS.problems, [int(s) for s in FLAGS.seeds],
+               horizons, FLAGS.name, FLAGS.drift_limit, FLAGS.accuracy_margin)
+  table = markdown(rows, FLAGS.name)
+  with open(os.path.join(FLAGS.out, "horizon_check.md"), "w") as f:
+    f.write(table + "\n")
+  with open(os.path.join(FLAGS.out, "horizon_check.json"), "w") as f:
+    json.dump(rows, f, indent=1)
+  print(table)
+  failed = sum(bool(r["failures"]) for r in rows)
+  print("{}: {} of {} (problem, horizon, seed) checks fail".format(
+      FLAGS.name, failed, len(rows)))
+  return 1 if failed else 0
+
+
+if __name__ == "__main__":
+  app.run(main)

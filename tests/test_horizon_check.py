@@ -1,0 +1,47 @@
+"""The long-horizon check's rules on synthetic runs (closed forms)."""
+
+import numpy as np
+
+from l2o_scale.meta_training import distributed
+from l2o_scale.tools import horizon_check
+
+
+def _heldout(acc_at):
+  its = sorted(acc_at)
+  return {"iteration": its, "heldout_accuracy": [acc_at[i] for i in its]}
+
+
+def test_metrics_read_the_prefix_of_a_run():
+  losses = np.concatenate([np.full(500, 2.), np.full(500, 1.)])
+  m = horizon_check.seed_metrics(losses, _heldout({500: .5, 1000: .9}), 500)
+  assert m == {"finite": True, "final": 2., "best": 2., "accuracy": .5}
+  m = horizon_check.seed_metrics(losses, _heldout({500: .5, 1000: .9}), 1000)
+  assert m["final"] == 1. and m["best"] == 1. and m["accuracy"] == .9
+
+
+def test_rules():
+  adam = {"finite": True, "final": .01, "best": .01, "accuracy": .90}
+  good = {"finite": True, "final": .005, "best": .004, "accuracy": .896}
+  assert horizon_check.verdict(good, adam, 1.5, .005) == []
+  drift = dict(good, best=.003)  # .005 > 1.5 * .003
+  assert "late drift" in horizon_check.verdict(drift, adam, 1.5, .005)[0]
+  worse = dict(good, final=.02, best=.02)
+  assert "not below Adam" in horizon_check.verdict(worse, adam, 1.5, .005)[0]
+  overfit = dict(good, accuracy=.894)
+  assert "held-out" in horizon_check.verdict(overfit, adam, 1.5, .005)[0]
+  nan = dict(good, finite=False)
+  assert horizon_check.verdict(nan, adam, 1.5, .005) == ["non-finite loss"]
+
+
+def test_fast_forward_is_refused_in_distributed_mode():
+  class Flags:
+    def __getattr__(self, name):
+      return {"fast_forward_max_steps": 100}.get(name, _DEFAULTS.get(name))
+  reasons = distributed.unsupported(Flags())
+  assert any("--fast_forward_max_steps" in r for r in reasons)
+
+
+_DEFAULTS = {"jit_compile": False, "meta_optimizer": "rmsprop",
+             "meta_batch_size": 1, "objective_training_max_multiplier": -1,
+             "on_divergence": "continue", "selection": "original",
+             "optimizee_init": "normal"}
