@@ -14,8 +14,11 @@
 # Usage:
 #   bash reproduce/all.sh [--data_dir=DIR] [--out=DIR]
 # Sizes (environment):
-#   (default)        the paper's settings: 100 meta-iterations, 10,000 test
-#                    steps, 5 seeds (many hours on a 2-core CPU)
+#   (default)        the paper's test (10,000 steps, 5 seeds, the four MNIST
+#                    problems, held-out accuracy, flatness) of 13 learned
+#                    optimizers: 4 variants x 3 training seeds meta-trained
+#                    with the long recipe (docs/meta-training.md), plus the
+#                    paper's own command; about 9 h on 2 cores
 #   REPRO_MEDIUM=1   the result in docs/reproduction.md (about 2 h on 2
 #                    cores): meta-trains with the stable recipe
 #                    (docs/meta-training.md) L2O-Scale, the Hessian-ESD
@@ -39,10 +42,16 @@
 #                       again without it to do the rest: finished stages are
 #                       skipped). Any variant below (variant_flags) with an
 #                       optional .t<seed>, e.g. hess-1e-3.t2 jacob-1e-4.t1
-#   REPRO_RECIPE        the metarun recipe of the medium size (default fast;
-#                       stable: the recipe of the shipped optimizers)
-#   REPRO_META_LR       meta learning rate (quick/tiny 1e-3, medium: the recipe's,
-#                       full 1e-6)
+#   REPRO_PROBLEMS      space-separated test problems to meta-test on now
+#                       (default: the size's list, e.g. mnist-mlp-sigmoid
+#                       mnist-mlp-relu mnist-mlp-deeper mnist-conv); with
+#                       REPRO_VARIANTS it runs a part of a size that takes
+#                       too long whole
+#   REPRO_RECIPE        the metarun recipe of the medium size (default fast)
+#                       and of the full size (default long: the recipe of the
+#                       shipped optimizers)
+#   REPRO_META_LR       meta learning rate (quick/tiny 1e-3; medium and full:
+#                       the recipe's)
 #   REPRO_HEARTBEAT     seconds between the lines that say a stage is still
 #                       running (default 15)
 #   PYTHON              python interpreter (default python)
@@ -75,14 +84,22 @@ done
 # Learned optimizers: "<variant>" (one training seed, TRAIN_SEED) or
 # "<variant>.t<seed>" (training seed <seed>); variant_flags names the flags.
 TRAIN_SEED=1
-RECIPE=""     # the metarun recipe (medium size), l2o_scale/config/recipes
-TEST_L2O_FLAGS=()  # extra metatest flags for the learned optimizers
+RECIPE=""     # the metarun recipe (medium and full sizes), l2o_scale/config/recipes
 TUNED=()       # tuned baselines "<Opt>-lr<lr>"
 CONV_LEARNED=""  # learned optimizers tested on the conv net ("" = all)
 FLATNESS=0     # metatest --flatness_probes
 EVAL_PERIOD=1
 PRETRAINED_ONLY=0
 PAPER_FLAGS=()  # the paper-cmd variant's own schedule (full size)
+# The learned variants of the medium and full sizes, 3 training seeds each
+# (the conv net: training seed 1 only), and their tuned baselines.
+SEED1_VARIANTS="l2o-scale.t1 hess-1e-4.t1 hess-1e-2.t1 l2o-entropy-reg-cl-mt.t1"
+SEEDED_VARIANTS=()
+for seed in 1 2 3; do
+  for v in $SEED1_VARIANTS; do SEEDED_VARIANTS+=("${v%.t1}.t$seed"); done
+done
+TUNED_SWEEPS=(Adam-lr3e-4 Adam-lr1e-3 Adam-lr3e-3 Adam-lr1e-2
+              SGD-lr0.1 SGD-lr0.3 SGD-lr1)
 if [[ "${REPRO_TINY:-0}" == 1 ]]; then
   SIZE=tiny
   META_ITERS=1; FIX_NUM_STEPS=20; FIX_NUM_STEPS_EVAL=20; EVAL_EPOCHS=1
@@ -107,21 +124,14 @@ elif [[ "${REPRO_MEDIUM:-0}" == 1 || "${REPRO_PRETRAINED:-0}" == 1 ]]; then
   # stages (3 evaluations each) and the regularizers 50 meta-updates.
   RECIPE="${REPRO_RECIPE:-fast}"
   META_ITERS=10; FIX_NUM_STEPS=""; FIX_NUM_STEPS_EVAL=""; EVAL_EPOCHS=""
-  TEST_L2O_FLAGS=(--max_log_lr=-4.6)
   TEST_STEPS=2000; TEST_STEPS_CONV=300; SEEDS=6,12,18; HELDOUT_EVERY=250
   FLATNESS=10
   # 12 optimizers, what fits about 2 h on 2 cores: the Hessian regularizer at
   # the paper's alpha and at 100x it. Other alphas and the Jacobian
   # regularizer: REPRO_VARIANTS="hess-1e-3.t1 jacob-1e-4.t1 ...".
-  VARIANTS=()
-  for seed in 1 2 3; do
-    for v in l2o-scale hess-1e-4 hess-1e-2 l2o-entropy-reg-cl-mt; do
-      VARIANTS+=("$v.t$seed")
-    done
-  done
-  CONV_LEARNED="l2o-scale.t1 hess-1e-4.t1 hess-1e-2.t1 l2o-entropy-reg-cl-mt.t1"
-  TUNED=(Adam-lr3e-4 Adam-lr1e-3 Adam-lr3e-3 Adam-lr1e-2
-         SGD-lr0.1 SGD-lr0.3 SGD-lr1)
+  VARIANTS=("${SEEDED_VARIANTS[@]}")
+  CONV_LEARNED="$SEED1_VARIANTS"
+  TUNED=("${TUNED_SWEEPS[@]}")
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
   if [[ "${REPRO_PRETRAINED:-0}" == 1 ]]; then
     SIZE=pretrained
@@ -138,25 +148,18 @@ else
   # the paper's own command (the original's schedule, meta learning rate
   # 1e-6: PAPER_FLAGS) is one more variant, trained once.
   RECIPE="${REPRO_RECIPE:-long}"
-  META_ITERS=40; FIX_NUM_STEPS=""; FIX_NUM_STEPS_EVAL=""; EVAL_EPOCHS=""
+  META_ITERS=30; FIX_NUM_STEPS=""; FIX_NUM_STEPS_EVAL=""; EVAL_EPOCHS=""
   PAPER_FLAGS=(--num_meta_iterations=100 --fix_unroll=True
                --fix_unroll_length=20 --fix_num_steps=100
                --fix_num_steps_eval=100 --evaluation_epochs=20
                --meta_learning_rate=1e-6)
-  TEST_L2O_FLAGS=(--max_log_lr=-4.6)
   TEST_STEPS=10000; TEST_STEPS_CONV=10000; SEEDS=6,12,18,24,30
   HELDOUT_EVERY=500
   FLATNESS=10
-  VARIANTS=()
-  for seed in 1 2 3; do
-    for v in l2o-scale hess-1e-4 hess-1e-2 l2o-entropy-reg-cl-mt; do
-      VARIANTS+=("$v.t$seed")
-    done
-  done
+  VARIANTS=("${SEEDED_VARIANTS[@]}")
   VARIANTS+=(l2o-entropy-paper-cmd.t1)
-  CONV_LEARNED="l2o-scale.t1 hess-1e-4.t1 hess-1e-2.t1 l2o-entropy-reg-cl-mt.t1 l2o-entropy-paper-cmd.t1"
-  TUNED=(Adam-lr3e-4 Adam-lr1e-3 Adam-lr3e-3 Adam-lr1e-2
-         SGD-lr0.1 SGD-lr0.3 SGD-lr1)
+  CONV_LEARNED="$SEED1_VARIANTS l2o-entropy-paper-cmd.t1"
+  TUNED=("${TUNED_SWEEPS[@]}")
   PROBLEMS=(mnist-mlp-sigmoid mnist-mlp-relu mnist-mlp-deeper mnist-conv)
 fi
 META_LR="${REPRO_META_LR:-${META_LR:-}}"
@@ -224,6 +227,17 @@ if [[ -n "${REPRO_VARIANTS:-}" ]]; then
     fi
   done
   read -r -a VARIANTS <<< "$REPRO_VARIANTS"
+fi
+
+# REPRO_PROBLEMS: a subset of the size's problems.
+if [[ -n "${REPRO_PROBLEMS:-}" ]]; then
+  for p in $REPRO_PROBLEMS; do
+    if [[ " ${PROBLEMS[*]} " != *" $p "* ]]; then
+      echo "all.sh: REPRO_PROBLEMS names $p, which is not a problem of the $SIZE size (its problems: ${PROBLEMS[*]})" >&2
+      exit 2
+    fi
+  done
+  read -r -a PROBLEMS <<< "$REPRO_PROBLEMS"
 fi
 
 test_steps() { [[ "$1" == mnist-conv ]] && echo "$TEST_STEPS_CONV" || echo "$TEST_STEPS"; }
@@ -299,7 +313,7 @@ fi
 echo "  2. meta-test with metatest.py on: ${PROBLEMS[*]}"
 echo "     optimizers: ${VARIANTS[*]} (restored from model.ckpt-0, the best evaluated) ${BASELINES[*]}"
 echo "     seeds $SEEDS; $TEST_STEPS steps ($TEST_STEPS_CONV on the conv net); held-out accuracy every $HELDOUT_EVERY steps"
-[[ -n "$CONV_LEARNED" ]] && echo "     conv net: learned optimizers $CONV_LEARNED only"
+[[ -n "$CONV_LEARNED" && " ${PROBLEMS[*]} " == *" mnist-conv "* ]] && echo "     conv net: learned optimizers $CONV_LEARNED only"
 [[ "$FLATNESS" != 0 ]] && echo "     flatness of the solution on the MLPs (Hessian trace with $FLATNESS probes, top eigenvalue)"
 echo "  3. reproduce/plot.py -> $OUT/figures/loss_curves.{png,pdf}, $OUT/figures/results.md"
 echo "  stages in parallel: $JOBS"
@@ -532,7 +546,7 @@ for p in "${PROBLEMS[@]}"; do
     fi
     queue SECOND run_stage "test-$p-$v" "$PYTHON" metatest.py --test_optimizer=L2o \
       --train_dir="$(train_dir "$v")" --restore_model_name=model.ckpt-0 \
-      --model_name="$v" "${TEST_L2O_FLAGS[@]}" "${COMMON[@]}"
+      --model_name="$v" "${COMMON[@]}"
   done
 done
 ALL_STAGES+=(plot)

@@ -30,7 +30,8 @@ sys.path.insert(0, HERE)
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-NAMES = ("l2o-scale", "l2o-entropy-reg", "l2o-entropy-reg-cl-mt")
+NAMES = ("l2o-scale", "l2o-entropy-reg", "l2o-entropy-reg-cl-mt",
+         "l2o-scale-stable")
 SEEDS = "6,12,18"
 PROBLEM = "mnist-mlp-sigmoid"  # folder of the results, as all.sh names it
 # The shipped optimizers: a package folder, or the checkout's.

@@ -35,6 +35,7 @@ import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -49,6 +50,13 @@ def training_command(log_path):
         log_path))
   words = shlex.split(first[2:])
   return words[words.index("metarun.py"):]
+
+
+def parse_training_flags(argv):
+  """FLAGS as metarun.py parsed ``argv``: a ``--recipe`` expands first,
+  so the record holds the values the run trained with."""
+  FLAGS.unparse_flags()
+  FLAGS(recipes.expand(argv))
 
 
 def log_facts(log_path):
@@ -96,11 +104,11 @@ def meta_test_metrics(results_dir, model_name):
   return out
 
 
-def ship(out_dir, stage, name, description, dest_root):
+def ship(out_dir, stage, name, description, dest_root,
+         trained_by="reproduce/all.sh (REPRO_MEDIUM=1)"):
   log = os.path.join(out_dir, "logs", "train-{}.log".format(stage))
   argv = training_command(log)
-  FLAGS.unparse_flags()
-  FLAGS(argv)
+  parse_training_flags(argv)
   subdir = optimizer_flags.checkpoint_subdir(FLAGS)
   source = os.path.join(out_dir, "train", stage, subdir, "model.ckpt-0")
   dest = os.path.join(dest_root, name, subdir)
@@ -113,7 +121,7 @@ def ship(out_dir, stage, name, description, dest_root):
       os.path.exists(os.path.join(out_dir, "data.txt")) else None
   card = dict(
       name=name, description=description,
-      trained_by="reproduce/all.sh (REPRO_MEDIUM=1), stage train-" + stage,
+      trained_by="{}, stage train-{}".format(trained_by, stage),
       data=data, training_seed=FLAGS.seed,
       meta_iterations=FLAGS.num_meta_iterations,
       wall_time_seconds=stage_seconds(os.path.join(out_dir, "timings.tsv"),
@@ -151,8 +159,11 @@ def main(argv=None):
   parser.add_argument("--description", default="")
   parser.add_argument("--dest", default=os.path.join(ROOT, "l2o_scale",
                                                      "pretrained"))
+  parser.add_argument("--trained_by", default="reproduce/all.sh "
+                      "(REPRO_MEDIUM=1)", help="what produced --out")
   args = parser.parse_args(argv)
-  print(ship(args.out, args.stage, args.name, args.description, args.dest))
+  print(ship(args.out, args.stage, args.name, args.description, args.dest,
+             args.trained_by))
 
 
 if __name__ == "__main__":

@@ -45,3 +45,4 @@ _DEFAULTS = {"jit_compile": False, "meta_optimizer": "rmsprop",
              "meta_batch_size": 1, "objective_training_max_multiplier": -1,
              "on_divergence": "continue", "selection": "original",
              "optimizee_init": "normal"}
+

@@ -26,6 +26,7 @@ import tensorflow as tf
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 
+import horizon_results  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from l2o_scale.tools import bench_core  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -731,3 +732,48 @@ def test_pretrained_metatest_table(tmp_path):
   assert ("| l2o-scale | 0.1000 / 0.8000 | 0.2000 / 0.9000 | 0.3000 / 0.7000 "
           "| 0.2000 / 0.8000 |") in text
   assert text.startswith("3000 steps")
+
+
+def test_horizon_summary_means_and_seeds_holding(tmp_path):
+  adam = {"finite": True, "final": .01, "best": .01, "accuracy": .90}
+  rows = [{"problem": "p", "horizon": 10000, "seed": s, "adam": adam,
+           "learned": dict(adam, final=f, accuracy=a), "failures": fail}
+          for s, f, a, fail in ((6, .002, .88, ["held-out"]),
+                                (12, .004, .92, []))]
+  with open(tmp_path / "horizon_check.json", "w") as f:
+    json.dump(rows, f)
+  (line,) = horizon_results.summary("x", horizon_results.rows_of(tmp_path))
+  assert line == ("| x | p | 10,000 | 0.003 ± 0.001 | 0.01 ± 0 | "
+                  "0.9000 ± 0.0200 | 0.9000 ± 0.0000 | 1 of 2 |")
+
+
+def test_shipping_records_the_flags_a_recipe_trained_with():
+  """ship_pretrained.py reads the logged metarun.py command as metarun.py
+  does: the recipe expands first, the command line wins over it."""
+  code = ("import ship_pretrained as s\n"
+          "s.parse_training_flags(['metarun.py', '--recipe=long',\n"
+          "                        '--train_dir=x', '--seed=2'])\n"
+          "print(s.FLAGS.max_log_lr, s.FLAGS.selection_steps, s.FLAGS.seed)\n")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, cwd=os.path.join(ROOT, "reproduce"),
+                       timeout=300,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split() == ["-6.9", "10000", "2"]
+
+
+@pytest.mark.parametrize("setting,message", [
+    ({"REPRO_PROBLEMS": "mnist-mlp-sigmoid mnist-conv"},
+     "all.sh: REPRO_PROBLEMS names mnist-conv, which is not a problem of the "
+     "tiny size (its problems: mnist-mlp-sigmoid)"),
+    ({"REPRO_VARIANTS": "l2o-scale hess-x"},
+     "all.sh: REPRO_VARIANTS names hess-x, which is no known variant")])
+def test_all_sh_refuses_a_subset_outside_its_size(tmp_path, setting, message):
+  out = tmp_path / "repro"
+  env = dict(os.environ, REPRO_TINY="1", PYTHON=sys.executable, **setting)
+  proc = subprocess.run(["bash", os.path.join(ROOT, "reproduce", "all.sh"),
+                         "--out={}".format(out)], env=env,
+                        capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 2 and proc.stderr.startswith(message), (
+      proc.stderr)
+  assert not (out / "config.txt").exists()  # nothing started

@@ -236,7 +236,10 @@ class Planner(object):
       mini_rows = self.mini_rows(len(lengths))
       instances.append(SeriesDraws(self.init_tensors(), batches, mini_rows,
                                    teacher if mt_training else None,
-                                   self.fast_forward()))
+                                   # The teacher's steps start at the
+                                   # initial parameters.
+                                   None if mt_training
+                                   else self.fast_forward()))
     return MetaIterationPlan(
         k, lengths, mt_training, tuple(instances),
         self.switches(len(lengths)),

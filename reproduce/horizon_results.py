@@ -1,0 +1,79 @@
+"""One table from several ``python -m l2o_scale.tools.horizon_check`` reports.
+
+Why: the long-horizon comparison in docs/reproduction.md puts optimizers
+checked separately (each its own ``--out``) side by side: per optimizer,
+problem and horizon, the mean over test seeds of the final train loss and
+of the held-out accuracy, Adam's on the same runs, and how many seeds hold
+every rule.
+
+  python reproduce/horizon_results.py --out=reproduce/results/horizon/results.md \\
+      "l2o-scale (long recipe)=/tmp/hc/l2o-scale" ...
+"""
+
+import argparse
+import json
+import os
+
+import numpy as np
+
+
+def rows_of(folder):
+  with open(os.path.join(folder, "horizon_check.json")) as f:
+    return json.load(f)
+
+
+def summary(label, rows):
+  """Lines of the table for one optimizer's report."""
+  groups = {}
+  for r in rows:
+    groups.setdefault((r["problem"], r["horizon"]), []).append(r)
+  lines = []
+  for (problem, horizon), group in groups.items():
+    def mean_std(who, key):
+      values = np.array([g[who][key] for g in group])
+      return "{:.3g} ± {:.2g}".format(values.mean(), values.std()) \
+          if key == "final" else "{:.4f} ± {:.4f}".format(values.mean(),
+                                                           values.std())
+    held = sum(not g["failures"] for g in group)
+    lines.append("| {} | {} | {:,} | {} | {} | {} | {} | {} of {} |".format(
+        label, problem, horizon, mean_std("learned", "final"),
+        mean_std("adam", "final"), mean_std("learned", "accuracy"),
+        mean_std("adam", "accuracy"), held, len(group)))
+  return lines
+
+
+def table(reports):
+  lines = ["| optimizer | problem | steps | final train loss | Adam 1e-3 | "
+           "held-out accuracy | Adam 1e-3 | seeds holding every rule |",
+           "|---|---|---|---|---|---|---|---|"]
+  for label, folder in reports:
+    lines.extend(summary(label, rows_of(folder)))
+  return "\n".join(lines)
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("reports", nargs="+", help="LABEL=FOLDER: a "
+                      "horizon_check --out folder and its row label")
+  parser.add_argument("--out", required=True, help="Markdown file to write")
+  parser.add_argument("--preamble", default="", help="text above the table")
+  args = parser.parse_args(argv)
+  reports = []
+  for item in args.reports:
+    label, sep, folder = item.rpartition("=")
+    if not sep or not os.path.exists(os.path.join(folder,
+                                                  "horizon_check.json")):
+      parser.error("{!r} is not LABEL=FOLDER with a horizon_check.json in "
+                   "FOLDER".format(item))
+    reports.append((label, folder))
+  text = table(reports)
+  if args.preamble:
+    text = args.preamble.strip() + "\n\n" + text
+  os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+  with open(args.out, "w") as f:
+    f.write(text + "\n")
+  print(text)
+
+
+if __name__ == "__main__":
+  main()
