@@ -18,7 +18,7 @@
 #                    problems, held-out accuracy, flatness) of 13 learned
 #                    optimizers: 4 variants x 3 training seeds meta-trained
 #                    with the long recipe (docs/meta-training.md), plus the
-#                    paper's own command; about 9 h on 2 cores
+#                    paper's own command; hours on 2 cores (4 h and more)
 #   REPRO_MEDIUM=1   the result in docs/reproduction.md (about 2 h on 2
 #                    cores): meta-trains with the stable recipe
 #                    (docs/meta-training.md) L2O-Scale, the Hessian-ESD

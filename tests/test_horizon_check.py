@@ -2,6 +2,9 @@
 
 import numpy as np
 
+# metatest first: the check's rules import beside metatest.py's flags
+# (a test process holds both).
+import metatest  # pylint: disable=unused-import
 from l2o_scale.meta_training import distributed
 from l2o_scale.tools import horizon_check
 

@@ -39,22 +39,29 @@ PROBLEMS = (("mnist-mlp-sigmoid", "include_mnist_mlp_problems"),
 ADAM = "Adam-lr1e-3"
 WINDOW = 100
 
-flags.DEFINE_string("train_dir", None, "A metarun.py --train_dir to check "
-                    "(its model.ckpt-0).")
-flags.DEFINE_string("pretrained", None, "A shipped optimizer to check.")
-flags.DEFINE_string("name", "learned", "Name of the optimizer in the table.")
-flags.DEFINE_string("out", None, "Folder for the runs and the report.")
-flags.DEFINE_string("data_dir", None, "MNIST folder (metatest.py's).")
-flags.DEFINE_integer("steps", 10000, "Steps of each run.")
-flags.DEFINE_list("horizons", ["2000", "10000"], "Horizons the rules are "
-                  "applied at (each <= --steps, a multiple of "
-                  "--heldout_every).")
-flags.DEFINE_integer("heldout_every", 500, "Held-out accuracy every N steps.")
-flags.DEFINE_list("seeds", ["6", "12", "18"], "Test seeds.")
-flags.DEFINE_list("problems", [p for p, _ in PROBLEMS], "Problems to check.")
-flags.DEFINE_float("drift_limit", 1.5, "Largest final / best 100-step mean.")
-flags.DEFINE_float("accuracy_margin", 0.005, "Held-out accuracy may be this "
-                   "much below Adam's.")
+
+def define_flags():
+  """The command line's flags; defined only when run as a program, so that
+  importing the rules next to metatest.py (which defines --train_dir too)
+  does not clash."""
+  flags.DEFINE_string("train_dir", None, "A metarun.py --train_dir to check "
+                      "(its model.ckpt-0).")
+  flags.DEFINE_string("pretrained", None, "A shipped optimizer to check.")
+  flags.DEFINE_string("name", "learned", "Name of the optimizer in the table.")
+  flags.DEFINE_string("out", None, "Folder for the runs and the report.")
+  flags.DEFINE_string("data_dir", None, "MNIST folder (metatest.py's).")
+  flags.DEFINE_integer("steps", 10000, "Steps of each run.")
+  flags.DEFINE_list("horizons", ["2000", "10000"], "Horizons the rules are "
+                    "applied at (each <= --steps, a multiple of "
+                    "--heldout_every).")
+  flags.DEFINE_integer("heldout_every", 500, "Held-out accuracy every N steps.")
+  flags.DEFINE_list("seeds", ["6", "12", "18"], "Test seeds.")
+  flags.DEFINE_list("problems", [p for p, _ in PROBLEMS], "Problems to check.")
+  flags.DEFINE_float("drift_limit", 1.5, "Largest final / best 100-step mean.")
+  flags.DEFINE_float("accuracy_margin", 0.005, "Held-out accuracy may be this "
+                     "much below Adam's.")
+
+
 FLAGS = flags.FLAGS
 
 
@@ -183,4 +190,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
