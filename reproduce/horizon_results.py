@@ -16,6 +16,9 @@ import os
 
 import numpy as np
 
+# Mean ± std over test seeds: losses span decades, accuracies do not.
+FORMATS = {"final": "{:.3g} ± {:.2g}", "accuracy": "{:.4f} ± {:.4f}"}
+
 
 def rows_of(folder):
   with open(os.path.join(folder, "horizon_check.json")) as f:
@@ -31,9 +34,7 @@ def summary(label, rows):
   for (problem, horizon), group in groups.items():
     def mean_std(who, key):
       values = np.array([g[who][key] for g in group])
-      return "{:.3g} ± {:.2g}".format(values.mean(), values.std()) \
-          if key == "final" else "{:.4f} ± {:.4f}".format(values.mean(),
-                                                           values.std())
+      return FORMATS[key].format(values.mean(), values.std())
     held = sum(not g["failures"] for g in group)
     lines.append("| {} | {} | {:,} | {} | {} | {} | {} | {} of {} |".format(
         label, problem, horizon, mean_std("learned", "final"),
