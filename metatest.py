@@ -59,6 +59,8 @@ from l2o_scale.runs import checkpoints
 from l2o_scale.config import optimizer_flags
 from l2o_scale import pretrained
 from l2o_scale.runs import run_record
+from l2o_scale.meta_testing import inner_step
+from l2o_scale.meta_testing import step_schedule
 from l2o_scale.meta_testing import testing
 from problems import curvature
 from problems import datasets
@@ -93,10 +95,11 @@ FLATNESS_POWER_ITERATIONS = 20
 TEST_OPTIMIZERS = ["L2o", "SGD", "Adam", "Adagrad"]
 
 
-def _define(kind, name, default, helptext):
-  """Defines a flag unless another script (metarun.py) already did."""
+def _define(kind, name, default, *args):
+  """Defines a flag unless another script (metarun.py) already did; ``args``
+  are the help text (an enum's allowed values before it)."""
   if name not in FLAGS:
-    getattr(flags, "DEFINE_" + kind)(name, default, helptext)
+    getattr(flags, "DEFINE_" + kind)(name, default, *args)
 
 
 def define_flags():
@@ -170,6 +173,13 @@ def define_flags():
           "not given) instead of refusing. Without it such a checkpoint is "
           "refused, as flags other than those it was trained with run "
           "silently wrong.")
+  _define("enum", "step_schedule", "none", list(step_schedule.SCHEDULES),
+          "Scale every update of the tested optimizer (learned or baseline) "
+          "by a decay over the --num_testing_itrs steps: cosine "
+          "(1 + cos(pi t / T)) / 2 or linear 1 - t / T. none: constant steps "
+          "(the original). The learned optimizers' steps never shrink by "
+          "themselves; a decay removes their late excursions in long runs "
+          "(docs/meta-testing.md).")
   _define("integer", "progress_every", 500,
           "Print progress every N steps.")
   _define("boolean", "jit_compile", False,
@@ -357,6 +367,10 @@ def run(flag_values):
         "No test problem selected. Pass one of: {}".format(", ".join(
             "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
   opt, _ = build_optimizer(flag_values)
+  if flag_values.step_schedule != "none" and inner_step.uses_attention(opt):
+    raise ValueError("--step_schedule does not go with an optimizer that "
+                     "attends (use_attention): its real parameters live in "
+                     "its state")
   save_dir = flag_values.save_dir
   if os.path.exists(save_dir) and not os.path.isdir(save_dir):
     raise ValueError("--save_dir={} is a file, not a folder; give a "
@@ -392,7 +406,8 @@ def run(flag_values):
             record_every=None, heldout_dataset=heldout,
             heldout_every=flag_values.heldout_every or None,
             progress=progress, progress_every=flag_values.progress_every,
-            jit_compile=jit_compile, run_cache=run_cache)
+            jit_compile=jit_compile, run_cache=run_cache,
+            step_schedule=flag_values.step_schedule)
 
       if jit_compile:
         try:
@@ -467,6 +482,7 @@ def heldout_report(records, flag_name, spec, seed, flag_values, train, heldout):
       "train_accuracy": [float(v) for v in records["train_accuracy"]],
       "heldout_loss": [float(v) for v in records["heldout_loss"]],
       "heldout_accuracy": [float(v) for v in records["heldout_accuracy"]],
+      "step_schedule": flag_values.step_schedule,
   }
 
 

@@ -27,8 +27,14 @@ l2o_scale`` (the package registers this class when Keras is imported, see
 :mod:`l2o_scale.keras_registration`). A config alone (``from_config``) gives
 an optimizer that refuses to step until its meta-parameters are loaded.
 
-Limitations: ``learning_rate`` and ``weight_decay`` are not used by the update
-(the learned optimizer chooses its own step sizes); only the default
+``learning_rate`` (default 1) scales the learned update: the learned optimizer
+chooses its own step sizes, and a Keras schedule here decays them over a run
+of known length, e.g. ``keras.optimizers.schedules.CosineDecay(1.0, steps)``
+(the learned steps never shrink by themselves; see
+:mod:`l2o_scale.meta_testing.step_schedule`). Not with an optimizer that
+attends (its real parameters live in its state).
+
+Limitations: ``weight_decay`` is not used by the update; only the default
 distribution strategy is supported (the joint update cannot be split per
 replica variable).
 """
@@ -65,21 +71,27 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     checkpoint_path: where its meta-parameters came from (information only).
     optimizer_kwargs: all its ``HierarchicalRNN`` constructor options (for
       ``get_config``, which also holds the meta-parameters).
+    learning_rate: a float or a Keras schedule that multiplies the learned
+      update (1: the update as learned, bit for bit).
     name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras
       optimizer.
   """
 
   def __init__(self, learned_optimizer, checkpoint_path=None,
                optimizer_kwargs=None, level_sizes=DEFAULT_LEVEL_SIZES,
-               name="learned_optimizer", **kwargs):
-    kwargs.pop("learning_rate", None)  # not used by the learned update
-    super().__init__(learning_rate=1.0, name=name, **kwargs)
+               learning_rate=1.0, name="learned_optimizer", **kwargs):
+    super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     for method in ("initialize_state", "initialize_global_state",
                    "compute_updates"):
       if not callable(getattr(learned_optimizer, method, None)):
         raise TypeError("learned_optimizer must implement {} (a learned "
                         "optimizer from optimizer/), got {!r}".format(
                             method, type(learned_optimizer).__name__))
+    if inner_step.uses_attention(learned_optimizer) and not (
+        isinstance(learning_rate, (int, float)) and learning_rate == 1):
+      raise ValueError("learning_rate scales the learned update; it does not "
+                       "go with an optimizer that attends (use_attention), "
+                       "whose real parameters live in its state")
     self.learned_optimizer = learned_optimizer
     self.checkpoint_path = checkpoint_path
     self.optimizer_kwargs = dict(optimizer_kwargs or {})
@@ -202,6 +214,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     # the new parameter (original apply_gradients).
     values = inner_step.next_variables(self.learned_optimizer, new_params,
                                        new_attend)
+    if not inner_step.uses_attention(self.learned_optimizer):
+      values = inner_step.scaled_update(
+          params, values, tf.cast(learning_rate, tf.float32))
     for slot, value in zip(self._global_slots, new_global):
       self.assign(slot, value)
     for var, state, new_state, value in zip(variables, states, new_states,
@@ -268,7 +283,6 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     """Keras config: the options of the learned optimizer (all of them), not
     its meta-parameters, which are saved as variables."""
     config = super().get_config()
-    config.pop("learning_rate", None)
     config.update(optimizer_kwargs=_json_ready(self.optimizer_kwargs),
                   level_sizes=list(self.level_sizes))
     return config
@@ -276,7 +290,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   @classmethod
   def from_config(cls, config, custom_objects=None):
     config = dict(config)
-    config.pop("learning_rate", None)
+    if isinstance(config.get("learning_rate"), dict):  # A Keras schedule.
+      config["learning_rate"] = keras.optimizers.schedules.deserialize(
+          config["learning_rate"], custom_objects=custom_objects)
     path = config.pop("checkpoint_path", None)
     if path is not None:  # A config that named its checkpoint (older files).
       return cls.from_checkpoint(path, **config)

@@ -120,3 +120,26 @@ def test_packed_and_per_tensor_steps_agree_for_the_hrnn(use_attention):
       inner_step.true_params(opt, b1.variables, b1.states,
                              packed=True)[0].numpy(), real.numpy(),
       rtol=1e-5, atol=1e-6)
+
+
+def test_step_scale_scales_the_update_and_refuses_attention():
+  """The scaled step moves a fraction of the proposed update (closed form
+  for the stub's gradient step); scale 1 is the proposed update bit for bit;
+  with attention it is refused (the real parameters live in the state)."""
+  true = np.array([[0.5], [0.25], [-1.]], np.float32)
+  proposed = true - 0.1 * 2. * (true - CENTER)
+  for scale, expected in ((1., proposed), (0.25, true + 0.25 * (proposed -
+                                                                 true))):
+    out = inner_step.inner_step(
+        _Bowl(), _Recorder(False), [tf.constant(true)],
+        [{"true_param": tf.constant(true)}], [], None, None,
+        step_scale=tf.constant(scale))
+    if scale == 1.:
+      np.testing.assert_array_equal(out.variables[0].numpy(), expected)
+    else:
+      np.testing.assert_allclose(out.variables[0].numpy(), expected,
+                                 rtol=1e-6)
+  with pytest.raises(ValueError, match="use_attention"):
+    inner_step.inner_step(_Bowl(), _Recorder(True), [tf.constant(true)],
+                          [{"true_param": tf.constant(true)}], [], None,
+                          None, step_scale=tf.constant(0.5))

@@ -183,3 +183,47 @@ def test_load_model_needs_no_custom_objects(fixtures_dir, tmp_path):
   model.save(path)
   loaded = keras.models.load_model(path)
   assert isinstance(loaded.optimizer, LearnedOptimizer)
+
+
+def test_learning_rate_scales_the_learned_update(fixture, tmp_path):
+  """learning_rate multiplies the learned update (1: exactly the learned
+  update); a Keras schedule decays it and survives a .keras round trip."""
+  folder, spec, arrays = fixture
+  ckpt = os.path.join(folder, "ckpt", "model.ckpt-0")
+  kwargs = spec["optimizer"]["kwargs"]
+  init = [arrays["init{}".format(i)] for i in range(4)]
+  grads = [np.random.RandomState(i).randn(*v.shape).astype(np.float32)
+           for i, v in enumerate(init)]
+
+  def one_step(**keras_kwargs):
+    opt = LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs=kwargs,
+                                           **keras_kwargs)
+    variables = [keras.Variable(v) for v in init]
+    opt.apply(grads, variables)
+    return [v.numpy() for v in variables]
+
+  full, half = one_step(), one_step(learning_rate=0.5)
+  from optimizer import hierarchical_rnn  # pylint: disable=g-import-not-at-top
+  learned = hierarchical_rnn.HierarchicalRNN(
+      [int(s) for s in spec["optimizer"]["level_sizes"]], **kwargs)
+  checkpoints.restore_optimizer(ckpt, learned)
+  tensors = [tf.constant(v) for v in init]
+  direct, _, _, _, _ = learned.compute_updates(
+      tensors, [tf.constant(g) for g in grads],
+      [learned.initialize_state(t) for t in tensors],
+      learned.initialize_global_state())
+  for f, d, h, x in zip(full, direct, half, init):
+    np.testing.assert_array_equal(f, d.numpy())  # the learned update as is
+    np.testing.assert_allclose(h - x, 0.5 * (f - x), rtol=1e-4, atol=1e-7)
+    assert np.abs(f - x).max() > 0
+  schedule = keras.optimizers.schedules.CosineDecay(1.0, 100)
+  opt = LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs=kwargs,
+                                         learning_rate=schedule)
+  model = _mlp()
+  model.compile(optimizer=opt, loss="sparse_categorical_crossentropy")
+  path = str(tmp_path / "m.keras")
+  model.save(path)
+  loaded = keras.models.load_model(path).optimizer
+  assert isinstance(loaded._learning_rate,
+                    keras.optimizers.schedules.CosineDecay)
+  assert loaded._learning_rate.decay_steps == 100

@@ -96,13 +96,15 @@ def test_heldout_record(train_dir, data_dir, tmp_path):
   _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-0",
          "--include_mnist_mlp_problems", "--num_testing_itrs=40",
          "--seeds=6", "--heldout_every=20", "--data_dir=" + data_dir,
-         "--save_dir=" + save_dir, "--model_name=gen", "--flatness_probes=2")
+         "--save_dir=" + save_dir, "--model_name=gen", "--flatness_probes=2",
+         "--step_schedule=cosine")
   metatest.run(FLAGS)
   assert os.path.exists(os.path.join(save_dir,
                                      "seed6_eval_loss_record.pickle-gen"))
   with open(os.path.join(save_dir, "seed6_heldout_record-gen.json")) as f:
     report = json.load(f)
   assert report["iteration"] == [0, 20, 40]
+  assert report["step_schedule"] == "cosine"
   assert report["heldout_split_size"] == 10000
   assert report["train_split_size"] == len(
       datasets.mnist(train=True, data_dir=data_dir).data)
@@ -113,6 +115,13 @@ def test_heldout_record(train_dir, data_dir, tmp_path):
   assert 0. < report["hessian_trace"] < 1e4
   assert 0. < report["hessian_top_eigenvalue"] <= report["hessian_trace"] * 2
   assert report["flatness_probes"] == 2
+
+
+def test_step_schedule_is_one_of_the_named():
+  _parse()
+  assert FLAGS.step_schedule == "none"  # the original: constant steps
+  with pytest.raises(flags.IllegalFlagValueError):
+    _parse("--step_schedule=exponential")
 
 
 def test_flatness_needs_heldout_every():

@@ -190,3 +190,38 @@ def test_run_wall_clock_test(data_dir):
   t = metaopt.run_wall_clock_test(baselines.build("SGD"), problem, 20,
                                   dataset=dataset, seed=1, batch_size=128)
   assert 0. < t < 1.
+
+
+@pytest.mark.parametrize("name", ["cosine", "linear"])
+def test_step_schedule_scales_every_update(name):
+  """SGD under a schedule is SGD whose learning rate follows it (the closed
+  form, step by step), with the scales of Keras' own schedules; none keeps
+  the constant-step run bit for bit."""
+  import keras  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import step_schedule  # pylint: disable=g-import-not-at-top
+  steps = 7
+  keras_schedule = (keras.optimizers.schedules.CosineDecay(1.0, steps)
+                    if name == "cosine" else
+                    keras.optimizers.schedules.PolynomialDecay(1.0, steps, 0.))
+  scales = step_schedule.step_scales(name, steps)
+  np.testing.assert_allclose(scales, keras_schedule(np.arange(steps)),
+                             rtol=1e-6, atol=1e-7)
+  assert scales[0] == 1. and 0. < scales[-1] < 0.15
+  problem = pg.Quadratic(5, random_seed=3)
+  init = [np.random.RandomState(0).randn(5, 1).astype(np.float32)]
+  w, y = problem.w.astype(np.float64), problem.y.astype(np.float64)
+  opt = baselines.build("SGD", 0.05)
+  _, params, _ = testing.test_optimizer(opt, problem, steps, seed=init,
+                                        progress=False, step_schedule=name)
+  x = init[0].astype(np.float64)
+  for t in range(steps):
+    x = x - 0.05 * scales[t] * (w.T @ (w @ x - y))
+  np.testing.assert_allclose(params[0], x, rtol=2e-5, atol=1e-6)
+  plain = testing.test_optimizer(opt, problem, steps, seed=init,
+                                 progress=False)
+  unscheduled = testing.test_optimizer(opt, problem, steps, seed=init,
+                                       progress=False, step_schedule="none")
+  np.testing.assert_array_equal(plain[1][0], unscheduled[1][0])
+  assert not np.allclose(plain[1][0], params[0])
+  with pytest.raises(ValueError, match="unknown step schedule"):
+    step_schedule.step_scales("exponential", steps)

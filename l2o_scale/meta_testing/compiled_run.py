@@ -95,24 +95,29 @@ class CompiledRun(object):
     return tf.gather(self.data, idx), tf.gather(self.labels, idx)
 
   # -- one step and a chunk of steps
-  def _step(self, params, states, glob, idx):
+  def _step(self, params, states, glob, idx, scale=None):
     # With attention the variables hold the attended location and the
     # objective is reported at the real parameters (metaopt.py l.672-679).
     data, labels = self._batch(idx)
     obj, new_params, new_states, new_glob = inner_step.inner_step(
         self.problem, self.optimizer, params, states, glob, data, labels,
-        packed=True)
+        packed=True, step_scale=scale)
     new_states = tf.nest.map_structure(tf.convert_to_tensor, new_states)
     return tf.cast(obj, tf.float32), new_params, new_states, new_glob
 
-  def _run_chunk(self, indices):
-    """Runs ``len(indices)`` steps; returns their objectives ([K] float32)."""
+  def _run_chunk(self, indices, scales=None):
+    """Runs ``len(indices)`` steps; returns their objectives ([K] float32).
+
+    ``scales`` ([K] float32, optional): each step's update is scaled by its
+    entry (:mod:`l2o_scale.meta_testing.step_schedule`)."""
     num = tf.shape(indices)[0]
     params, states, glob = self._read()
     objs = tf.TensorArray(tf.float32, size=num, element_shape=[])
 
     def body(i, params, states, glob, objs):
-      obj, params, states, glob = self._step(params, states, glob, indices[i])
+      obj, params, states, glob = self._step(
+          params, states, glob, indices[i],
+          None if scales is None else scales[i])
       return i + 1, params, states, glob, objs.write(i, obj)
 
     _, params, states, glob, objs = tf.while_loop(

@@ -33,6 +33,8 @@ values; it shares only :func:`gradient_point`.
 
 import collections
 
+import tensorflow as tf
+
 StepResult = collections.namedtuple(
     "StepResult", ["objective", "variables", "states", "global_state"])
 
@@ -66,8 +68,17 @@ def true_params(optimizer, variables, states, packed=False):
   return [s.get("true_param", v) for s, v in zip(per_tensor, variables)]
 
 
+def scaled_update(variables, proposed, scale):
+  """``variables + scale * (proposed - variables)``: the proposed update
+  scaled by ``scale`` (a scalar tensor, see
+  :mod:`l2o_scale.meta_testing.step_schedule`). A scale of exactly 1 returns
+  ``proposed`` bit for bit, so an unscaled run keeps its numbers."""
+  return [tf.where(tf.equal(scale, 1.), p, v + scale * (p - v))
+          for v, p in zip(variables, proposed)]
+
+
 def inner_step(problem, optimizer, variables, states, global_state, data,
-               labels, packed=False):
+               labels, packed=False, step_scale=None):
   """One meta-test step: objective and gradients on one batch, then the update.
 
   Args:
@@ -81,6 +92,9 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
     global_state: list of global state tensors.
     data, labels: the batch (None for problems without data).
     packed: whether ``states`` is in the optimizer's packed layout.
+    step_scale: None, or a scalar tensor that scales the update
+      (:func:`scaled_update`); not with attention, whose real parameters live
+      in the optimizer's state.
 
   Returns:
     StepResult: ``objective`` on the batch at the real parameters
@@ -97,5 +111,10 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
              optimizer.compute_updates)
   new_params, new_states, new_global, new_attend, _ = compute(
       variables, grads, states, global_state)
-  return StepResult(obj, next_variables(optimizer, new_params, new_attend),
-                    new_states, list(new_global))
+  new_variables = next_variables(optimizer, new_params, new_attend)
+  if step_scale is not None:
+    if uses_attention(optimizer):
+      raise ValueError("a step schedule does not go with use_attention (the "
+                       "real parameters live in the optimizer's state)")
+    new_variables = scaled_update(variables, new_variables, step_scale)
+  return StepResult(obj, new_variables, new_states, list(new_global))

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import compiled_run
+from l2o_scale.meta_testing import step_schedule as step_schedule_lib
 from l2o_scale.runs import checkpoints
 from problems import datasets
 
@@ -235,7 +236,7 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
                    restore_model_name=None, batches=None,
                    heldout_dataset=None, heldout_every=None, progress=None,
                    progress_every=DEFAULT_PROGRESS_EVERY, jit_compile=False,
-                   run_cache=None):
+                   run_cache=None, step_schedule=None):
   """Tests an optimization algorithm on a given problem.
 
   Port of ``metaopt.test_optimizer`` (evaluation metaopt.py l.606-745), same
@@ -275,6 +276,10 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
     run_cache: a :class:`RunCache` to reuse the compiled loop of the
       previous call with the same optimizer, problem and data (new in the
       port; default: compile afresh).
+    step_schedule: None/``"none"`` (the original: constant steps), or
+      ``"cosine"``/``"linear"``: every update is scaled by a decay over the
+      ``num_iter`` steps (:mod:`l2o_scale.meta_testing.step_schedule`; new in
+      the port).
 
   Returns:
     objective_values: list (``num_iter``) of the objective on each step's
@@ -286,6 +291,7 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
   run, schedule, data, labels = _prepare(
       optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
       restore_model_name, batches, jit_compile, run_cache)
+  scales = step_schedule_lib.step_scales(step_schedule, num_iter)
   recorder = _Recorder(run, data, labels, record_every, heldout_dataset,
                        heldout_every)
   report = _Progress(_print_progress if progress is None else progress,
@@ -295,7 +301,11 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
   for end in _boundaries(num_iter, recorder.record_every,
                          recorder.heldout_every, progress_every):
     recorder.before_chunk(start, schedule[start])
-    objs = run.run_chunk(tf.constant(schedule[start:end])).numpy()
+    if scales is None:
+      objs = run.run_chunk(tf.constant(schedule[start:end])).numpy()
+    else:
+      objs = run.run_chunk(tf.constant(schedule[start:end]),
+                           tf.constant(scales[start:end])).numpy()
     objective_values.extend(objs)
     report.after_chunk(end, float(objs[-1]))
     start = end
