@@ -180,6 +180,10 @@ def define_flags():
           "(the original). The learned optimizers' steps never shrink by "
           "themselves; a decay removes their late excursions in long runs "
           "(docs/meta-testing.md).")
+  _define("float", "step_decay_start", 0.,
+          "With --step_schedule: the share of the run (in [0, 1)) during "
+          "which the steps stay whole; the decay spans the rest. 0: the "
+          "decay spans the whole run.")
   _define("integer", "progress_every", 500,
           "Print progress every N steps.")
   _define("boolean", "jit_compile", False,
@@ -347,6 +351,9 @@ def check_flags(flag_values):
   if bad or not flag_values.seeds:
     errors.append("--seeds must be a comma-separated list of integers (got "
                   "{!r})".format(",".join(flag_values.seeds)))
+  if not 0. <= flag_values.step_decay_start < 1.:
+    errors.append("--step_decay_start must be in [0, 1) (the share of the "
+                  "run before the decay starts)")
   if flag_values.test_optimizer == "L2o":
     errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
   return errors
@@ -407,7 +414,8 @@ def run(flag_values):
             heldout_every=flag_values.heldout_every or None,
             progress=progress, progress_every=flag_values.progress_every,
             jit_compile=jit_compile, run_cache=run_cache,
-            step_schedule=flag_values.step_schedule)
+            step_schedule=flag_values.step_schedule,
+            step_decay_start=flag_values.step_decay_start)
 
       if jit_compile:
         try:
@@ -483,6 +491,7 @@ def heldout_report(records, flag_name, spec, seed, flag_values, train, heldout):
       "heldout_loss": [float(v) for v in records["heldout_loss"]],
       "heldout_accuracy": [float(v) for v in records["heldout_accuracy"]],
       "step_schedule": flag_values.step_schedule,
+      "step_decay_start": flag_values.step_decay_start,
   }
 
 

@@ -2,9 +2,10 @@
 
 Why: the long-horizon comparison in docs/reproduction.md puts optimizers
 checked separately (each its own ``--out``) side by side: per optimizer,
-problem and horizon, the mean over test seeds of the final train loss and
-of the held-out accuracy, Adam's on the same runs, and how many seeds hold
-every rule.
+problem and horizon, the mean over test seeds of the final train loss (the
+last 100 minibatches, as the rules read it), of the loss on the whole train
+split at that step and of the held-out accuracy, Adam's on the same runs,
+and how many seeds hold every rule.
 
   python reproduce/horizon_results.py --out=reproduce/results/horizon/results.md \\
       "l2o-scale (long recipe)=/tmp/hc/l2o-scale" ...
@@ -17,7 +18,8 @@ import os
 import numpy as np
 
 # Mean ± std over test seeds: losses span decades, accuracies do not.
-FORMATS = {"final": "{:.3g} ± {:.2g}", "accuracy": "{:.4f} ± {:.4f}"}
+FORMATS = {"final": "{:.3g} ± {:.2g}", "split_loss": "{:.3g} ± {:.2g}",
+           "accuracy": "{:.4f} ± {:.4f}"}
 
 
 def rows_of(folder):
@@ -36,17 +38,22 @@ def summary(label, rows):
       values = np.array([g[who][key] for g in group])
       return FORMATS[key].format(values.mean(), values.std())
     held = sum(not g["failures"] for g in group)
-    lines.append("| {} | {} | {:,} | {} | {} | {} | {} | {} of {} |".format(
-        label, problem, horizon, mean_std("learned", "final"),
-        mean_std("adam", "final"), mean_std("learned", "accuracy"),
-        mean_std("adam", "accuracy"), held, len(group)))
+    lines.append("| {} | {} | {:,} | {} | {} | {} | {} | {} | {} | {} of {} "
+                 "|".format(label, problem, horizon,
+                            mean_std("learned", "final"),
+                            mean_std("adam", "final"),
+                            mean_std("learned", "split_loss"),
+                            mean_std("adam", "split_loss"),
+                            mean_std("learned", "accuracy"),
+                            mean_std("adam", "accuracy"), held, len(group)))
   return lines
 
 
 def table(reports):
-  lines = ["| optimizer | problem | steps | final train loss | Adam 1e-3 | "
+  lines = ["| optimizer | problem | steps | final train loss (last 100 "
+           "minibatches) | Adam 1e-3 | whole train split loss | Adam 1e-3 | "
            "held-out accuracy | Adam 1e-3 | seeds holding every rule |",
-           "|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|"]
   for label, folder in reports:
     lines.extend(summary(label, rows_of(folder)))
   return "\n".join(lines)

@@ -122,6 +122,9 @@ def test_step_schedule_is_one_of_the_named():
   assert FLAGS.step_schedule == "none"  # the original: constant steps
   with pytest.raises(flags.IllegalFlagValueError):
     _parse("--step_schedule=exponential")
+  errors = metatest.check_flags(_parse("--step_schedule=cosine",
+                                       "--step_decay_start=1"))
+  assert any("--step_decay_start" in e for e in errors)
 
 
 def test_flatness_needs_heldout_every():

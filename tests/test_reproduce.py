@@ -735,15 +735,18 @@ def test_pretrained_metatest_table(tmp_path):
 
 
 def test_horizon_summary_means_and_seeds_holding(tmp_path):
-  adam = {"finite": True, "final": .01, "best": .01, "accuracy": .90}
+  adam = {"finite": True, "final": .01, "best": .01, "accuracy": .90,
+          "split_loss": .008}
   rows = [{"problem": "p", "horizon": 10000, "seed": s, "adam": adam,
-           "learned": dict(adam, final=f, accuracy=a), "failures": fail}
+           "learned": dict(adam, final=f, accuracy=a, split_loss=f / 2),
+           "failures": fail}
           for s, f, a, fail in ((6, .002, .88, ["held-out"]),
                                 (12, .004, .92, []))]
   with open(tmp_path / "horizon_check.json", "w") as f:
     json.dump(rows, f)
   (line,) = horizon_results.summary("x", horizon_results.rows_of(tmp_path))
   assert line == ("| x | p | 10,000 | 0.003 ± 0.001 | 0.01 ± 0 | "
+                  "0.0015 ± 0.0005 | 0.008 ± 0 | "
                   "0.9000 ± 0.0200 | 0.9000 ± 0.0000 | 1 of 2 |")
 
 

@@ -225,3 +225,16 @@ def test_step_schedule_scales_every_update(name):
   assert not np.allclose(plain[1][0], params[0])
   with pytest.raises(ValueError, match="unknown step schedule"):
     step_schedule.step_scales("exponential", steps)
+
+
+def test_step_decay_start_holds_the_step_then_decays():
+  from l2o_scale.meta_testing import step_schedule  # pylint: disable=g-import-not-at-top
+  scales = step_schedule.step_scales("cosine", 100, decay_start=0.8)
+  np.testing.assert_array_equal(scales[:81], 1.)
+  np.testing.assert_allclose(scales[80:],
+                             step_schedule.step_scales("cosine", 20),
+                             rtol=1e-6)
+  assert np.all(np.diff(scales[80:]) < 0)
+  for bad in (1., -0.1):
+    with pytest.raises(ValueError, match="decay_start"):
+      step_schedule.step_scales("cosine", 100, decay_start=bad)

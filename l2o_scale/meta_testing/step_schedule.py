@@ -20,13 +20,20 @@ import numpy as np
 SCHEDULES = ("none", "cosine", "linear")
 
 
-def step_scales(name, num_steps):
+def step_scales(name, num_steps, decay_start=0.):
   """The scale of each of ``num_steps`` updates (float32 [num_steps]), or
   None for ``none``. Step t (0-based) gets cosine ``(1 + cos(pi t / T)) / 2``
-  or linear ``1 - t / T``: 1 at the first step, above 0 at the last."""
+  or linear ``1 - t / T``: 1 at the first step, above 0 at the last. With
+  ``decay_start`` = f in [0, 1) the scale holds at 1 for the first f of the
+  run and the decay spans the rest (t and T counted from there)."""
   if name in (None, "none"):
     return None
-  t = np.arange(num_steps, dtype=np.float64) / float(num_steps)
+  if not 0. <= decay_start < 1.:
+    raise ValueError("the decay must start within the run: decay_start in "
+                     "[0, 1), got {}".format(decay_start))
+  hold = int(round(decay_start * num_steps))
+  t = np.maximum(np.arange(num_steps, dtype=np.float64) - hold, 0.) / float(
+      num_steps - hold)
   if name == "cosine":
     scales = 0.5 * (1. + np.cos(np.pi * t))
   elif name == "linear":

@@ -236,7 +236,7 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
                    restore_model_name=None, batches=None,
                    heldout_dataset=None, heldout_every=None, progress=None,
                    progress_every=DEFAULT_PROGRESS_EVERY, jit_compile=False,
-                   run_cache=None, step_schedule=None):
+                   run_cache=None, step_schedule=None, step_decay_start=0.):
   """Tests an optimization algorithm on a given problem.
 
   Port of ``metaopt.test_optimizer`` (evaluation metaopt.py l.606-745), same
@@ -280,6 +280,8 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
       ``"cosine"``/``"linear"``: every update is scaled by a decay over the
       ``num_iter`` steps (:mod:`l2o_scale.meta_testing.step_schedule`; new in
       the port).
+    step_decay_start: with a ``step_schedule``, the share of the run before
+      the decay starts (the scale holds at 1 until then).
 
   Returns:
     objective_values: list (``num_iter``) of the objective on each step's
@@ -291,7 +293,8 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
   run, schedule, data, labels = _prepare(
       optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
       restore_model_name, batches, jit_compile, run_cache)
-  scales = step_schedule_lib.step_scales(step_schedule, num_iter)
+  scales = step_schedule_lib.step_scales(step_schedule, num_iter,
+                                         step_decay_start)
   recorder = _Recorder(run, data, labels, record_every, heldout_dataset,
                        heldout_every)
   report = _Progress(_print_progress if progress is None else progress,
