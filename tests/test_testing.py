@@ -235,6 +235,13 @@ def test_step_decay_start_holds_the_step_then_decays():
                              step_schedule.step_scales("cosine", 20),
                              rtol=1e-6)
   assert np.all(np.diff(scales[80:]) < 0)
+  # The same as Keras' CosineDecay "warming up" from 1 to 1 (the Keras
+  # form of this schedule for LearnedOptimizer(learning_rate=...)).
+  import keras  # pylint: disable=g-import-not-at-top
+  keras_schedule = keras.optimizers.schedules.CosineDecay(
+      1.0, decay_steps=20, warmup_target=1.0, warmup_steps=80)
+  np.testing.assert_allclose(scales, [float(keras_schedule(t))
+                                      for t in range(100)], atol=1e-6)
   for bad in (1., -0.1):
     with pytest.raises(ValueError, match="decay_start"):
       step_schedule.step_scales("cosine", 100, decay_start=bad)
