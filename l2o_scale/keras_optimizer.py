@@ -215,8 +215,12 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     values = inner_step.next_variables(self.learned_optimizer, new_params,
                                        new_attend)
     if not inner_step.uses_attention(self.learned_optimizer):
-      values = inner_step.scaled_update(
-          params, values, tf.cast(learning_rate, tf.float32))
+      # One branch taken at run time: the default scale of 1 costs no
+      # per-tensor work.
+      scale = tf.cast(learning_rate, tf.float32)
+      values = tf.cond(
+          tf.equal(scale, 1.), lambda: list(values),
+          lambda: inner_step.scaled_update(params, values, scale))
     for slot, value in zip(self._global_slots, new_global):
       self.assign(slot, value)
     for var, state, new_state, value in zip(variables, states, new_states,
