@@ -374,10 +374,8 @@ def run(flag_values):
         "No test problem selected. Pass one of: {}".format(", ".join(
             "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
   opt, _ = build_optimizer(flag_values)
-  if flag_values.step_schedule != "none" and inner_step.uses_attention(opt):
-    raise ValueError("--step_schedule does not go with an optimizer that "
-                     "attends (use_attention): its real parameters live in "
-                     "its state")
+  if flag_values.step_schedule != "none":
+    inner_step.check_scalable(opt)
   save_dir = flag_values.save_dir
   if os.path.exists(save_dir) and not os.path.isdir(save_dir):
     raise ValueError("--save_dir={} is a file, not a folder; give a "

@@ -87,11 +87,8 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
         raise TypeError("learned_optimizer must implement {} (a learned "
                         "optimizer from optimizer/), got {!r}".format(
                             method, type(learned_optimizer).__name__))
-    if inner_step.uses_attention(learned_optimizer) and not (
-        isinstance(learning_rate, (int, float)) and learning_rate == 1):
-      raise ValueError("learning_rate scales the learned update; it does not "
-                       "go with an optimizer that attends (use_attention), "
-                       "whose real parameters live in its state")
+    if not (isinstance(learning_rate, (int, float)) and learning_rate == 1):
+      inner_step.check_scalable(learned_optimizer)
     self.learned_optimizer = learned_optimizer
     self.checkpoint_path = checkpoint_path
     self.optimizer_kwargs = dict(optimizer_kwargs or {})
@@ -215,12 +212,8 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     values = inner_step.next_variables(self.learned_optimizer, new_params,
                                        new_attend)
     if not inner_step.uses_attention(self.learned_optimizer):
-      # One branch taken at run time: the default scale of 1 costs no
-      # per-tensor work.
-      scale = tf.cast(learning_rate, tf.float32)
-      values = tf.cond(
-          tf.equal(scale, 1.), lambda: list(values),
-          lambda: inner_step.scaled_update(params, values, scale))
+      values = inner_step.scaled_update(params, values,
+                                        tf.cast(learning_rate, tf.float32))
     for slot, value in zip(self._global_slots, new_global):
       self.assign(slot, value)
     for var, state, new_state, value in zip(variables, states, new_states,

@@ -68,13 +68,25 @@ def true_params(optimizer, variables, states, packed=False):
   return [s.get("true_param", v) for s, v in zip(per_tensor, variables)]
 
 
+def check_scalable(optimizer):
+  """Refuses to scale the updates of an optimizer that attends: its real
+  parameters live in its state, which a scaled step would leave behind."""
+  if uses_attention(optimizer):
+    raise ValueError("a scaled step (step schedule, Keras learning_rate) does "
+                     "not go with an optimizer that attends (use_attention): "
+                     "its real parameters live in its state")
+
+
 def scaled_update(variables, proposed, scale):
   """``variables + scale * (proposed - variables)``: the proposed update
   scaled by ``scale`` (a scalar tensor, see
   :mod:`l2o_scale.meta_testing.step_schedule`). A scale of exactly 1 returns
-  ``proposed`` bit for bit, so an unscaled run keeps its numbers."""
-  return [tf.where(tf.equal(scale, 1.), p, v + scale * (p - v))
-          for v, p in zip(variables, proposed)]
+  ``proposed`` bit for bit, so an unscaled run keeps its numbers, and takes
+  a branch with no per-tensor work."""
+  proposed = list(proposed)
+  return tf.cond(tf.equal(scale, 1.), lambda: proposed,
+                 lambda: [v + scale * (p - v)
+                          for v, p in zip(variables, proposed)])
 
 
 def inner_step(problem, optimizer, variables, states, global_state, data,
@@ -113,8 +125,6 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
       variables, grads, states, global_state)
   new_variables = next_variables(optimizer, new_params, new_attend)
   if step_scale is not None:
-    if uses_attention(optimizer):
-      raise ValueError("a step schedule does not go with use_attention (the "
-                       "real parameters live in the optimizer's state)")
+    check_scalable(optimizer)
     new_variables = scaled_update(variables, new_variables, step_scale)
   return StepResult(obj, new_variables, new_states, list(new_global))

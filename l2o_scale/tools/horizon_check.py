@@ -42,6 +42,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from l2o_scale.meta_testing import step_schedule
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 PROBLEMS = (("mnist-mlp-sigmoid", "include_mnist_mlp_problems"),
@@ -71,7 +73,7 @@ def define_flags():
   flags.DEFINE_float("drift_limit", 1.5, "Largest final / best 100-step mean.")
   flags.DEFINE_float("accuracy_margin", 0.005, "Held-out accuracy may be this "
                      "much below Adam's.")
-  flags.DEFINE_enum("step_schedule", "none", ["none", "cosine", "linear"],
+  flags.DEFINE_enum("step_schedule", "none", list(step_schedule.SCHEDULES),
                     "metatest.py's --step_schedule for the learned optimizer "
                     "(a run per horizon when not none).")
   flags.DEFINE_float("step_decay_start", 0., "metatest.py's "
@@ -182,8 +184,8 @@ def markdown(rows, name):
     lines.append("| {} | {} | {} | {:.4g} / {:.4g} | {:.4g} | {:.4g} / {:.4g} "
                  "| {:.4f} / {:.4f} | {} |".format(
                      r["problem"], r["horizon"], r["seed"], l["final"],
-                     a["final"], l["best"], l.get("split_loss", float("nan")),
-                     a.get("split_loss", float("nan")), l["accuracy"],
+                     a["final"], l["best"], l["split_loss"],
+                     a["split_loss"], l["accuracy"],
                      a["accuracy"], "; ".join(r["failures"]) or "holds"))
   return "\n".join(lines)
 
