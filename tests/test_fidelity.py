@@ -17,7 +17,8 @@ from l2o_scale.tools import tf1_reference
 
 
 @pytest.mark.parametrize("name", ["quadratic20", "mnist_mlp_sigmoid",
-                                  "train_plain", "train_mt"])
+                                  "train_plain", "train_mt",
+                                  "train_hessian_esd_on"])
 def test_fixture_replays_within_tolerance(name, fixtures_dir, data_dir):
   status, _, message = tf1_reference.replay_fixture(
       os.path.join(fixtures_dir, name), data_dir)
