@@ -80,7 +80,8 @@ def test_unsupported_modes_are_refused_in_one_line(tmp_path):
   result = subprocess.run(
       [sys.executable, "metarun.py", "--train_dir={}".format(tmp_path),
        "--if_cl=True", "--worker_tasks=3", "--selection=robust",
-       "--jit_compile", "--meta_optimizer=adam", "--meta_lr_warmup=5"],
+       "--jit_compile", "--meta_optimizer=adam", "--meta_lr_warmup=5",
+       "--meta_objective=validation"],
       capture_output=True, text=True,
       env=env, cwd=ROOT, timeout=120)
   assert result.returncode == 2
@@ -91,6 +92,8 @@ def test_unsupported_modes_are_refused_in_one_line(tmp_path):
   assert "--selection=robust is single-process only for now" in result.stderr
   assert "--jit_compile is not supported in distributed mode" in result.stderr
   assert "--meta_optimizer=adam is single-process only for now" in (
+      result.stderr)
+  assert "--meta_objective=validation is single-process only for now" in (
       result.stderr)
   # The ps's locked RMSProp kernel serves the warm-up.
   assert "--meta_lr_warmup" not in result.stderr

@@ -25,6 +25,8 @@ REGULARIZE_TIMES = ("posterior", "prior", "none", "always")
 
 OPTIMIZEE_INITS = ("normal", "problem")
 
+META_OBJECTIVES = ("train", "validation")
+
 
 @dataclasses.dataclass
 class TrainingConfig:
@@ -137,6 +139,21 @@ class TrainingConfig:
   fast_forward_fraction: float = flag(
       0.5, "With --fast_forward_max_steps: the share of meta-iterations "
       "whose series starts after a fast-forward.")
+  # New in the port: a meta-objective that rewards generalization
+  # (docs/meta-training.md, "A validation meta-objective").
+  meta_objective: str = flag(
+      "train", "What the meta-objective measures: 'train' = the optimizee's "
+      "objective on its mini dataset, the rows it trains on (the original); "
+      "'validation' = its objective on a fixed share "
+      "(--validation_fraction) of the training rows that meta-training never "
+      "trains on: batches, mini datasets, fast-forwards, imitation and the "
+      "--selection=robust runs use the other rows, and the robust score is "
+      "then the loss on the held-back rows at the end of its runs.",
+      META_OBJECTIVES)
+  validation_fraction: float = flag(
+      0.2, "With --meta_objective=validation: the share of the training rows "
+      "held back for the meta-objective (a fixed draw, the same for every "
+      "seed).")
   selection_seeds: tuple = flag(
       (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
       "the initial parameters, initial learning rates and batches).")

@@ -129,7 +129,8 @@ def unsupported(flag_values):
                    "distributed mode")
   for name, default in (("on_divergence", "continue"),
                         ("selection", "original"),
-                        ("optimizee_init", "normal")):
+                        ("optimizee_init", "normal"),
+                        ("meta_objective", "train")):
     if getattr(flag_values, name) != default:
       reasons.append("--{}={} is single-process only for now (distributed "
                      "mode: --{}={})".format(name, getattr(flag_values, name),

@@ -79,8 +79,8 @@ def after_trajectory(problem, reg, inputs, start_obj, trail, num_params,
   parameters before each step, then (for a deferred regularizer with
   attention) the gradient points. ``reg``: the deferred regularizer's
   configuration, or None (``regular`` is then the loop's)."""
-  at_steps = objectives_at(problem, trail[:num_params], inputs.mini_data,
-                           inputs.mini_labels)
+  at_steps = objectives_at(problem, trail[:num_params],
+                           *inputs.objective_data())
   obj_accum = tf.reduce_sum(inputs.obj_weights * at_steps)
   problem_objectives = tf.concat([[start_obj], at_steps], 0)
   early_stop = stops_early(problem_objectives, inputs.obj_weights, limit)

@@ -78,41 +78,51 @@ def make_runs(problem, optimizer, data_size, batch_size, num_steps, seeds):
 
 
 def _objectives(optimizer, problem, dataset, batch_size, run, jit, run_cache):
+  """The run's minibatch objectives and its final parameters."""
   with fixed_initial_learning_rate(optimizer, run.learning_rate):
-    objectives, _, _ = testing.test_optimizer(
+    objectives, params, _ = testing.test_optimizer(
         optimizer, problem, len(run.batches), dataset=dataset,
         batch_size=batch_size, seed=run.params, batches=run.batches,
         progress=False, jit_compile=jit, run_cache=run_cache)
-  return np.asarray(objectives, np.float64)
+  return np.asarray(objectives, np.float64), params
 
 
 def robust_score(optimizer, problem, dataset, batch_size, runs,
-                 growth_limit=100., jit_compile=True, run_cache=None):
+                 growth_limit=100., jit_compile=True, run_cache=None,
+                 score_data=None):
   """Scores the optimizer's current meta-parameters; lower is better.
 
   ``jit_compile`` falls back to the plain loop when XLA cannot compile the
   problem (as ``metatest.py --jit_compile`` does). ``run_cache``
   (testing.RunCache): the caller's, to compile the meta-test loop once for
-  all the scores of a training run.
+  all the scores of a training run. ``score_data``: (data, labels) that,
+  if given, score a run by the objective on them at its final parameters
+  (``--meta_objective=validation``: the held-back rows) instead of its last
+  minibatch objectives; divergence is judged on the minibatches either way.
   """
   run_cache = run_cache or testing.RunCache()
   finals, diverged = [], []
   for run in runs:
     try:
-      objectives = _objectives(optimizer, problem, dataset, batch_size, run,
-                               jit_compile, run_cache)
+      objectives, params = _objectives(optimizer, problem, dataset,
+                                       batch_size, run, jit_compile,
+                                       run_cache)
     except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
       if not jit_compile:
         raise
       jit_compile = False
-      objectives = _objectives(optimizer, problem, dataset, batch_size, run,
-                               False, run_cache)
+      objectives, params = _objectives(optimizer, problem, dataset,
+                                       batch_size, run, False, run_cache)
     tail = max(10, len(objectives) // 20)
     blew_up = growth_limit > 0 and (
         np.max(objectives) > growth_limit * max(abs(objectives[0]), 1e-12))
     if not np.all(np.isfinite(objectives)) or blew_up:
       diverged.append(run.seed)
       finals.append(float("inf"))
+    elif score_data is not None:
+      final = float(problem.objective(
+          [tf.constant(p) for p in params], *score_data))
+      finals.append(final if np.isfinite(final) else float("inf"))
     else:
       finals.append(float(np.mean(objectives[-tail:])))
   return SelectionResult(float(np.mean(finals)), finals, diverged)

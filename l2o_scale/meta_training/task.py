@@ -33,11 +33,25 @@ class SeriesTensors(collections.namedtuple(
   needs besides the data (and what a cluster worker's closure receives)."""
 
 
-def one_hot(labels):
+def one_hot(labels, depth=None):
   """One-hot rows as the original training feed (np.eye(max + 1)[labels])."""
   if labels.ndim != 1:
     return labels.astype(np.float32)
-  return datasets.one_hot_rows(labels)
+  return datasets.one_hot_rows(labels, depth)
+
+
+# Fixed, so that every seed and every resumed run holds back the same rows;
+# a RandomState of its own leaves the run's numpy stream untouched.
+VALIDATION_SPLIT_SEED = 0
+
+
+def validation_split(num_rows, fraction):
+  """(training rows, held-back rows) of ``--meta_objective=validation``: a
+  fixed random ``fraction`` of ``num_rows`` (at least one row each side),
+  both sorted."""
+  held = min(max(int(round(fraction * num_rows)), 1), num_rows - 1)
+  order = np.random.RandomState(VALIDATION_SPLIT_SEED).permutation(num_rows)
+  return np.sort(order[held:]), np.sort(order[:held])
 
 
 class MetaTrainingTask(object):
@@ -55,10 +69,13 @@ class MetaTrainingTask(object):
     self.optimizer = optimizer
     self.config = config
     self.data = self.labels = None
+    self.objective_rows = None
     self.batch_size = self.mini_batch_size = 0
     if dataset is not None and dataset.size:
       self.data = np.asarray(dataset.data, np.float32)
       self.labels = np.asarray(dataset.labels)
+      if config.meta_objective == "validation":
+        self.dataset = self._hold_back(config.validation_fraction)
       self.batch_size = batch_size
       self.mini_batch_size = config.mini_batch_size
       if self.mini_batch_size > self.data.shape[0]:
@@ -83,9 +100,28 @@ class MetaTrainingTask(object):
     self._selection_cache = testing_lib.RunCache()
     self._fast_forward_run = None
 
+  def _hold_back(self, fraction):
+    """Keeps the training rows of :func:`validation_split` as the task's data
+    and the held-back ones as ``objective_rows`` (data, one-hot labels);
+    returns the training rows as a Dataset (for the robust selection)."""
+    if self.data.shape[0] < 2:
+      raise ValueError("--meta_objective=validation needs at least 2 rows of "
+                       "data, the problem has {}".format(self.data.shape[0]))
+    train, held = validation_split(self.data.shape[0], fraction)
+    depth = (int(np.max(self.labels)) + 1 if self.labels.ndim == 1 else None)
+    self.objective_rows = (tf.constant(self.data[held]),
+                           tf.constant(one_hot(self.labels[held], depth)))
+    self.data, self.labels = self.data[train], self.labels[train]
+    return datasets.Dataset(self.data, self.labels, self.data.shape[0])
+
   @property
   def has_data(self):
     return self.data is not None
+
+  def objective_data(self, mini):
+    """(data, labels) the meta-objective is measured on: the held-back rows
+    with ``--meta_objective=validation``, else the mini dataset ``mini``."""
+    return mini if self.objective_rows is None else self.objective_rows
 
   def static_switch(self, switch):
     """The unroll's ``jacob_switch`` as a Python bool, so each value gets its
@@ -148,7 +184,11 @@ class MetaTrainingTask(object):
         init_tensors=tensors.init_tensors, jacob_switch=switch,
         mt_labels=[tf.convert_to_tensor(m) for m in mt_labels],
         first_unroll=tf.convert_to_tensor(first),
-        reset_state=tf.convert_to_tensor(reset))
+        reset_state=tf.convert_to_tensor(reset),
+        obj_data=None if self.objective_rows is None
+        else self.objective_rows[0],
+        obj_labels=None if self.objective_rows is None
+        else self.objective_rows[1])
 
   def fast_forward(self, draws, mini):
     """The carried state after the fast-forward of ``draws`` (a
@@ -169,7 +209,7 @@ class MetaTrainingTask(object):
     run.run_chunk(tf.constant(draws.fast_forward))
     attend = [tf.convert_to_tensor(v) for v in run.param_vars]
     return unroll_lib.LoopState(
-        initial_obj=self.problem.objective(init, mini[0], mini[1]),
+        initial_obj=self.problem.objective(init, *self.objective_data(mini)),
         params=list(run.real_params()), attend_params=attend,
         states=tf.nest.map_structure(tf.convert_to_tensor, run.state_vars),
         global_state=[tf.convert_to_tensor(v) for v in run.global_vars])
@@ -185,4 +225,4 @@ class MetaTrainingTask(object):
     return selection_lib.robust_score(
         self.optimizer, self.problem, self.dataset, self.batch_size or None,
         self._selection_runs, self.config.divergence_growth_limit,
-        run_cache=self._selection_cache)
+        run_cache=self._selection_cache, score_data=self.objective_rows)

@@ -58,7 +58,8 @@ def per_tensor_states(optimizer, loop_state):
 class UnrollInputs(collections.namedtuple(
     "UnrollInputs",
     ["obj_weights", "batches", "mini_data", "mini_labels", "init_tensors",
-     "jacob_switch", "mt_labels", "first_unroll", "reset_state"])):
+     "jacob_switch", "mt_labels", "first_unroll", "reset_state", "obj_data",
+     "obj_labels"], defaults=(None, None))):
   """What one partial unroll reads besides the carried :class:`LoopState`:
   the original's feed of ``train`` (trainable_optimizer.py l.202-240).
 
@@ -71,7 +72,17 @@ class UnrollInputs(collections.namedtuple(
     Python bool (one trace per value, each simpler and faster to build).
   mt_labels: list (one per parameter) of teacher steps [T, *shape].
   first_unroll, reset_state: bools or bool tensors (see the original).
+  obj_data, obj_labels: the data the meta-objective is measured on, if not
+    the mini dataset (``--meta_objective=validation``: rows the optimizee
+    never trains on); None: the mini dataset (the original).
   """
+
+  def objective_data(self):
+    """(data, labels) of the meta-objective: ``obj_data`` if given, else the
+    mini dataset."""
+    if self.obj_data is None:
+      return self.mini_data, self.mini_labels
+    return self.obj_data, self.obj_labels
 
 
 UnrollOutput = collections.namedtuple(
@@ -149,6 +160,9 @@ def _select(flag, if_true, if_false):
 def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
                        carried, first_unroll, reset_state):
   """Starting values of an unroll (``_initialize_training_loop_parameters``).
+
+  ``mini_data``, ``mini_labels``: the data of the meta-objective (the mini
+  dataset, or ``UnrollInputs.obj_data``).
 
   ``first_unroll`` takes parameters from ``init_tensors`` and recomputes the
   initial objective; otherwise parameters and the initial objective carry
@@ -311,8 +325,7 @@ class _UnrollStep(object):
         recorded += list(eval_params)
       trail = tuple(ta.write(itr, p) for ta, p in zip(carry.trail, recorded))
     else:
-      obj = problem.objective(state.params, inputs.mini_data,
-                              inputs.mini_labels)
+      obj = problem.objective(state.params, *inputs.objective_data())
       obj_accum += weight * obj
       objectives = objectives.write(itr + 1, obj)
     return StepCarry(
@@ -349,9 +362,10 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
     UnrollOutput. ``metaobj`` is the scaled meta-objective plus the
     accumulated regularizer, ``metaobjmt`` the imitation objective.
   """
+  obj_data, obj_labels = inputs.objective_data()
   start_obj, state = initial_loop_state(
-      problem, optimizer, inputs.init_tensors, inputs.mini_data,
-      inputs.mini_labels, carried, inputs.first_unroll, inputs.reset_state)
+      problem, optimizer, inputs.init_tensors, obj_data, obj_labels, carried,
+      inputs.first_unroll, inputs.reset_state)
   step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg,
                      update or optimizer_update(optimizer),
                      state.initial_obj, time_parallel)

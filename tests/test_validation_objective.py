@@ -1,0 +1,136 @@
+"""--meta_objective=validation: the meta-objective (and the robust selection
+score) is the loss on held-back training rows that meta-training never trains
+on; the default keeps the original's objective on the mini dataset."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from l2o_scale.meta_testing import testing
+from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import plan as plan_lib
+from l2o_scale.meta_training import selection
+from l2o_scale.meta_training import task as task_lib
+from optimizer import hierarchical_rnn
+from problems import datasets
+from problems import problem_sets
+
+ROWS = 300
+
+
+def test_the_split_is_fixed_disjoint_and_leaves_numpy_alone():
+  np.random.seed(5)
+  expected_next = np.random.uniform()
+  np.random.seed(5)
+  train, held = task_lib.validation_split(1000, 0.2)
+  assert np.random.uniform() == expected_next  # the run's stream untouched
+  assert len(held) == 200 and len(train) == 800
+  assert not set(train) & set(held)
+  np.testing.assert_array_equal(np.sort(np.concatenate([train, held])),
+                                np.arange(1000))
+  again = task_lib.validation_split(1000, 0.2)
+  np.testing.assert_array_equal(again[1], held)
+  # A random draw, not the last rows (a dataset sorted by label stays fair).
+  assert held.min() < 700
+  # At least one row on each side.
+  assert [len(p) for p in task_lib.validation_split(3, 0.01)] == [2, 1]
+  assert [len(p) for p in task_lib.validation_split(3, 0.99)] == [1, 2]
+
+
+def _mnist(data_dir, noisy_held=False):
+  problem_spec, dataset, batch_size = problem_sets.mnist_mlp_problems(
+      data_dir=data_dir)[0]
+  data = np.asarray(dataset.data[:ROWS], np.float32).copy()
+  labels = np.asarray(dataset.labels[:ROWS])
+  if noisy_held:
+    _, held = task_lib.validation_split(ROWS, 0.2)
+    data[held] = np.random.RandomState(1).uniform(size=data[held].shape)
+  return problem_spec, datasets.Dataset(data, labels, ROWS), batch_size
+
+
+def _task(data_dir, noisy_held=False, optimizer=None, **overrides):
+  spec, dataset, batch_size = _mnist(data_dir, noisy_held)
+  problem = spec.build()
+  optimizer = optimizer or hierarchical_rnn.HierarchicalRNN(
+      [6, 8, 5], init_lr_range=(1e-3, 1e-3), use_second_derivatives=False)
+  config = config_lib.TrainingConfig(**dict(
+      dict(meta_objective="validation", validation_fraction=0.2), **overrides))
+  return task_lib.MetaTrainingTask(problem, "mlp", dataset, batch_size,
+                                   optimizer, config, lambda _: None)
+
+
+def _first_unroll(task):
+  schedule = config_lib.Schedule(1, fix_unroll=True, fix_unroll_length=5,
+                                 fix_num_steps=5)
+  np.random.seed(0)
+  plan = task.planner.meta_iteration(0, schedule, None)
+  inputs = task.unroll_inputs(
+      task.series_tensors(plan), 0,
+      task.mini_dataset(plan.draws.mini_rows[0]), False, True, True)
+  return plan, task.eval_unroll(inputs, None)
+
+
+def test_meta_objective_is_the_held_back_loss_and_training_never_reads_it(
+    data_dir):
+  task = _task(data_dir)
+  spec, full, _ = _mnist(data_dir)
+  train, held = task_lib.validation_split(ROWS, 0.2)
+  # Meta-training's data is the training rows only.
+  np.testing.assert_array_equal(task.data, full.data[train])
+  assert task.planner.data_size == len(train) == task.dataset.size
+  plan, out = _first_unroll(task)
+  assert max(int(np.max(b)) for b in plan.draws.batches) < len(train)
+  # Independent truth: the objective of the initial parameters on the
+  # held-back rows (one-hot over the whole dataset's labels).
+  init = [tf.constant(t) for t in plan.draws.init_tensors]
+  want = task.problem.objective(
+      init, tf.constant(full.data[held]),
+      tf.constant(datasets.one_hot_rows(full.labels[held], 10)))
+  objectives = out.problem_objectives.numpy()
+  assert objectives[0] == pytest.approx(float(want), rel=1e-5)
+  on_train = task.problem.objective(init, *task.mini_dataset(
+      plan.draws.mini_rows[0]))
+  assert abs(objectives[0] - float(on_train)) > 1e-4
+  # Noise in the held-back rows changes the meta-objective, and not one
+  # bit of the trajectory.
+  noisy_plan, noisy = _first_unroll(_task(data_dir, noisy_held=True,
+                                          optimizer=task.optimizer))
+  for a, b in zip(plan.draws.init_tensors, noisy_plan.draws.init_tensors):
+    np.testing.assert_array_equal(a, b)
+  for a, b in zip(out.final_state.params, noisy.final_state.params):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  assert np.all(np.abs(noisy.problem_objectives.numpy() - objectives) > 1e-3)
+
+
+def test_the_default_objective_is_the_mini_dataset(data_dir):
+  task = _task(data_dir, meta_objective="train")
+  assert task.planner.data_size == ROWS and task.objective_rows is None
+  plan, out = _first_unroll(task)
+  init = [tf.constant(t) for t in plan.draws.init_tensors]
+  want = task.problem.objective(init, *task.mini_dataset(
+      plan.draws.mini_rows[0]))
+  assert out.problem_objectives.numpy()[0] == pytest.approx(float(want),
+                                                            rel=1e-5)
+
+
+def test_robust_selection_scores_the_held_back_loss(data_dir):
+  task = _task(data_dir, selection_steps=20, selection_seeds=(1, 2))
+  result = task.robust_score()
+  _, full, _ = _mnist(data_dir)
+  _, held = task_lib.validation_split(ROWS, 0.2)
+  held_data = (tf.constant(full.data[held]),
+               tf.constant(datasets.one_hot_rows(full.labels[held], 10)))
+  runs = task._selection_runs  # pylint: disable=protected-access
+  assert [len(r.batches) for r in runs] == [20, 20]
+  assert max(int(np.max(r.batches)) for r in runs) < task.planner.data_size
+  for run, final in zip(runs, result.finals):
+    with selection.fixed_initial_learning_rate(task.optimizer,
+                                               run.learning_rate):
+      _, params, _ = testing.test_optimizer(
+          task.optimizer, task.problem, 20, dataset=task.dataset,
+          batch_size=task.batch_size, seed=run.params, batches=run.batches,
+          progress=False, jit_compile=True)
+    want = task.problem.objective([tf.constant(p) for p in params],
+                                  *held_data)
+    assert final == pytest.approx(float(want), rel=1e-4)
+  assert result.score == pytest.approx(np.mean(result.finals))
