@@ -255,8 +255,8 @@ def plot_meta_training(logs, out_prefix, title=None):
 
 
 FLATNESS_MISSING = ("not measured for this problem\n(metatest.py ran without "
-                    "--flatness_probes;\nreproduce/all.sh's medium size "
-                    "measures\nflatness on the MLPs only)")
+                    "--flatness_probes;\nreproduce/all.sh measures "
+                    "flatness\non the MLPs only)")
 
 
 def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):

@@ -5,10 +5,13 @@ checked separately (each its own ``--out``) side by side: per optimizer,
 problem and horizon, the mean over test seeds of the final train loss (the
 last 100 minibatches, as the rules read it), of the loss on the whole train
 split at that step and of the held-out accuracy, Adam's on the same runs,
-and how many seeds hold every rule.
+and how many seeds hold every rule. Several folders under one label
+(``LABEL=FOLDER1,FOLDER2,...``: one per training seed) pool their runs, so
+the mean ± std and the count span training and test seeds.
 
   python reproduce/horizon_results.py --out=reproduce/results/horizon/results.md \\
-      "l2o-scale (long recipe)=/tmp/hc/l2o-scale" ...
+      "l2o-scale (long recipe)=/tmp/hc/l2o-scale" \\
+      "three training seeds=/tmp/hc/t1,/tmp/hc/t2,/tmp/hc/t3" ...
 """
 
 import argparse
@@ -22,9 +25,15 @@ FORMATS = {"final": "{:.3g} ± {:.2g}", "split_loss": "{:.3g} ± {:.2g}",
            "accuracy": "{:.4f} ± {:.4f}"}
 
 
-def rows_of(folder):
-  with open(os.path.join(folder, "horizon_check.json")) as f:
-    return json.load(f)
+def rows_of(folders):
+  """The rows of one report folder, or pooled from a list of them."""
+  if isinstance(folders, str):
+    folders = [folders]
+  rows = []
+  for folder in folders:
+    with open(os.path.join(folder, "horizon_check.json")) as f:
+      rows.extend(json.load(f))
+  return rows
 
 
 def summary(label, rows):
@@ -62,18 +71,20 @@ def table(reports):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("reports", nargs="+", help="LABEL=FOLDER: a "
-                      "horizon_check --out folder and its row label")
+                      "horizon_check --out folder and its row label "
+                      "(LABEL=FOLDER1,FOLDER2,...: their runs pooled)")
   parser.add_argument("--out", required=True, help="Markdown file to write")
   parser.add_argument("--preamble", default="", help="text above the table")
   args = parser.parse_args(argv)
   reports = []
   for item in args.reports:
-    label, sep, folder = item.rpartition("=")
-    if not sep or not os.path.exists(os.path.join(folder,
-                                                  "horizon_check.json")):
-      parser.error("{!r} is not LABEL=FOLDER with a horizon_check.json in "
-                   "FOLDER".format(item))
-    reports.append((label, folder))
+    label, sep, folders = item.rpartition("=")
+    folders = folders.split(",")
+    if not sep or not all(os.path.exists(os.path.join(
+        folder, "horizon_check.json")) for folder in folders):
+      parser.error("{!r} is not LABEL=FOLDER[,FOLDER...] with a "
+                   "horizon_check.json in each FOLDER".format(item))
+    reports.append((label, folders))
   text = table(reports)
   if args.preamble:
     text = args.preamble.strip() + "\n\n" + text

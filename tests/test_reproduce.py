@@ -744,10 +744,22 @@ def test_horizon_summary_means_and_seeds_holding(tmp_path):
                                 (12, .004, .92, []))]
   with open(tmp_path / "horizon_check.json", "w") as f:
     json.dump(rows, f)
-  (line,) = horizon_results.summary("x", horizon_results.rows_of(tmp_path))
+  (line,) = horizon_results.summary("x", horizon_results.rows_of(
+      str(tmp_path)))
   assert line == ("| x | p | 10,000 | 0.003 ± 0.001 | 0.01 ± 0 | "
                   "0.0015 ± 0.0005 | 0.008 ± 0 | "
                   "0.9000 ± 0.0200 | 0.9000 ± 0.0000 | 1 of 2 |")
+  # Two training seeds' reports pooled: four runs, mean and std over all.
+  other = tmp_path / "t2"
+  other.mkdir()
+  for r in rows:
+    r["learned"]["final"] *= 3
+  with open(other / "horizon_check.json", "w") as f:
+    json.dump(rows, f)
+  (line,) = horizon_results.summary("x", horizon_results.rows_of(
+      [str(tmp_path), str(other)]))
+  assert line.startswith("| x | p | 10,000 | 0.006 ± 0.0037 | 0.01 ± 0 |")
+  assert line.endswith("| 2 of 4 |")
 
 
 def test_shipping_records_the_flags_a_recipe_trained_with():
