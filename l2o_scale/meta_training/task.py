@@ -175,6 +175,7 @@ class MetaTrainingTask(object):
     original fed outside imitation).
     """
     weights = tensors.obj_weights[u]
+    held = self.objective_rows or (None, None)
     if mt_labels is None:
       mt_labels = [tf.zeros((weights.shape[0],) + tuple(s))
                    for s in self.problem.param_shapes]
@@ -185,10 +186,7 @@ class MetaTrainingTask(object):
         mt_labels=[tf.convert_to_tensor(m) for m in mt_labels],
         first_unroll=tf.convert_to_tensor(first),
         reset_state=tf.convert_to_tensor(reset),
-        obj_data=None if self.objective_rows is None
-        else self.objective_rows[0],
-        obj_labels=None if self.objective_rows is None
-        else self.objective_rows[1])
+        obj_data=held[0], obj_labels=held[1])
 
   def fast_forward(self, draws, mini):
     """The carried state after the fast-forward of ``draws`` (a

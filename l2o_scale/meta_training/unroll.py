@@ -157,12 +157,12 @@ def _select(flag, if_true, if_false):
                                if_false)
 
 
-def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
+def initial_loop_state(problem, optimizer, init_tensors, obj_data, obj_labels,
                        carried, first_unroll, reset_state):
   """Starting values of an unroll (``_initialize_training_loop_parameters``).
 
-  ``mini_data``, ``mini_labels``: the data of the meta-objective (the mini
-  dataset, or ``UnrollInputs.obj_data``).
+  ``obj_data``, ``obj_labels``: the data of the meta-objective
+  (``UnrollInputs.objective_data()``: the mini dataset, or held-back rows).
 
   ``first_unroll`` takes parameters from ``init_tensors`` and recomputes the
   initial objective; otherwise parameters and the initial objective carry
@@ -180,7 +180,7 @@ def initial_loop_state(problem, optimizer, init_tensors, mini_data, mini_labels,
   params = _select(first_unroll, init_tensors, list(carried.params))
   attend_params = _select(first_unroll, init_tensors,
                           list(carried.attend_params))
-  start_obj = problem.objective(params, mini_data, mini_labels)
+  start_obj = problem.objective(params, obj_data, obj_labels)
   initial_obj = tf.where(first_unroll, start_obj, carried.initial_obj)
   states = _select(reset_state,
                    optimizer.initialize_packed_state(init_tensors),
