@@ -41,12 +41,15 @@ def _write_pickle(folder, seed, name, values):
     pickle.dump([np.float32(v) for v in values], f)
 
 
-def _write_heldout(folder, seed, name, accuracies):
+def _write_heldout(folder, seed, name, accuracies, train_losses=None):
+  record = {"iteration": list(range(len(accuracies))),
+            "heldout_accuracy": accuracies,
+            "heldout_loss": [1.0] * len(accuracies)}
+  if train_losses is not None:
+    record["train_loss"] = train_losses
   with open(os.path.join(folder, "seed{}_heldout_record-{}.json".format(
       seed, name)), "w") as f:
-    json.dump({"iteration": list(range(len(accuracies))),
-               "heldout_accuracy": accuracies,
-               "heldout_loss": [1.0] * len(accuracies)}, f)
+    json.dump(record, f)
 
 
 @pytest.fixture
@@ -60,8 +63,8 @@ def synthetic(tmp_path):
   _write_pickle(mlp, 6, "l2o-scale", [3., 2., 1., .5])
   _write_pickle(mlp, 12, "l2o-scale", [3., 2., 1., .5])
   _write_pickle(mlp, 18, "l2o-scale", [3., 2., 1., 2.])
-  _write_heldout(mlp, 6, "Adam", [0.1, 0.5])
-  _write_heldout(mlp, 12, "Adam", [0.1, 0.7])
+  _write_heldout(mlp, 6, "Adam", [0.1, 0.5], [2., 0.25])
+  _write_heldout(mlp, 12, "Adam", [0.1, 0.7], [2., 0.75])
   _write_pickle(conv, 6, "SGD", [2., 2.])
   (results / "not-a-problem.txt").write_text("ignored")
   return str(results)
@@ -128,11 +131,12 @@ def test_results_table(synthetic):
   assert len(rows) == 3
   assert rows[0].startswith("| MNIST MLP 784-20-10, sigmoid | L2O-Scale (no reg.) | 3 | 4 |")
   assert "| 1 ± 0.71 |" in rows[0]        # last losses .5, .5, 2
-  assert rows[0].endswith("| — |")        # no held-out record
   assert rows[1].startswith("| MNIST MLP 784-20-10, sigmoid | Adam (lr 1e-4) | 2 | 3 |")
-  assert rows[1].endswith("| 0.6000 ± 0.1000 |")
+  # The whole split's loss after the last step (0.25, 0.75), then accuracy.
+  assert rows[1].endswith("| 0.5 ± 0.25 | 0.6000 ± 0.1000 |")
+  assert rows[0].endswith("| — | — |")  # no whole-split record either
   assert rows[2].startswith("| MNIST ConvNet | SGD (lr 1e-3) | 1 | 2 |")
-  assert table.splitlines()[1] == "|---|---|---|---|---|---|"
+  assert table.splitlines()[1] == "|---|---|---|---|---|---|---|"
 
 
 def test_plot_writes_png_and_pdf(synthetic, tmp_path):
@@ -652,8 +656,10 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
   for label in ("L2O-Scale (no reg.)", "SGD (lr 1e-3)", "Adam (lr 1e-4)",
                 "Adagrad (lr 1e-5)"):
     assert label in rows, rows
-    loss, acc = _number(rows[label][4]), _number(rows[label][5])
+    loss, split, acc = (_number(rows[label][4]), _number(rows[label][5]),
+                        _number(rows[label][6]))
     assert math.isfinite(loss) and loss > 0
+    assert math.isfinite(split) and split > 0
     assert math.isfinite(acc) and 0 <= acc <= 1
   # Resumable: a second run redoes nothing.
   proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
