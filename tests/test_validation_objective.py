@@ -134,3 +134,53 @@ def test_robust_selection_scores_the_held_back_loss(data_dir):
                                   *held_data)
     assert final == pytest.approx(float(want), rel=1e-4)
   assert result.score == pytest.approx(np.mean(result.finals))
+
+
+def test_a_resumed_validation_run_equals_the_uninterrupted_one(tmp_path,
+                                                               data_dir):
+  """The held-back rows are a fixed draw and take nothing from the run's
+  random streams, so 2 + 1 meta-iterations with a resume end with the
+  meta-parameters of 3 straight (fast-forward and robust selection on)."""
+  import io  # pylint: disable=g-import-not-at-top
+  import random  # pylint: disable=g-import-not-at-top
+  from l2o_scale import metaopt  # pylint: disable=g-import-not-at-top
+  from problems import problem_spec as spec_lib  # pylint: disable=g-import-not-at-top
+  spec, dataset, batch_size = _mnist(data_dir)
+  optimizer = spec_lib.Spec(hierarchical_rnn.HierarchicalRNN, ([6, 8, 5],),
+                            {"init_lr_range": (1e-3, 1e-3),
+                             "use_second_derivatives": False})
+  config = config_lib.TrainingConfig(
+      meta_objective="validation", fast_forward_max_steps=30,
+      fast_forward_fraction=0.5, selection="robust", selection_steps=20,
+      selection_seeds=(1,))
+
+  def train(logdir, iterations):
+    out = io.StringIO()
+    metaopt.train_optimizer(
+        logdir, optimizer, [(spec, dataset, batch_size)], 1, iterations,
+        lambda: 2, lambda: 5, learning_rate=1e-3, fix_unroll=True,
+        fix_unroll_length=5, fix_num_steps=10, fix_num_steps_eval=10,
+        evaluation_epochs=1, evaluation_period=1, out=out, config=config,
+        summaries=False)
+    return out.getvalue()
+
+  def seed():
+    np.random.seed(0)
+    random.seed(0)
+    tf.random.set_seed(0)
+
+  seed()
+  straight = str(tmp_path / "straight")
+  assert "240 rows" in train(straight, 3)  # 300 rows less the held-back 60
+  seed()
+  split = str(tmp_path / "split")
+  train(split, 2)
+  assert "Resuming from" in train(split, 3)
+  a = tf.train.load_checkpoint(straight + "/model.ckpt-3")
+  b = tf.train.load_checkpoint(split + "/model.ckpt-3")
+  names = [n for n in a.get_variable_to_shape_map()
+           if n.startswith("optimizer/")]
+  assert names
+  for name in names:
+    np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name),
+                                  err_msg=name)
