@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import resume_check  # tests/resume_check.py  # pylint: disable=g-bad-import-order
+
 from l2o_scale.meta_training import curriculum as curriculum_lib
 from l2o_scale import metaopt
 from l2o_scale.meta_training import mt_utils
@@ -310,29 +312,12 @@ def test_a_meta_batch_trains_several_instances_and_resumes_exactly(tmp_path):
   both; a run resumed from its checkpoint ends where the uninterrupted one
   does."""
   config = metaopt.TrainingConfig(meta_batch_size=2)
-  def seed():
-    np.random.seed(0)
-    random.seed(0)
-    tf.random.set_seed(0)
-
-  straight = str(tmp_path / "straight")
-  seed()
-  result, log = _train(straight, 3, config=config)
+  (result, _), (_, log) = resume_check.assert_resumes_exactly(
+      lambda logdir, n: _train(logdir, n, config=config), tmp_path,
+      checkpoints=(0, 3))
   assert result["meta_iterations"] == 3
-  split = str(tmp_path / "split")
-  seed()
-  _train(split, 2, config=config)
-  _, log = _train(split, 3, config=config)
   assert "Resuming from" in log
-  for number in (0, 3):
-    a = tf.train.load_checkpoint(os.path.join(straight,
-                                              "model.ckpt-{}".format(number)))
-    b = tf.train.load_checkpoint(os.path.join(split,
-                                              "model.ckpt-{}".format(number)))
-    for name in a.get_variable_to_shape_map():
-      if name.startswith("optimizer/"):
-        np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name),
-                                      err_msg=name)
+  straight = str(tmp_path / "straight")
   with np.load(os.path.join(straight, "model.ckpt-3.resume.npz")) as saved:
     single = len(train_state.CarriedState(
         _quadratic_spec()[0][0].build(), _optimizer_spec().build())
@@ -389,27 +374,11 @@ def test_a_series_after_a_fast_forward_continues_the_trajectory(tmp_path):
   resumes exactly."""
   config = metaopt.TrainingConfig(fast_forward_max_steps=40,
                                   fast_forward_fraction=1.)
-  def seed():
-    np.random.seed(0)
-    random.seed(0)
-    tf.random.set_seed(0)
-
-  seed()
-  straight = str(tmp_path / "straight")
-  result, log = _train(straight, 3, config=config)
+  (result, log), (_, resumed_log) = resume_check.assert_resumes_exactly(
+      lambda logdir, n: _train(logdir, n, config=config), tmp_path)
   assert result["meta_iterations"] == 3
   assert "fast-forward of" in log
-  seed()
-  split = str(tmp_path / "split")
-  _train(split, 2, config=config)
-  _, log = _train(split, 3, config=config)
-  assert "Resuming from" in log
-  a = tf.train.load_checkpoint(os.path.join(straight, "model.ckpt-3"))
-  b = tf.train.load_checkpoint(os.path.join(split, "model.ckpt-3"))
-  for name in a.get_variable_to_shape_map():
-    if name.startswith("optimizer/"):
-      np.testing.assert_array_equal(a.get_tensor(name), b.get_tensor(name),
-                                    err_msg=name)
+  assert "Resuming from" in resumed_log
 
 
 def test_fast_forward_state_is_the_meta_test_run_from_the_same_start():
