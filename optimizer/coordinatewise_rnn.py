@@ -359,16 +359,21 @@ class CoordinatewiseRNN(opt.TrainableOptimizer):
       self.lr_bias = tf.zeros([1, 1])
 
   # ---------------------------------------------------------------- state
-  def initialize_state(self, var):
-    """Initial state of one tensor (original l.151-172)."""
+  def initialize_state(self, var, seed=None):
+    """Initial state of one tensor (original l.151-172); the random initial
+    learning rates come from ``seed`` (stateless) if one is given."""
     n = tf.TensorShape(var.shape).num_elements()
     shape = [n, 1]
     min_lr, max_lr = self.init_lr_range
     if min_lr == max_lr:
       init_lr = tf.fill(shape, float(min_lr))
     else:
-      init_lr = tf.exp(tf.random.uniform(shape, np.log(min_lr), np.log(max_lr),
-                                         seed=self.random_seed))
+      lo, hi = np.log(min_lr), np.log(max_lr)
+      if seed is None:
+        log_lr = tf.random.uniform(shape, lo, hi, seed=self.random_seed)
+      else:
+        log_lr = tf.random.stateless_uniform(shape, seed, lo, hi)
+      init_lr = tf.exp(log_lr)
     return {
         "rms": tf.ones(shape),
         "learning_rate": init_lr,

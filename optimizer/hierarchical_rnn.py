@@ -350,8 +350,14 @@ class HierarchicalRNN(opt.TrainableOptimizer):
         self._register(self.grads_to_attn_delta.tf1_variables())
 
   # ---------------------------------------------------------------- state
-  def initialize_state(self, var):
-    """Initial state of one tensor (``_initialize_state``, l.310-355)."""
+  def initialize_state(self, var, seed=None):
+    """Initial state of one tensor (``_initialize_state``, l.310-355).
+
+    The initial log learning rates are random unless ``init_lr_range`` is
+    one value: from TensorFlow's random stream (the original's
+    ``tf.random_uniform``), or, given a ``[2]`` integer ``seed``, drawn
+    statelessly from it (same distribution).
+    """
     var = tf.convert_to_tensor(var, dtype=tf.float32)
     var_vectorized = tf.reshape(var, [-1, 1])
     ndim = int(var_vectorized.shape[0])
@@ -370,9 +376,16 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       else:
         # A random offset per tensor makes tensors' mean LRs differ (l.334).
         lo, hi = np.log(min_lr) / 2., np.log(max_lr) / 2.
-        actual_vals = tf.random.uniform([ndim, 1], lo, hi,
-                                        seed=self.random_seed)
-        offset = tf.random.uniform((), lo, hi, seed=self.random_seed)
+        if seed is None:
+          actual_vals = tf.random.uniform([ndim, 1], lo, hi,
+                                          seed=self.random_seed)
+          offset = tf.random.uniform((), lo, hi, seed=self.random_seed)
+        else:
+          vals_seed, offset_seed = tf.unstack(
+              tf.random.experimental.stateless_split(seed, 2))
+          actual_vals = tf.random.stateless_uniform([ndim, 1], vals_seed, lo,
+                                                    hi)
+          offset = tf.random.stateless_uniform((), offset_seed, lo, hi)
         log_init_lr = actual_vals + offset
       state["log_learning_rate"] = tf.clip_by_value(log_init_lr, -33.,
                                                     self.max_log_lr)
@@ -407,9 +420,10 @@ class HierarchicalRNN(opt.TrainableOptimizer):
             new_global, new_attend, steps)
 
   # ------------------------------------------------------- packed state
-  def initialize_packed_state(self, params):
-    """The initial state of all tensors in the packed layout."""
-    return self.pack_state([self.initialize_state(p) for p in params])
+  def initialize_packed_state(self, params, seed=None):
+    """The initial state of all tensors in the packed layout (``seed``: see
+    :meth:`initial_states`)."""
+    return self.pack_state(self.initial_states(params, seed))
 
   def pack_state(self, states):
     """Per-tensor TF1 state dicts -> the packed layout.

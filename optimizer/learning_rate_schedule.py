@@ -42,8 +42,9 @@ class LearningRateSchedule(opt.TrainableOptimizer):
           opt.OPTIMIZER_SCOPE + "/learning_rates",
           tf.fill([self.n_steps], float(initial_rate)))
 
-  def initialize_state(self, var):
+  def initialize_state(self, var, seed=None):
     """The iteration counter starts at 0 (original l.41-45)."""
+    del var, seed  # Deterministic.
     return {"itr": tf.constant(0, dtype=tf.int32)}
 
   def _compute_update(self, param, grad, state):

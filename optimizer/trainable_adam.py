@@ -83,8 +83,9 @@ class TrainableAdam(opt.TrainableOptimizer):
       self.log_epsilon = self._meta_variable(
           _LOL + "/log_epsilon", tf.constant(np.log(epsilon), tf.float32))
 
-  def initialize_state(self, var):
+  def initialize_state(self, var, seed=None):
     """``m``, ``v`` and ``t`` start at zero, shape [N, 1] (l.89-93)."""
+    del seed  # Deterministic.
     n = tf.TensorShape(var.shape).num_elements()
     return {key: tf.zeros([n, 1]) for key in self.state_keys}
 

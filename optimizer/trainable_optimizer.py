@@ -73,9 +73,27 @@ class PackedStateDefaults(object):
   change between its calls.)
   """
 
-  def initialize_packed_state(self, params):
-    """The initial state of all tensors, packed."""
-    return [self.initialize_state(p) for p in params]
+  def initial_states(self, params, seed=None):
+    """The per-tensor initial states of ``params``.
+
+    ``seed``: None, or a ``[2]`` integer seed. With a seed, an optimizer
+    whose initial state is random (the learned optimizers' initial learning
+    rates) draws it statelessly, tensor ``i`` from the seed folded with
+    ``i``: the state is a function of the seed alone, whatever the process
+    ran before (meta-training's exact resume). Without one it draws from
+    TensorFlow's random stream, as the original does.
+    """
+    if seed is None:
+      return [self.initialize_state(p) for p in params]
+    seed = tf.convert_to_tensor(seed, tf.int64)
+    return [self.initialize_state(
+        p, seed=tf.random.experimental.stateless_fold_in(seed, i))
+            for i, p in enumerate(params)]
+
+  def initialize_packed_state(self, params, seed=None):
+    """The initial state of all tensors, packed (``seed``: see
+    :meth:`initial_states`)."""
+    return self.initial_states(params, seed)
 
   def pack_state(self, states):
     """Per-tensor state dicts (TF1 slot names) -> the packed state."""
@@ -152,8 +170,11 @@ class TrainableOptimizer(PackedStateDefaults, tf.Module):
     return list(self.tf1_variables().values())
 
   # -------------------------------------------------------------- pure math
-  def initialize_state(self, var):
-    """Initial per-tensor state: dict state key -> tensor (``_initialize_state``)."""
+  def initialize_state(self, var, seed=None):
+    """Initial per-tensor state: dict state key -> tensor
+    (``_initialize_state``). ``seed``: None, or a ``[2]`` integer seed for
+    the stateless draws of a random initial state."""
+    del var, seed  # No state by default.
     return {}
 
   def initialize_global_state(self):

@@ -349,3 +349,35 @@ def test_mean_squares_stay_positive_after_the_first_step():
     params, packed, glob, _, _ = opt.compute_updates_packed(params, zeros,
                                                             packed, glob)
     assert np.all(packed["ms"].numpy() > 0)
+
+
+def test_seeded_initial_learning_rates_depend_on_the_seed_alone():
+  """Given a seed, the random initial log learning rates are a function of
+  it alone (draws from TensorFlow's stream in between change nothing) and
+  keep the original's distribution: a per-coordinate uniform plus one
+  per-tensor offset, each on half of [log min_lr, log max_lr]."""
+  min_lr, max_lr = 1e-6, 1e-2
+  opt = hierarchical_rnn.HierarchicalRNN([6, 8, 5],
+                                         init_lr_range=(min_lr, max_lr))
+  params = [tf.zeros([50, 20]), tf.zeros([20]), tf.zeros([50, 20])]
+
+  def log_lrs(seed):
+    return opt.initialize_packed_state(
+        params, seed=seed)["log_learning_rate"].numpy()[0]
+
+  first = log_lrs([3, 4])
+  tf.random.uniform([7])  # Moves TensorFlow's global stream.
+  np.testing.assert_array_equal(first, log_lrs(np.array([3, 4], np.int64)))
+  assert np.mean(first != log_lrs([3, 5])) > 0.99
+  half = (math.log(max_lr) - math.log(min_lr)) / 2.
+  assert first.min() >= math.log(min_lr) - 1e-5
+  assert first.max() <= math.log(max_lr) + 1e-5
+  tensor0, tensor2 = first[:1000], first[1020:]
+  for values in (tensor0, tensor2):  # One offset per tensor: spread <= half.
+    assert 0.9 * half <= values.max() - values.min() <= half + 1e-5
+  # Tensors of the same shape draw their own values.
+  assert np.mean(tensor0 != tensor2) > 0.99
+  # Without a seed: TensorFlow's stream, as the original (values vary).
+  assert np.mean(opt.initialize_packed_state(params)["log_learning_rate"]
+                 .numpy()[0] != opt.initialize_packed_state(params)
+                 ["log_learning_rate"].numpy()[0]) > 0.99

@@ -387,3 +387,22 @@ def test_apply_gradients_equals_compute_updates(kind):
         np.testing.assert_allclose(opt.get_slot(var, key).numpy(),
                                    state[key].numpy(), rtol=1e-6, atol=1e-7)
   assert np.max(np.abs(variables[0].numpy() - X0)) > 1e-4
+
+
+def test_crnn_seeded_initial_learning_rates_depend_on_the_seed_alone():
+  opt = coordinatewise_rnn.CoordinatewiseRNN([4], "LSTMCell",
+                                             init_lr_range=(1e-6, 1e-2))
+  params = [tf.zeros([500]), tf.zeros([500])]
+
+  def rates():
+    return [s["learning_rate"].numpy()
+            for s in opt.initialize_packed_state(params, seed=[1, 2])]
+
+  first = rates()
+  tf.random.uniform([3])  # Moves TensorFlow's global stream.
+  for got, want in zip(rates(), first):
+    np.testing.assert_array_equal(got, want)
+  assert np.mean(first[0] != first[1]) > 0.99  # Each tensor its own draw.
+  for values in first:
+    assert 1e-6 * (1 - 1e-5) <= values.min() and values.max() <= 1e-2 * (
+        1 + 1e-5)

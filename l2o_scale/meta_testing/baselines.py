@@ -39,7 +39,8 @@ class _PureOptimizer(trainable_optimizer.PackedStateDefaults):
     """TF1 slot names (what ``records`` of ``test_optimizer`` stores)."""
     return list(self.state_keys)
 
-  def initialize_state(self, var):
+  def initialize_state(self, var, seed=None):
+    del var, seed  # Deterministic, no state.
     return {}
 
   def initialize_global_state(self):
@@ -93,7 +94,8 @@ class Adam(_PureOptimizer):
     self.beta2 = float(beta2)
     self.epsilon = float(epsilon)
 
-  def initialize_state(self, var):
+  def initialize_state(self, var, seed=None):
+    del seed  # Deterministic.
     zeros = tf.zeros_like(tf.convert_to_tensor(var, dtype=tf.float32))
     return {"m": zeros, "v": zeros}
 
@@ -126,7 +128,8 @@ class Adagrad(_PureOptimizer):
     super().__init__(learning_rate)
     self.initial_accumulator_value = float(initial_accumulator_value)
 
-  def initialize_state(self, var):
+  def initialize_state(self, var, seed=None):
+    del seed  # Deterministic.
     var = tf.convert_to_tensor(var, dtype=tf.float32)
     return {"accumulator": tf.fill(tf.shape(var),
                                    self.initial_accumulator_value)}

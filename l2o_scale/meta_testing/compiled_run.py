@@ -59,13 +59,16 @@ class CompiledRun(object):
                                  reduce_retracing=True)
     self._eval_fn = tf.function(self._evaluate, reduce_retracing=True)
 
-  def reset(self, params):
-    """Starts a new run from ``params`` (fresh optimizer state)."""
+  def reset(self, params, seed=None):
+    """Starts a new run from ``params`` (fresh optimizer state; ``seed``: a
+    ``[2]`` integer seed of its random draws, or None for TensorFlow's
+    random stream)."""
     for var, value in zip(self.param_vars, params):
       var.assign(value)
     for var, value in zip(
         tf.nest.flatten(self.state_vars),
-        tf.nest.flatten(self.optimizer.initialize_packed_state(params))):
+        tf.nest.flatten(self.optimizer.initialize_packed_state(params,
+                                                               seed=seed))):
       var.assign(value)
     for var, value in zip(self.global_vars,
                           self.optimizer.initialize_global_state()):

@@ -16,9 +16,17 @@ checkpoint draws what the uninterrupted one draws:
   optimizee parameters (:class:`SeriesDraws`);
 * an evaluation series draws its initial parameters first and then fresh
   batches for every unroll, as the original's ``validate`` did.
+
+A fresh optimizer state's random initial learning rates are drawn
+statelessly from :attr:`SeriesDraws.state_seed`, a digest of the series'
+initial parameters: a function of the plan alone, so a resumed run draws
+them as the uninterrupted one does (TensorFlow's random stream would depend
+on everything the process ran before), and nothing more is drawn from the
+run's streams.
 """
 
 import collections
+import hashlib
 import random
 
 import numpy as np
@@ -102,6 +110,15 @@ class SeriesDraws(collections.namedtuple(
   fast_forward: ``[S, batch_size]`` rows of the whole training data for the
     S steps that precede the series (``--fast_forward_max_steps``), or None.
   """
+
+  @property
+  def state_seed(self):
+    """The ``[2]`` int64 seed of the series' fresh optimizer state (its
+    random initial learning rates): a digest of ``init_tensors``."""
+    digest = hashlib.blake2b(digest_size=16)
+    for tensor in self.init_tensors:
+      digest.update(np.ascontiguousarray(tensor, np.float32).tobytes())
+    return np.frombuffer(digest.digest(), np.int64).copy()
 
 
 class MetaIterationPlan(collections.namedtuple(

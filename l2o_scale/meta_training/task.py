@@ -28,9 +28,12 @@ from problems import datasets
 
 class SeriesTensors(collections.namedtuple(
     "SeriesTensors",
-    ["init_tensors", "obj_weights", "batches", "mini_rows", "switches"])):
+    ["init_tensors", "obj_weights", "batches", "mini_rows", "switches",
+     "state_seed"])):
   """A series' draws as tensors, per unroll where a list: what a series
-  needs besides the data (and what a cluster worker's closure receives)."""
+  needs besides the data (and what a cluster worker's closure receives).
+  ``state_seed``: the seed of a fresh optimizer state
+  (:attr:`~l2o_scale.meta_training.plan.SeriesDraws.state_seed`)."""
 
 
 def one_hot(labels, depth=None):
@@ -161,7 +164,8 @@ class MetaTrainingTask(object):
         batches=[tf.constant(b) for b in draws.batches],
         mini_rows=[tf.constant(np.asarray(r, np.int64))
                    for r in draws.mini_rows],
-        switches=[tf.constant(s) for s in plan.switches])
+        switches=[tf.constant(s) for s in plan.switches],
+        state_seed=tf.constant(draws.state_seed))
 
   def unroll_inputs(self, tensors, u, mini, switch, first, reset,
                     mt_labels=None):
@@ -186,14 +190,15 @@ class MetaTrainingTask(object):
         mt_labels=[tf.convert_to_tensor(m) for m in mt_labels],
         first_unroll=tf.convert_to_tensor(first),
         reset_state=tf.convert_to_tensor(reset),
-        obj_data=held[0], obj_labels=held[1])
+        obj_data=held[0], obj_labels=held[1], state_seed=tensors.state_seed)
 
   def fast_forward(self, draws, mini):
     """The carried state after the fast-forward of ``draws`` (a
     :class:`~l2o_scale.meta_training.unroll.LoopState`): the current learned
     optimizer trains ``draws.init_tensors`` for ``len(draws.fast_forward)``
-    steps from a fresh optimizer state, as a meta-test run does (one
-    compiled loop, no meta-gradient). Its initial objective is that of the
+    steps from a fresh optimizer state (drawn from the series'
+    ``state_seed``), as a meta-test run does (one compiled loop, no
+    meta-gradient). Its initial objective is that of the
     initial parameters on the first unroll's mini dataset ``mini``, so the
     series' meta-objective stays relative to the start of the trajectory.
     """
@@ -203,7 +208,7 @@ class MetaTrainingTask(object):
           self.optimizer, self.problem, init, self.data, self.labels,
           self.config.jit_compile)
     run = self._fast_forward_run
-    run.reset(init)
+    run.reset(init, seed=draws.state_seed)
     run.run_chunk(tf.constant(draws.fast_forward))
     attend = [tf.convert_to_tensor(v) for v in run.param_vars]
     return unroll_lib.LoopState(

@@ -59,7 +59,7 @@ class UnrollInputs(collections.namedtuple(
     "UnrollInputs",
     ["obj_weights", "batches", "mini_data", "mini_labels", "init_tensors",
      "jacob_switch", "mt_labels", "first_unroll", "reset_state", "obj_data",
-     "obj_labels"], defaults=(None, None))):
+     "obj_labels", "state_seed"], defaults=(None, None, None))):
   """What one partial unroll reads besides the carried :class:`LoopState`:
   the original's feed of ``train`` (trainable_optimizer.py l.202-240).
 
@@ -75,6 +75,9 @@ class UnrollInputs(collections.namedtuple(
   obj_data, obj_labels: the data the meta-objective is measured on, if not
     the mini dataset (``--meta_objective=validation``: rows the optimizee
     never trains on); None: the mini dataset (the original).
+  state_seed: ``[2]`` int64 seed of the fresh optimizer state drawn when
+    ``reset_state`` (stateless: the same on every call and after a resume);
+    None: TensorFlow's random stream.
   """
 
   def objective_data(self):
@@ -158,7 +161,7 @@ def _select(flag, if_true, if_false):
 
 
 def initial_loop_state(problem, optimizer, init_tensors, obj_data, obj_labels,
-                       carried, first_unroll, reset_state):
+                       carried, first_unroll, reset_state, state_seed=None):
   """Starting values of an unroll (``_initialize_training_loop_parameters``).
 
   ``obj_data``, ``obj_labels``: the data of the meta-objective
@@ -170,7 +173,7 @@ def initial_loop_state(problem, optimizer, init_tensors, obj_data, obj_labels,
   ``init_tensors`` (as the original, which builds it from the fed initial
   tensors); otherwise the state carries over. Both flags may be tensors (the
   original's ``tf.cond`` on placeholders), so one compiled unroll serves all
-  cases.
+  cases. ``state_seed``: see :class:`UnrollInputs`.
   """
   init_tensors = [tf.convert_to_tensor(t, tf.float32) for t in init_tensors]
   if carried is None:
@@ -183,7 +186,8 @@ def initial_loop_state(problem, optimizer, init_tensors, obj_data, obj_labels,
   start_obj = problem.objective(params, obj_data, obj_labels)
   initial_obj = tf.where(first_unroll, start_obj, carried.initial_obj)
   states = _select(reset_state,
-                   optimizer.initialize_packed_state(init_tensors),
+                   optimizer.initialize_packed_state(init_tensors,
+                                                     seed=state_seed),
                    carried.states)
   global_state = _select(reset_state,
                          list(optimizer.initialize_global_state()),
@@ -365,7 +369,7 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
   obj_data, obj_labels = inputs.objective_data()
   start_obj, state = initial_loop_state(
       problem, optimizer, inputs.init_tensors, obj_data, obj_labels, carried,
-      inputs.first_unroll, inputs.reset_state)
+      inputs.first_unroll, inputs.reset_state, inputs.state_seed)
   step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg,
                      update or optimizer_update(optimizer),
                      state.initial_obj, time_parallel)
