@@ -136,7 +136,14 @@ elif [[ "${REPRO_MEDIUM:-0}" == 1 || "${REPRO_PRETRAINED:-0}" == 1 ]]; then
   if [[ "${REPRO_PRETRAINED:-0}" == 1 ]]; then
     SIZE=pretrained
     PRETRAINED_ONLY=1
-    VARIANTS=(l2o-scale l2o-entropy-reg l2o-entropy-reg-cl-mt)
+    # Every shipped optimizer (l2o_scale/pretrained/, as the package lists
+    # them).
+    read -r -a VARIANTS <<< "$(cd "$ROOT" && "$PYTHON" -c \
+      'from l2o_scale import pretrained; print(" ".join(pretrained.names()))')"
+    if [[ ${#VARIANTS[@]} == 0 ]]; then
+      echo "all.sh: no shipped optimizer found in l2o_scale/pretrained/" >&2
+      exit 1
+    fi
     CONV_LEARNED=""
     TUNED=(Adam-lr1e-3 SGD-lr0.1)
   fi
@@ -217,12 +224,15 @@ problem_flag() {
 # REPRO_VARIANTS: any variant of variant_flags, optionally .t<seed>.
 if [[ -n "${REPRO_VARIANTS:-}" ]]; then
   for v in $REPRO_VARIANTS; do
+    if [[ "$PRETRAINED_ONLY" == 1 ]]; then
+      if [[ " ${VARIANTS[*]} " != *" $v "* ]]; then
+        echo "all.sh: REPRO_VARIANTS names $v, which is not shipped (shipped: ${VARIANTS[*]})" >&2
+        exit 2
+      fi
+      continue
+    fi
     if ! [[ "$v" =~ ^(l2o-scale|l2o-entropy-paper-cmd|l2o-entropy-reg|l2o-entropy-reg-cl-mt|(hess|jacob)-[0-9]+(\.[0-9]+)?(e-?[0-9]+)?)(\.t[0-9]+)?$ ]]; then
       echo "all.sh: REPRO_VARIANTS names $v, which is no known variant (known: l2o-scale l2o-entropy-paper-cmd l2o-entropy-reg l2o-entropy-reg-cl-mt hess-<alpha> jacob-<alpha>, each optionally .t<seed>)" >&2
-      exit 2
-    fi
-    if [[ "$PRETRAINED_ONLY" == 1 && " ${VARIANTS[*]} " != *" $v "* ]]; then
-      echo "all.sh: REPRO_VARIANTS names $v, which is not shipped (shipped: ${VARIANTS[*]})" >&2
       exit 2
     fi
   done

@@ -15,6 +15,7 @@ Usage (a few minutes on 2 cores)::
 
 import argparse
 import datetime
+import glob
 import os
 import shlex
 import subprocess
@@ -29,14 +30,26 @@ sys.path.insert(0, HERE)
 
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
+import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-NAMES = ("l2o-scale", "l2o-entropy-reg", "l2o-entropy-reg-cl-mt",
-         "l2o-scale-stable")
 SEEDS = "6,12,18"
 PROBLEM = "mnist-mlp-sigmoid"  # folder of the results, as all.sh names it
 # The shipped optimizers: a package folder, or the checkout's.
 PRETRAINED_DIRS = (os.path.join(ROOT, "l2o_scale", "pretrained"),
                    os.path.join(HERE, "pretrained"))
+
+
+def shipped_names():
+  """Every shipped optimizer (a folder with a run record), in the plots'
+  order: the first of ``PRETRAINED_DIRS`` that holds any."""
+  for folder in PRETRAINED_DIRS:
+    names = [name for name in sorted(os.listdir(folder))
+             if glob.glob(os.path.join(folder, name, "*", "run_record.json"))
+            ] if os.path.isdir(folder) else []
+    if names:
+      return styles.ordered(names)
+  raise FileNotFoundError("no shipped optimizer in " +
+                          " or ".join(PRETRAINED_DIRS))
 
 
 def supports_pretrained_flag(python):
@@ -117,7 +130,8 @@ def main(argv=None):
   shown_cmds = []
   with tempfile.TemporaryDirectory() as work:
     save_dir = os.path.join(work, PROBLEM)
-    runs = [(name, name, optimizer_flags(name, by_name)) for name in NAMES]
+    runs = [(name, name, optimizer_flags(name, by_name))
+            for name in shipped_names()]
     runs.append(("Adam-lr1e-3", "Adam (lr 1e-3)",
                  ["--test_optimizer=Adam", "--baseline_learning_rate=1e-3"]))
     for model, _, flags in runs:

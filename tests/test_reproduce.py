@@ -237,8 +237,9 @@ def test_split_and_tuned_names():
 
 
 # Every name reproduce/all.sh can produce in one figure.
-ALL_NAMES = (["l2o-scale", "l2o-entropy-paper-cmd", "l2o-entropy-reg",
-              "l2o-entropy-reg-cl-mt", "SGD", "Adam", "Adagrad"] +
+ALL_NAMES = (["l2o-scale", "l2o-scale-stable", "l2o-entropy-paper-cmd",
+              "l2o-entropy-reg", "l2o-entropy-reg-cl-mt", "SGD", "Adam",
+              "Adagrad"] +
              ["{}-{}".format(k, a) for k in ("hess", "jacob")
               for a in ("1e-4", "1e-3", "1e-2")] +
              ["Adam-lr" + lr for lr in ("3e-4", "1e-3", "3e-3", "1e-2")] +
@@ -357,6 +358,20 @@ def test_regularizer_verdict_counts_training_seeds_not_test_seeds():
   clmt = [r for k, r in rows.items() if "CL" in k]
   assert "differs" in hess[0] and "too few seeds" in clmt[0]
   assert "differs" not in clmt[0]
+
+
+
+def test_verdicts_leave_out_l2o_scale_under_another_recipe():
+  """The shipped ``l2o-scale-stable`` is L2O-Scale trained with another
+  recipe: it gets no regularizer verdict; a regularized variant does."""
+  def stats(values):
+    return {m: medium.pooled_stats({1: np.asarray(values)})
+            for m in ("loss", "accuracy", "trace", "top_eig")}
+  table = medium.verdict_table({"mnist-mlp-sigmoid": {
+      "l2o-scale": stats([.80, .81]), "l2o-scale-stable": stats([.90, .91]),
+      "l2o-entropy-reg": stats([.85, .86])}}, lambda p: p)
+  assert styles.label("l2o-entropy-reg") in table
+  assert styles.label("l2o-scale-stable") not in table
 
 
 def test_parse_train_logs(medium_results):
@@ -738,6 +753,28 @@ def test_pretrained_metatest_table(tmp_path):
   assert ("| l2o-scale | 0.1000 / 0.8000 | 0.2000 / 0.9000 | 0.3000 / 0.7000 "
           "| 0.2000 / 0.8000 |") in text
   assert text.startswith("3000 steps")
+
+
+def test_pretrained_metatest_runs_every_shipped_optimizer():
+  import pretrained_metatest  # pylint: disable=g-import-not-at-top
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  names = pretrained_metatest.shipped_names()
+  assert sorted(names) == pretrained.names() and len(names) >= 4
+  assert names[:2] == ["l2o-scale", "l2o-scale-stable"]  # the plots' order
+
+
+def test_all_sh_pretrained_size_knows_every_shipped_optimizer(tmp_path):
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, REPRO_PRETRAINED="1", PYTHON=sys.executable,
+             REPRO_VARIANTS="l2o-scale-stable hess-1e-4")
+  env.pop("REPRO_TINY", None)
+  proc = subprocess.run(["bash", os.path.join(ROOT, "reproduce", "all.sh"),
+                         "--out={}".format(tmp_path / "repro")], env=env,
+                        capture_output=True, text=True, timeout=60)
+  assert proc.returncode == 2, proc.stderr
+  assert proc.stderr.strip() == (
+      "all.sh: REPRO_VARIANTS names hess-1e-4, which is not shipped "
+      "(shipped: {})".format(" ".join(pretrained.names())))
 
 
 def test_horizon_summary_means_and_seeds_holding(tmp_path):
