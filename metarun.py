@@ -182,6 +182,10 @@ def check_flags(flag_values):
     errors.append("--fast_forward_max_steps must be >= 0")
   if not 0. <= flag_values.fast_forward_fraction <= 1.:
     errors.append("--fast_forward_fraction must be in [0, 1]")
+  if (flag_values.fast_forward_init != "same" and
+      flag_values.fast_forward_max_steps <= 0):
+    errors.append("--fast_forward_init={} needs --fast_forward_max_steps > 0"
+                  .format(flag_values.fast_forward_init))
   if not 0. < flag_values.validation_fraction < 1.:
     errors.append("--validation_fraction must be in (0, 1)")
   if flag_values.selection_steps < 10:

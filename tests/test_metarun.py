@@ -124,7 +124,7 @@ def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
       "F(['metarun', '--gradient_clip_level=0', '--meta_learning_rate=-1',\n"
       "   '--rms_decay=2', '--cell_cls=LSTMFoo',\n"
       "   '--optimizer=CoordinatewiseRNN', '--meta_lr_warmup=-1',\n"
-      "   '--validation_fraction=1'])\n"
+      "   '--validation_fraction=1', '--fast_forward_init=problem'])\n"
       "for e in metarun.check_flags(F): print('E', e)\n"
       "sys.argv = ['metarun.py', '--fix_unroll', 'False']\n"
       "print('S', metarun.stray_arguments(['metarun.py', 'False']))\n"
@@ -140,9 +140,11 @@ def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
                "--cell_cls='LSTMFoo' is not one of",
                "--optimizer=CoordinatewiseRNN cannot be built",
                "--meta_lr_warmup must be >= 0",
-               "--validation_fraction must be in (0, 1)"):
+               "--validation_fraction must be in (0, 1)",
+               "--fast_forward_init=problem needs --fast_forward_max_steps "
+               "> 0"):
     assert sum(e.startswith(flag) for e in errors) == 1, (flag, errors)
-  assert len(errors) == 7, errors
+  assert len(errors) == 8, errors
   assert ("S unexpected argument 'False': boolean flags take their value "
           "after '=', e.g. --fix_unroll=False") in lines
   assert "RC 3" in lines

@@ -373,6 +373,46 @@ def test_fast_forward_draws_only_when_asked():
   assert all(never.fast_forward() is None for _ in range(20))
 
 
+def test_fast_forwarded_series_start_from_the_problems_initialisation():
+  """--fast_forward_init=problem: a series with a fast-forward starts from
+  the problem's own initialisation (here N(0, 0.01)), one without keeps
+  N(0, 1); every other draw of the meta-iteration is the one of
+  --fast_forward_init=same (the problem's start is drawn after them)."""
+  problem = pg.FullyConnected(6, 3, hidden_sizes=(4,))
+  schedule = types.SimpleNamespace(fix_unroll=True, fix_unroll_length=5,
+                                   fix_num_steps=10, if_cl=False)
+
+  def plans(init):
+    planner = plan_lib.Planner(problem, 40, 8, 40, metaopt.TrainingConfig(
+        fast_forward_max_steps=50, fast_forward_fraction=0.5,
+        fast_forward_init=init))
+    out = []
+    for k in range(12):  # The same streams at the start of each.
+      np.random.seed(k)
+      random.seed(k)
+      out.append(planner.meta_iteration(k, schedule, None))
+    return out
+
+  same, problem_init = plans("same"), plans("problem")
+  forwarded = 0
+  for a, b in zip(same, problem_init):
+    a, b = a.draws, b.draws
+    assert (a.fast_forward is None) == (b.fast_forward is None)
+    if a.fast_forward is not None:
+      np.testing.assert_array_equal(a.fast_forward, b.fast_forward)
+    for x, y in zip(a.batches + a.mini_rows, b.batches + b.mini_rows):
+      np.testing.assert_array_equal(x, y)
+    largest = max(np.abs(t).max() for t in b.init_tensors)
+    if b.fast_forward is None:
+      assert largest > 1.  # N(0, 1): 54 values
+      for x, y in zip(a.init_tensors, b.init_tensors):
+        np.testing.assert_array_equal(x, y)
+    else:
+      forwarded += 1
+      assert largest < 0.1  # N(0, 0.01): 54 values, within 10 sigma
+  assert 0 < forwarded < 12
+
+
 def test_a_series_after_a_fast_forward_continues_the_trajectory(tmp_path):
   """With a fast-forward, the first unroll starts where the learned
   optimizer's own S-step run from the same initial parameters ends (a

@@ -24,6 +24,7 @@ REGULARIZE_TIMES = ("posterior", "prior", "none", "always")
 
 
 OPTIMIZEE_INITS = ("normal", "problem")
+FAST_FORWARD_INITS = ("same", "problem")
 
 META_OBJECTIVES = ("train", "validation")
 
@@ -139,6 +140,13 @@ class TrainingConfig:
   fast_forward_fraction: float = flag(
       0.5, "With --fast_forward_max_steps: the share of meta-iterations "
       "whose series starts after a fast-forward.")
+  fast_forward_init: str = flag(
+      "same", "With --fast_forward_max_steps: where a fast-forwarded series "
+      "starts: 'same' = as every series (--optimizee_init); 'problem' = the "
+      "problem's own initialisation, as meta-testing starts, so that the "
+      "unrolls after a fast-forward see the late phases of the runs a user "
+      "runs (series without a fast-forward keep --optimizee_init).",
+      FAST_FORWARD_INITS)
   # New in the port: a meta-objective that rewards generalization
   # (docs/meta-training.md, "A validation meta-objective").
   meta_objective: str = flag(

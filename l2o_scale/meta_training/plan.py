@@ -170,8 +170,9 @@ class Planner(object):
     self.mini_batch_size = mini_batch_size
     self.config = config
 
-  def init_tensors(self):
-    """Fresh optimizee parameters for a series.
+  def init_tensors(self, kind=None):
+    """Fresh optimizee parameters for a series (``kind``: one of
+    ``OPTIMIZEE_INITS``, by default ``--optimizee_init``).
 
     ``optimizee_init="normal"`` (the original): standard normal, drawn with
     numpy. ``"problem"``: the problem's own initialisation, as meta-testing
@@ -180,7 +181,7 @@ class Planner(object):
     the values depend on the seeds only; no ``tf.random.set_seed``, which
     would clear TF's kernel cache).
     """
-    if self.config.optimizee_init == "problem":
+    if (kind or self.config.optimizee_init) == "problem":
       seed = int(np.random.randint(2**31 - 1))
       return [t.numpy() for t in self.problem.init_tensors(seed=seed)]
     return [np.random.normal(size=shape).astype(np.float32)
@@ -251,12 +252,15 @@ class Planner(object):
     for _ in range(config.meta_batch_size):
       batches, teacher = self.batches(lengths, stride)
       mini_rows = self.mini_rows(len(lengths))
-      instances.append(SeriesDraws(self.init_tensors(), batches, mini_rows,
+      init = self.init_tensors()
+      # The teacher's steps start at the initial parameters.
+      fast_forward = None if mt_training else self.fast_forward()
+      if fast_forward is not None and config.fast_forward_init == "problem":
+        # Drawn after the rest, so the other draws stay as they were.
+        init = self.init_tensors("problem")
+      instances.append(SeriesDraws(init, batches, mini_rows,
                                    teacher if mt_training else None,
-                                   # The teacher's steps start at the
-                                   # initial parameters.
-                                   None if mt_training
-                                   else self.fast_forward()))
+                                   fast_forward))
     return MetaIterationPlan(
         k, lengths, mt_training, tuple(instances),
         self.switches(len(lengths)),
