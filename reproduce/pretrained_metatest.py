@@ -15,7 +15,6 @@ Usage (a few minutes on 2 cores)::
 
 import argparse
 import datetime
-import glob
 import os
 import shlex
 import subprocess
@@ -26,11 +25,13 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SEEDS = "6,12,18"
 PROBLEM = "mnist-mlp-sigmoid"  # folder of the results, as all.sh names it
@@ -40,16 +41,9 @@ PRETRAINED_DIRS = (os.path.join(ROOT, "l2o_scale", "pretrained"),
 
 
 def shipped_names():
-  """Every shipped optimizer (a folder with a run record), in the plots'
-  order: the first of ``PRETRAINED_DIRS`` that holds any."""
-  for folder in PRETRAINED_DIRS:
-    names = [name for name in sorted(os.listdir(folder))
-             if glob.glob(os.path.join(folder, name, "*", "run_record.json"))
-            ] if os.path.isdir(folder) else []
-    if names:
-      return styles.ordered(names)
-  raise FileNotFoundError("no shipped optimizer in " +
-                          " or ".join(PRETRAINED_DIRS))
+  """Every shipped optimizer (``l2o_scale.pretrained.names()``), in the
+  plots' order."""
+  return styles.ordered(pretrained.names())
 
 
 def supports_pretrained_flag(python):
