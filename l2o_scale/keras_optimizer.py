@@ -34,9 +34,14 @@ of known length, e.g. ``keras.optimizers.schedules.CosineDecay(1.0, steps)``
 :mod:`l2o_scale.meta_testing.step_schedule`). Not with an optimizer that
 attends (its real parameters live in its state).
 
-Limitations: ``weight_decay`` is not used by the update; only the default
-distribution strategy is supported (the joint update cannot be split per
-replica variable).
+Keras' own ``weight_decay`` works as for any Keras optimizer: before the
+update each variable shrinks by ``weight_decay * learning_rate`` of itself,
+the decoupled decay of ``metatest.py --weight_decay`` (the learned steps keep
+a fixed size, so in long runs the weights otherwise keep growing once the
+data is fit; see docs/keras.md).
+
+Limitation: only the default distribution strategy is supported (the joint
+update cannot be split per replica variable).
 """
 
 import warnings

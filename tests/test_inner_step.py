@@ -143,3 +143,28 @@ def test_step_scale_scales_the_update_and_refuses_attention():
     inner_step.inner_step(_Bowl(), _Recorder(True), [tf.constant(true)],
                           [{"true_param": tf.constant(true)}], [], None,
                           None, step_scale=tf.constant(0.5))
+
+
+def test_weight_decay_shrinks_the_old_point_and_refuses_attention():
+  """new = proposed - s * wd * old (closed form for the stub's gradient
+  step, with and without a step scale s); wd 0 is the proposed update bit
+  for bit; with attention it is refused."""
+  true = np.array([[0.5], [0.25], [-1.]], np.float32)
+  proposed = true - 0.1 * 2. * (true - CENTER)
+  for scale, expected in (
+      (None, proposed - 0.01 * true),
+      (0.5, true + 0.5 * (proposed - true) - 0.5 * 0.01 * true)):
+    out = inner_step.inner_step(
+        _Bowl(), _Recorder(False), [tf.constant(true)],
+        [{"true_param": tf.constant(true)}], [], None, None,
+        step_scale=None if scale is None else tf.constant(scale),
+        weight_decay=0.01)
+    np.testing.assert_allclose(out.variables[0].numpy(), expected, rtol=1e-6)
+  out = inner_step.inner_step(
+      _Bowl(), _Recorder(False), [tf.constant(true)],
+      [{"true_param": tf.constant(true)}], [], None, None, weight_decay=0.)
+  np.testing.assert_array_equal(out.variables[0].numpy(), proposed)
+  with pytest.raises(ValueError, match="weight decay"):
+    inner_step.inner_step(_Bowl(), _Recorder(True), [tf.constant(true)],
+                          [{"true_param": tf.constant(true)}], [], None,
+                          None, weight_decay=0.01)

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
 from l2o_scale.keras_optimizer import LearnedOptimizer
+from l2o_scale.meta_testing import inner_step
 from problems import datasets
 from problems import problem_generator as pg
 
@@ -227,3 +228,34 @@ def test_learning_rate_scales_the_learned_update(fixture, tmp_path):
   assert isinstance(loaded._learning_rate,
                     keras.optimizers.schedules.CosineDecay)
   assert loaded._learning_rate.decay_steps == 100
+
+
+def test_keras_weight_decay_is_the_metatest_weight_decay(fixture):
+  """Keras' own weight_decay (decay by weight_decay * learning_rate before
+  the update) gives the step metatest.py --weight_decay takes:
+  old + s (learned - old) - s wd old."""
+  folder, spec, arrays = fixture
+  ckpt = os.path.join(folder, "ckpt", "model.ckpt-0")
+  kwargs = spec["optimizer"]["kwargs"]
+  init = [arrays["init{}".format(i)] for i in range(4)]
+  grads = [np.random.RandomState(i).randn(*v.shape).astype(np.float32)
+           for i, v in enumerate(init)]
+
+  def one_step(**keras_kwargs):
+    opt = LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs=kwargs,
+                                           **keras_kwargs)
+    variables = [keras.Variable(v) for v in init]
+    opt.apply(grads, variables)
+    return [v.numpy() for v in variables]
+
+  learned = one_step()
+  for scale in (1., 0.5):
+    decayed = one_step(weight_decay=0.01, learning_rate=scale)
+    expected = inner_step.weight_decayed(
+        init, [x + scale * (f - x) for f, x in zip(learned, init)], 0.01,
+        scale)
+    for d, e in zip(decayed, expected):
+      np.testing.assert_allclose(d, e, rtol=1e-5, atol=1e-6)
+    # The decay moved the weights (0.01 * scale * |x| >> the tolerance).
+    undecayed = init[0] + scale * (learned[0] - init[0])
+    assert np.abs(decayed[0] - undecayed).max() > 1e-3

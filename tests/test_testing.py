@@ -245,3 +245,50 @@ def test_step_decay_start_holds_the_step_then_decays():
   for bad in (1., -0.1):
     with pytest.raises(ValueError, match="decay_start"):
       step_schedule.step_scales("cosine", 100, decay_start=bad)
+
+
+def test_weight_decay_is_decoupled_from_the_update():
+  """SGD with a decoupled weight decay follows the closed form x <- x - lr g
+  - s wd x step by step (s: the schedule's scale), wd 0 keeps the run bit
+  for bit, and a negative decay is refused."""
+  from l2o_scale.meta_testing import step_schedule  # pylint: disable=g-import-not-at-top
+  steps, lr, wd = 7, 0.05, 0.1
+  problem = pg.Quadratic(5, random_seed=3)
+  init = [np.random.RandomState(0).randn(5, 1).astype(np.float32)]
+  w, y = problem.w.astype(np.float64), problem.y.astype(np.float64)
+  opt = baselines.build("SGD", lr)
+  for schedule in ("none", "linear"):
+    scales = step_schedule.step_scales(schedule, steps)
+    scales = np.ones(steps) if scales is None else scales
+    _, params, _ = testing.test_optimizer(opt, problem, steps, seed=init,
+                                          progress=False, weight_decay=wd,
+                                          step_schedule=schedule)
+    x = init[0].astype(np.float64)
+    for t in range(steps):
+      x = x - scales[t] * (lr * (w.T @ (w @ x - y)) + wd * x)
+    np.testing.assert_allclose(params[0], x, rtol=2e-5, atol=1e-6)
+  plain = testing.test_optimizer(opt, problem, steps, seed=init,
+                                 progress=False)
+  undecayed = testing.test_optimizer(opt, problem, steps, seed=init,
+                                     progress=False, weight_decay=0.)
+  np.testing.assert_array_equal(plain[1][0], undecayed[1][0])
+  with pytest.raises(ValueError, match="weight_decay must be >= 0"):
+    testing.test_optimizer(opt, problem, steps, seed=init, progress=False,
+                           weight_decay=-1e-4)
+
+
+def test_run_cache_keeps_runs_of_another_weight_decay_apart():
+  """The decay is traced into the compiled loop: a cached loop of another
+  decay is not reused."""
+  problem = pg.Quadratic(5, random_seed=3)
+  init = [np.random.RandomState(0).randn(5, 1).astype(np.float32)]
+  opt = baselines.build("SGD", 0.05)
+  cache = testing.RunCache()
+  runs = [testing.test_optimizer(opt, problem, 5, seed=init, progress=False,
+                                 run_cache=cache, weight_decay=wd)[1][0]
+          for wd in (0., 0.1, 0.)]
+  fresh = testing.test_optimizer(opt, problem, 5, seed=init, progress=False,
+                                 weight_decay=0.1)[1][0]
+  np.testing.assert_array_equal(runs[1], fresh)
+  np.testing.assert_array_equal(runs[0], runs[2])
+  assert not np.allclose(runs[0], runs[1])

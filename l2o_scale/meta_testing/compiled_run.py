@@ -38,8 +38,10 @@ class CompiledRun(object):
   chunks; inside a chunk they are loop tensors.
   """
 
-  def __init__(self, optimizer, problem, params, data, labels, jit_compile):
+  def __init__(self, optimizer, problem, params, data, labels, jit_compile,
+               weight_decay=0.):
     self.optimizer = optimizer
+    self.weight_decay = float(weight_decay)  # Fixed: traced into the loop.
     self.problem = problem
     self.data_source = data  # kept alive: part of the cache key
     self.data = None if data is None else to_tensor(data)
@@ -104,7 +106,7 @@ class CompiledRun(object):
     data, labels = self._batch(idx)
     obj, new_params, new_states, new_glob = inner_step.inner_step(
         self.problem, self.optimizer, params, states, glob, data, labels,
-        packed=True, step_scale=scale)
+        packed=True, step_scale=scale, weight_decay=self.weight_decay)
     new_states = tf.nest.map_structure(tf.convert_to_tensor, new_states)
     return tf.cast(obj, tf.float32), new_params, new_states, new_glob
 
@@ -209,9 +211,11 @@ class RunCache(object):
     self._run = None
     self._keep = None  # Keeps data and labels alive: their ids are the key.
 
-  def get(self, optimizer, problem, params, data, labels, jit_compile):
+  def get(self, optimizer, problem, params, data, labels, jit_compile,
+          weight_decay=0.):
     key = (id(optimizer), id(problem), None if data is None else id(data),
-           None if labels is None else id(labels), bool(jit_compile))
+           None if labels is None else id(labels), bool(jit_compile),
+           float(weight_decay))
     run = self._run
     if (run is not None and self._key == key and
         [tuple(v.shape) for v in run.param_vars] ==
@@ -219,6 +223,6 @@ class RunCache(object):
       run.reset(params)
       return run
     self._run = CompiledRun(optimizer, problem, params, data, labels,
-                            jit_compile)
+                            jit_compile, weight_decay)
     self._key, self._keep = key, (data, labels)
     return self._run

@@ -69,12 +69,13 @@ def true_params(optimizer, variables, states, packed=False):
 
 
 def check_scalable(optimizer):
-  """Refuses to scale the updates of an optimizer that attends: its real
-  parameters live in its state, which a scaled step would leave behind."""
+  """Refuses to scale or decay the updates of an optimizer that attends: its
+  real parameters live in its state, which a changed step would leave
+  behind."""
   if uses_attention(optimizer):
-    raise ValueError("a scaled step (step schedule, Keras learning_rate) does "
-                     "not go with an optimizer that attends (use_attention): "
-                     "its real parameters live in its state")
+    raise ValueError("a scaled step (step schedule, Keras learning_rate) or a "
+                     "weight decay does not go with an optimizer that attends "
+                     "(use_attention): its real parameters live in its state")
 
 
 def scaled_update(variables, proposed, scale):
@@ -89,8 +90,25 @@ def scaled_update(variables, proposed, scale):
                           for v, p in zip(variables, proposed)])
 
 
+def weight_decayed(variables, new_variables, weight_decay, scale=None):
+  """``new - scale * weight_decay * old``: a decoupled weight decay (the
+  AdamW form, and what Keras' ``weight_decay`` does before an optimizer's
+  update, with ``scale`` its learning rate: here the step schedule's
+  scale). ``weight_decay`` is a Python float; 0 returns ``new_variables``
+  untouched (no op in the graph).
+
+  Why it exists: the learned optimizers' steps have a fixed RMS per tensor
+  (``dynamic_output_scale``), so once the data is fit their weights keep
+  growing along the loss's margin direction and held-out accuracy falls;
+  the decay bounds that growth (docs/meta-testing.md)."""
+  if not weight_decay:
+    return list(new_variables)
+  decay = float(weight_decay) if scale is None else scale * weight_decay
+  return [new - decay * old for old, new in zip(variables, new_variables)]
+
+
 def inner_step(problem, optimizer, variables, states, global_state, data,
-               labels, packed=False, step_scale=None):
+               labels, packed=False, step_scale=None, weight_decay=0.):
   """One meta-test step: objective and gradients on one batch, then the update.
 
   Args:
@@ -107,6 +125,9 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
     step_scale: None, or a scalar tensor that scales the update
       (:func:`scaled_update`); not with attention, whose real parameters live
       in the optimizer's state.
+    weight_decay: a Python float, the decoupled weight decay of every step
+      (:func:`weight_decayed`, scaled by ``step_scale``); 0: none. Not with
+      attention.
 
   Returns:
     StepResult: ``objective`` on the batch at the real parameters
@@ -124,7 +145,10 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
   new_params, new_states, new_global, new_attend, _ = compute(
       variables, grads, states, global_state)
   new_variables = next_variables(optimizer, new_params, new_attend)
-  if step_scale is not None:
+  if step_scale is not None or weight_decay:
     check_scalable(optimizer)
+  if step_scale is not None:
     new_variables = scaled_update(variables, new_variables, step_scale)
+  new_variables = weight_decayed(variables, new_variables, weight_decay,
+                                 step_scale)
   return StepResult(obj, new_variables, new_states, list(new_global))

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import compiled_run
+from l2o_scale.meta_testing import inner_step
 from l2o_scale.meta_testing import step_schedule as step_schedule_lib
 from l2o_scale.runs import checkpoints
 from problems import datasets
@@ -164,7 +165,8 @@ def batch_schedule(num_iter, data, batch_size, seed, batches=None):
 
 
 def _prepare(optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
-             restore_model_name, batches, jit_compile, run_cache):
+             restore_model_name, batches, jit_compile, run_cache,
+             weight_decay=0.):
   """What both tests need: the restored optimizer, the data, the batch
   schedule, and the compiled run from its initial parameters."""
   _check_pure_optimizer(optimizer)
@@ -173,7 +175,7 @@ def _prepare(optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
   params = initial_parameters(problem, seed)
   schedule = batch_schedule(num_iter, data, batch_size, seed, batches)
   run = (run_cache or RunCache()).get(optimizer, problem, params, data,
-                                      labels, jit_compile)
+                                      labels, jit_compile, weight_decay)
   return run, schedule, data, labels
 
 
@@ -236,7 +238,8 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
                    restore_model_name=None, batches=None,
                    heldout_dataset=None, heldout_every=None, progress=None,
                    progress_every=DEFAULT_PROGRESS_EVERY, jit_compile=False,
-                   run_cache=None, step_schedule=None, step_decay_start=0.):
+                   run_cache=None, step_schedule=None, step_decay_start=0.,
+                   weight_decay=0.):
   """Tests an optimization algorithm on a given problem.
 
   Port of ``metaopt.test_optimizer`` (evaluation metaopt.py l.606-745), same
@@ -282,6 +285,10 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
       the port).
     step_decay_start: with a ``step_schedule``, the share of the run before
       the decay starts (the scale holds at 1 until then).
+    weight_decay: decoupled weight decay of every update, ``new = proposed -
+      scale * weight_decay * old`` (``scale``: the step schedule's, else 1;
+      :func:`l2o_scale.meta_testing.inner_step.weight_decayed`; new in the
+      port; 0, the default, is the original update).
 
   Returns:
     objective_values: list (``num_iter``) of the objective on each step's
@@ -290,9 +297,13 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
     records: dict of lists (empty unless ``record_every``/``heldout_every``).
   """
   num_iter = int(num_iter)
+  if weight_decay < 0:
+    raise ValueError("weight_decay must be >= 0, got {}".format(weight_decay))
+  if weight_decay:
+    inner_step.check_scalable(optimizer)
   run, schedule, data, labels = _prepare(
       optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
-      restore_model_name, batches, jit_compile, run_cache)
+      restore_model_name, batches, jit_compile, run_cache, weight_decay)
   scales = step_schedule_lib.step_scales(step_schedule, num_iter,
                                          step_decay_start)
   recorder = _Recorder(run, data, labels, record_every, heldout_dataset,

@@ -25,6 +25,10 @@ metatest.py's decay of its steps; a decay depends on the run's length, so
 each horizon is then a run of its own (``<out>/<problem>/<schedule><N>/``).
 Adam stays the constant-step baseline of the rules.
 
+``--weight_decay=L`` runs the learned optimizer with metatest.py's decoupled
+weight decay (a constant one: the shorter horizons still read the prefix of
+the 10,000-step runs); Adam stays the baseline without it.
+
 Writes ``<out>/horizon_check.{md,json}`` and prints the table; exits 1 if a
 rule fails. Adam's runs are reused from ``<out>`` when present.
 
@@ -78,6 +82,8 @@ def define_flags():
                     "(a run per horizon when not none).")
   flags.DEFINE_float("step_decay_start", 0., "metatest.py's "
                      "--step_decay_start, with --step_schedule.")
+  flags.DEFINE_float("weight_decay", 0., "metatest.py's --weight_decay for "
+                     "the learned optimizer (Adam runs without).")
 
 
 FLAGS = flags.FLAGS
@@ -205,6 +211,8 @@ def main(argv):
   else:
     source = ["--test_optimizer=L2o", "--train_dir=" + FLAGS.train_dir,
               "--restore_model_name=model.ckpt-0"]
+  if FLAGS.weight_decay:
+    source.append("--weight_decay={}".format(FLAGS.weight_decay))
   flag_of = dict(PROBLEMS)
   for problem in FLAGS.problems:
     out_dir = os.path.join(FLAGS.out, problem)
