@@ -26,9 +26,11 @@ optimizee: train on the train split, every N steps measure loss and accuracy
 on the held-out test split, saved as
 ``<save_dir>/seed<S>_heldout_record-<model_name>.json``),
 ``--progress_every``, ``--jit_compile``, ``--pretrained`` (a pretrained
-optimizer shipped with the package, by name) and ``--assume_optimizer_flags``
+optimizer shipped with the package, by name), ``--assume_optimizer_flags``
 (a checkpoint of this port whose ``run_record.json`` is lost is refused
-unless its optimizer flags are given with it).
+unless its optimizer flags are given with it), ``--flatness_probes``,
+``--step_schedule``/``--step_decay_start`` (a decay of every update over the
+run) and ``--weight_decay`` (a decoupled weight decay of every update).
 
 Differences: the flags of meta-training that the original declared but never
 used here (``task``, ``num_problems``, ``meta_learning_rate``...) are kept so

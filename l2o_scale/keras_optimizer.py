@@ -151,9 +151,26 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                level_sizes=level_sizes, **keras_kwargs)
 
   @classmethod
-  def pretrained(cls, name, **keras_kwargs):
+  def pretrained(cls, name, total_steps=None, **keras_kwargs):
     """A pretrained optimizer shipped with the package, by name (see
-    ``python -m l2o_scale.pretrained`` for the names and their cards)."""
+    ``python -m l2o_scale.pretrained`` for the names and their cards).
+
+    ``total_steps``: the length of a long run (e.g. epochs x steps per
+    epoch). It applies the card's settings for long runs: Keras'
+    ``weight_decay`` and, as ``learning_rate``, the learned step held for
+    the first ``step_decay_start`` of the run and decayed (cosine) over the
+    rest (:func:`long_run_schedule`). Explicit ``weight_decay`` or
+    ``learning_rate`` arguments win. Without it: the learned update as it
+    is."""
+    if total_steps is not None:
+      settings = shipped.long_run_settings(name)
+      if settings is None:
+        raise ValueError("the pretrained optimizer {!r} has no settings for "
+                         "long runs in its card; pass weight_decay and "
+                         "learning_rate yourself".format(name))
+      keras_kwargs.setdefault("weight_decay", settings["weight_decay"])
+      keras_kwargs.setdefault("learning_rate", long_run_schedule(
+          total_steps, settings["step_decay_start"]))
     return cls.from_checkpoint(shipped.checkpoint(name), **keras_kwargs)
 
   # -------------------------------------------------------------- variables
@@ -305,6 +322,22 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                     **config)
     optimizer._meta_parameters_pending = True
     return optimizer
+
+
+def long_run_schedule(total_steps, decay_start=0.8):
+  """Keras' ``CosineDecay`` that holds 1 for the first ``decay_start`` of a
+  run of ``total_steps`` and decays to 0 over the rest (a "warm-up" from 1
+  to 1 is the hold): metatest.py's ``--step_schedule=cosine
+  --step_decay_start``, as a ``learning_rate`` of :class:`LearnedOptimizer`."""
+  total_steps = int(total_steps)
+  if total_steps < 1 or not 0. <= decay_start < 1.:
+    raise ValueError("a long-run schedule needs total_steps >= 1 and "
+                     "decay_start in [0, 1), got {} and {}".format(
+                         total_steps, decay_start))
+  hold = min(int(round(decay_start * total_steps)), total_steps - 1)
+  return keras.optimizers.schedules.CosineDecay(
+      1.0, decay_steps=total_steps - hold, warmup_target=1.0,
+      warmup_steps=hold)
 
 
 def _json_ready(kwargs):

@@ -24,7 +24,6 @@ import re
 import numpy as np
 
 from styles import is_baseline  # pylint: disable=unused-import
-from styles import RECIPE_VARIANTS
 from styles import label as variant_label
 from styles import ordered as ordered_variants
 from styles import split_name
@@ -313,8 +312,7 @@ def verdict_table(stats, problem_label, metric="accuracy"):
   variant can be compared."""
   problems = [p for p in stats if "l2o-scale" in stats[p]]
   variants = ordered_variants({v for p in problems for v in stats[p]
-                               if v != "l2o-scale" and not is_baseline(v)
-                               and split_name(v)[0] not in RECIPE_VARIANTS})
+                               if v != "l2o-scale" and not is_baseline(v)})
   if not variants:
     return ""
   words = {"differs": "beyond the spread", "within seed spread": "within",

@@ -3,9 +3,10 @@ and writes what it gives as a Markdown table (docs/keras.md includes it).
 
 Why: numbers copied into documentation by hand go stale when the shipped
 optimizers or the code change. This runs the command the docs show, for each
-shipped optimizer and for Adam at lr 1e-3 in the same settings, and writes
-the commands, the machine, the date and the results into one file that the
-docs include as it is.
+shipped optimizer (as it is, and with its card's settings for long runs:
+weight decay and the end-of-run decay of the step) and for Adam at lr 1e-3
+in the same settings, and writes the commands, the machine, the date and
+the results into one file that the docs include as it is.
 
 Usage (a few minutes on 2 cores)::
 
@@ -66,6 +67,11 @@ def optimizer_flags(name, by_name):
       name, " or ".join(PRETRAINED_DIRS)))
 
 
+def long_run_flags(settings):
+  """metatest.py flags of a card's settings for long runs."""
+  return ["--{}={}".format(k, v) for k, v in sorted(settings.items())]
+
+
 def command(python, optimizer, model_name, steps, save_dir, data_dir):
   cmd = [python, "metatest.py"] + optimizer + [
       "--include_mnist_mlp_problems", "--num_testing_itrs={}".format(steps),
@@ -124,8 +130,15 @@ def main(argv=None):
   shown_cmds = []
   with tempfile.TemporaryDirectory() as work:
     save_dir = os.path.join(work, PROBLEM)
-    runs = [(name, name, optimizer_flags(name, by_name))
-            for name in shipped_names()]
+    runs = []
+    for name in shipped_names():
+      runs.append((name, name, optimizer_flags(name, by_name)))
+      settings = pretrained.long_run_settings(name)
+      if settings:
+        runs.append((name + "-long-run-settings",
+                     name + ", the card's settings for long runs",
+                     optimizer_flags(name, by_name) + long_run_flags(
+                         settings)))
     runs.append(("Adam-lr1e-3", "Adam (lr 1e-3)",
                  ["--test_optimizer=Adam", "--baseline_learning_rate=1e-3"]))
     for model, _, flags in runs:

@@ -15,6 +15,15 @@ Usage (after a medium-size run)::
 
   python reproduce/ship_pretrained.py --out=reproduce/out/medium \\
       --stage=l2o-scale.t1 --name=l2o-scale
+
+``--long_runs=DIR`` (with ``--name`` of a shipped optimizer and no
+``--out``) writes the card's settings for long runs and what they give:
+the report of ``python -m l2o_scale.tools.horizon_check`` in DIR, run with
+those settings (``--weight_decay``, ``--step_schedule``,
+``--step_decay_start``, read from its held-out records)::
+
+  python reproduce/ship_pretrained.py --name=l2o-scale --long_runs=/tmp/hc \\
+      --description="..."
 """
 
 import argparse
@@ -36,6 +45,7 @@ import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -136,6 +146,87 @@ def ship(out_dir, stage, name, description, dest_root,
   return dest
 
 
+def long_run_card(rows, settings):
+  """The card's ``long_runs`` section from a horizon check's rows: the
+  settings, and per problem and horizon the test seeds, the mean final
+  train loss and held-out accuracy (the learned optimizer's and Adam's at
+  lr 1e-3) and how many seeds hold every rule."""
+  results = {}
+  for r in rows:
+    entry = results.setdefault(r["problem"], {}).setdefault(
+        str(r["horizon"]), {"test_seeds": [], "final": [], "accuracy": [],
+                            "adam_final": [], "adam_accuracy": [],
+                            "seeds_holding": 0})
+    entry["test_seeds"].append(r["seed"])
+    for key, who, metric in (("final", "learned", "final"),
+                             ("accuracy", "learned", "accuracy"),
+                             ("adam_final", "adam", "final"),
+                             ("adam_accuracy", "adam", "accuracy")):
+      entry[key].append(r[who][metric])
+    entry["seeds_holding"] += not r["failures"]
+  for by_horizon in results.values():
+    for entry in by_horizon.values():
+      for key in ("final", "accuracy", "adam_final", "adam_accuracy"):
+        entry[key + "_mean"] = float(np.mean(entry.pop(key)))
+  held = sum(not r["failures"] for r in rows)
+  return {"settings": dict(settings),
+          "summary": "{} of {} checks of the MNIST MLPs at 2,000 and 10,000 "
+                     "steps hold every rule of "
+                     "l2o_scale.tools.horizon_check".format(held, len(rows)),
+          "horizon_check": results}
+
+
+def report_settings(report_dir, rows):
+  """The learned optimizer's --weight_decay/--step_schedule/
+  --step_decay_start in a horizon check, from its held-out records."""
+  from l2o_scale.tools import horizon_check  # pylint: disable=g-import-not-at-top
+  r = rows[-1]
+  folder = horizon_check.learned_dir(report_dir, r["problem"], r["horizon"],
+                                     None)
+  found = set()
+  for sub, _, files in os.walk(folder):
+    for f in files:
+      if f.startswith("seed") and "_heldout_record-" in f and \
+          "Adam-lr" not in f:
+        with open(os.path.join(sub, f)) as fh:
+          record = json.load(fh)
+        found.add((record.get("weight_decay", 0.),
+                   record.get("step_schedule", "none"),
+                   record.get("step_decay_start", 0.)))
+  if len(found) != 1:
+    raise ValueError("{} holds learned runs with {} sets of settings; check "
+                     "one optimizer per folder".format(report_dir, len(found)))
+  weight_decay, schedule, start = found.pop()
+  return {"weight_decay": weight_decay, "step_schedule": schedule,
+          "step_decay_start": start}
+
+
+def update_long_runs(name, report_dir, description, dest_root):
+  """Writes the ``long_runs`` section (and a new description, if given) of
+  the shipped ``name``'s card."""
+  folder = os.path.join(dest_root, name)
+  subdirs = [d for d in os.listdir(folder)
+             if os.path.exists(run_record.path(os.path.join(folder, d)))]
+  if len(subdirs) != 1:
+    raise ValueError("{} holds no single shipped checkpoint".format(folder))
+  dest = os.path.join(folder, subdirs[0])
+  with open(run_record.path(dest)) as f:
+    record = json.load(f)
+  with open(os.path.join(report_dir, "horizon_check.json")) as f:
+    rows = json.load(f)
+  card = record["card"]
+  card["long_runs"] = long_run_card(rows, report_settings(report_dir, rows))
+  if description:
+    card["description"] = description
+  card["name"] = name
+  record["training_flags"]["train_dir"] = os.path.join(
+      os.path.relpath(dest_root, ROOT), name)
+  with atomic_file.replace(run_record.path(dest)) as f:
+    json.dump(record, f, indent=1, sort_keys=True)
+    f.write("\n")
+  return dest
+
+
 def _without_local_paths(record, out_dir, data_dir, dest_root, name):
   """The card names no folder of the machine it was made on."""
   text = json.dumps(record)
@@ -151,8 +242,10 @@ def _without_local_paths(record, out_dir, data_dir, dest_root, name):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--out", required=True, help="all.sh output folder")
-  parser.add_argument("--stage", required=True,
+  parser.add_argument("--out", help="all.sh output folder")
+  parser.add_argument("--long_runs", help="a horizon_check --out folder: "
+                      "write the card's settings for long runs from it")
+  parser.add_argument("--stage",
                       help="learned optimizer name in that run, e.g. "
                       "l2o-scale.t1")
   parser.add_argument("--name", required=True, help="shipped name")
@@ -162,6 +255,14 @@ def main(argv=None):
   parser.add_argument("--trained_by", default="reproduce/all.sh "
                       "(REPRO_MEDIUM=1)", help="what produced --out")
   args = parser.parse_args(argv)
+  if bool(args.out) == bool(args.long_runs):
+    parser.error("give one of --out (with --stage) and --long_runs")
+  if args.long_runs:
+    print(update_long_runs(args.name, args.long_runs, args.description,
+                           args.dest))
+    return
+  if not args.stage:
+    parser.error("--out needs --stage")
   print(ship(args.out, args.stage, args.name, args.description, args.dest,
              args.trained_by))
 

@@ -27,8 +27,6 @@ REGULARIZER_PATTERN = re.compile(r"^(hess|jacob)-(.+)$")
 # variant: (label, short label for notes inside a panel, colour, marker)
 LEARNED = {
     "l2o-scale": ("L2O-Scale (no reg.)", "L2O-Scale", "#1f77b4", "o"),
-    "l2o-scale-stable": ("L2O-Scale, stable recipe (shipped)",
-                         "L2O-Scale stable", "#aec7e8", "X"),
     "l2o-entropy-paper-cmd": ("Hessian-ESD α=1e-4, paper's cmd (reg. off)",
                               "paper cmd", "#17becf", "v"),
     "l2o-entropy-reg": ("L2O-Entropy reg. (Hessian-ESD α=1e-4)",
@@ -36,9 +34,6 @@ LEARNED = {
     "l2o-entropy-reg-cl-mt": ("L2O-Entropy (reg. + CL + MT)", "reg.+CL+MT",
                               "#d62728", "*"),
 }
-# L2O-Scale itself trained with another recipe: no regularizer, so no
-# regularizer verdict.
-RECIPE_VARIANTS = frozenset({"l2o-scale-stable"})
 # Regularizer kind: (label prefix, {alpha: (colour, marker)}, other alphas).
 REGULARIZERS = {
     "hess": ("Hessian-ESD reg.", {"1e-4": ("#fd8d3c", "^"),

@@ -237,7 +237,7 @@ def test_split_and_tuned_names():
 
 
 # Every name reproduce/all.sh can produce in one figure.
-ALL_NAMES = (["l2o-scale", "l2o-scale-stable", "l2o-entropy-paper-cmd",
+ALL_NAMES = (["l2o-scale", "l2o-entropy-paper-cmd",
               "l2o-entropy-reg", "l2o-entropy-reg-cl-mt", "SGD", "Adam",
               "Adagrad"] +
              ["{}-{}".format(k, a) for k in ("hess", "jacob")
@@ -358,20 +358,6 @@ def test_regularizer_verdict_counts_training_seeds_not_test_seeds():
   clmt = [r for k, r in rows.items() if "CL" in k]
   assert "differs" in hess[0] and "too few seeds" in clmt[0]
   assert "differs" not in clmt[0]
-
-
-
-def test_verdicts_leave_out_l2o_scale_under_another_recipe():
-  """The shipped ``l2o-scale-stable`` is L2O-Scale trained with another
-  recipe: it gets no regularizer verdict; a regularized variant does."""
-  def stats(values):
-    return {m: medium.pooled_stats({1: np.asarray(values)})
-            for m in ("loss", "accuracy", "trace", "top_eig")}
-  table = medium.verdict_table({"mnist-mlp-sigmoid": {
-      "l2o-scale": stats([.80, .81]), "l2o-scale-stable": stats([.90, .91]),
-      "l2o-entropy-reg": stats([.85, .86])}}, lambda p: p)
-  assert styles.label("l2o-entropy-reg") in table
-  assert styles.label("l2o-scale-stable") not in table
 
 
 def test_parse_train_logs(medium_results):
@@ -759,14 +745,14 @@ def test_pretrained_metatest_runs_every_shipped_optimizer():
   import pretrained_metatest  # pylint: disable=g-import-not-at-top
   from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   names = pretrained_metatest.shipped_names()
-  assert sorted(names) == pretrained.names() and len(names) >= 4
-  assert names[:2] == ["l2o-scale", "l2o-scale-stable"]  # the plots' order
+  assert sorted(names) == pretrained.names() and len(names) >= 3
+  assert names[0] == "l2o-scale"  # the plots' order
 
 
 def test_all_sh_pretrained_size_knows_every_shipped_optimizer(tmp_path):
   from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   env = dict(os.environ, REPRO_PRETRAINED="1", PYTHON=sys.executable,
-             REPRO_VARIANTS="l2o-scale-stable hess-1e-4")
+             REPRO_VARIANTS="l2o-entropy-reg hess-1e-4")
   env.pop("REPRO_TINY", None)
   proc = subprocess.run(["bash", os.path.join(ROOT, "reproduce", "all.sh"),
                          "--out={}".format(tmp_path / "repro")], env=env,

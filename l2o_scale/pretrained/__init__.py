@@ -3,7 +3,8 @@
 Each ``l2o_scale/pretrained/<name>/<optimizer subdir>/`` holds one
 ``model.ckpt-0`` (meta-parameters only) and its ``run_record.json``: the
 flags it was trained with (which rebuild the optimizer) and a ``card``
-(description, data, seeds, wall time, meta-test metrics), written by
+(description, data, seeds, wall time, meta-test metrics and the settings
+for long runs with what they give at 2,000 and 10,000 steps), written by
 ``reproduce/ship_pretrained.py``. ``LearnedOptimizer.pretrained(name)`` and
 ``metatest.py --pretrained=name`` load them; ``python -m l2o_scale.pretrained``
 lists them with their cards.
@@ -47,6 +48,15 @@ def checkpoint(name):
   return os.path.join(folder(name), CHECKPOINT_NAME)
 
 
+def long_run_settings(name):
+  """The card's settings for a run of thousands of steps (``weight_decay``,
+  ``step_schedule``, ``step_decay_start``: metatest.py's flags, Keras'
+  ``weight_decay`` and learning-rate schedule), or None if it has none."""
+  card = run_record.read(folder(name)).get("card", {})
+  settings = card.get("long_runs", {}).get("settings")
+  return dict(settings) if settings else None
+
+
 def describe(name):
   """Lines about ``name``: its one-line description, what it was trained on,
   and the command (training flags) that trained it."""
@@ -63,6 +73,11 @@ def describe(name):
   if facts:
     lines.append("  trained: {}".format(facts))
   lines.append("  command: {}".format(record.get("command", "?")))
+  long_runs = card.get("long_runs")
+  if long_runs:
+    lines.append("  long runs: {} ({})".format(" ".join(
+        "--{}={}".format(k, v) for k, v in sorted(
+            long_runs["settings"].items())), long_runs.get("summary", "")))
   return lines
 
 
