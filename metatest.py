@@ -192,8 +192,9 @@ def define_flags():
           "weight_decay * old, s the --step_schedule's scale (else 1), as "
           "Keras' weight_decay. 0: none (the original). With their fixed "
           "step size the learned optimizers keep growing the weights once "
-          "the data is fit and lose held-out accuracy in long runs; 3e-4 "
-          "bounds that (docs/meta-testing.md).")
+          "the data is fit and lose held-out accuracy in long runs; the "
+          "shipped optimizers' cards give a value for long runs "
+          "(docs/meta-testing.md).")
   _define("integer", "progress_every", 500,
           "Print progress every N steps.")
   _define("boolean", "jit_compile", False,

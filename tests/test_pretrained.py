@@ -68,7 +68,7 @@ def test_names_and_cards_are_listed():
   assert any(l.startswith("  command: metarun.py ") and
              "--max_log_lr=-4.6" in l for l in lines)
   assert any(l.startswith("  long runs: --step_decay_start=0.8 "
-                          "--step_schedule=cosine --weight_decay=0.0003 (")
+                          "--step_schedule=cosine --weight_decay=0.001 (")
              for l in lines)
   with pytest.raises(ValueError, match="no pretrained optimizer 'nope'; the "
                      "shipped ones are: l2o-entropy-reg, "):
@@ -80,7 +80,7 @@ def test_cards_hold_the_long_run_settings_and_what_they_give(variant):
   """Each card says how to run it for thousands of steps and what that gave
   at 2,000 and 10,000 steps on the three MNIST MLPs, test seeds 6, 12, 18."""
   assert pretrained.long_run_settings(variant) == {
-      "weight_decay": 3e-4, "step_schedule": "cosine",
+      "weight_decay": 1e-3, "step_schedule": "cosine",
       "step_decay_start": 0.8}
   with open(os.path.join(pretrained.folder(variant), "run_record.json")) as f:
     long_runs = json.load(f)["card"]["long_runs"]
@@ -102,15 +102,15 @@ def test_total_steps_applies_the_cards_long_run_settings():
   from l2o_scale.meta_testing import step_schedule  # pylint: disable=g-import-not-at-top
   opt = keras_optimizer.LearnedOptimizer.pretrained("l2o-scale",
                                                     total_steps=1000)
-  assert opt.weight_decay == pytest.approx(3e-4)
+  assert opt.weight_decay == pytest.approx(1e-3)
   schedule = opt._learning_rate  # pylint: disable=protected-access
   assert isinstance(schedule, keras.optimizers.schedules.CosineDecay)
   np.testing.assert_allclose(
       [float(schedule(t)) for t in range(1000)],
       step_schedule.step_scales("cosine", 1000, 0.8), atol=1e-6)
   mine = keras_optimizer.LearnedOptimizer.pretrained(
-      "l2o-scale", total_steps=1000, weight_decay=1e-3, learning_rate=0.5)
-  assert mine.weight_decay == pytest.approx(1e-3)
+      "l2o-scale", total_steps=1000, weight_decay=2e-3, learning_rate=0.5)
+  assert mine.weight_decay == pytest.approx(2e-3)
   assert float(mine.learning_rate) == 0.5
   plain = keras_optimizer.LearnedOptimizer.pretrained("l2o-scale")
   assert plain.weight_decay is None and float(plain.learning_rate) == 1.

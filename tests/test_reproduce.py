@@ -821,3 +821,54 @@ def test_all_sh_refuses_a_subset_outside_its_size(tmp_path, setting, message):
   assert proc.returncode == 2 and proc.stderr.startswith(message), (
       proc.stderr)
   assert not (out / "config.txt").exists()  # nothing started
+
+
+def test_shipping_writes_the_long_run_settings_from_a_horizon_check(tmp_path):
+  """ship_pretrained.py --long_runs: the card gets the settings the learned
+  runs of the check were made with (their held-out records) and, per
+  problem and horizon, the means and the count of seeds holding every
+  rule; a folder with runs of two settings is refused."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  dest = tmp_path / "pretrained"
+  shutil.copytree(os.path.join(ROOT, "l2o_scale", "pretrained", "l2o-scale"),
+                  dest / "l2o-scale")
+  report = tmp_path / "check"
+  (report / "p").mkdir(parents=True)
+  adam = {"final": .02, "accuracy": .90}
+  rows = [{"problem": "p", "horizon": h, "seed": s,
+           "learned": {"final": .01 * s, "accuracy": .9 + .001 * s},
+           "adam": adam, "failures": [] if s == 1 else ["x"]}
+          for h in (2000, 10000) for s in (1, 2)]
+  (report / "horizon_check.json").write_text(json.dumps(rows))
+  for name, wd in (("learned", 1e-3), ("Adam-lr1e-3", 0.)):
+    (report / "p" / "seed1_heldout_record-{}.json".format(name)).write_text(
+        json.dumps({"weight_decay": wd, "step_schedule": "cosine",
+                    "step_decay_start": 0.8}))
+  code = ("import json, sys, ship_pretrained as s\n"
+          "path = s.update_long_runs('l2o-scale', sys.argv[1], 'new text', "
+          "sys.argv[2])\n"
+          "print(json.dumps(json.load(open(path + '/run_record.json'))"
+          "['card']))\n")
+  run = lambda: subprocess.run(  # pylint: disable=g-long-lambda
+      [sys.executable, "-c", code, str(report), str(dest)],
+      capture_output=True, text=True, cwd=os.path.join(ROOT, "reproduce"),
+      timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  out = run()
+  assert out.returncode == 0, out.stderr[-2000:]
+  card = json.loads(out.stdout.strip().splitlines()[-1])
+  assert card["description"] == "new text" and card["name"] == "l2o-scale"
+  long_runs = card["long_runs"]
+  assert long_runs["settings"] == {"weight_decay": 1e-3,
+                                   "step_schedule": "cosine",
+                                   "step_decay_start": 0.8}
+  assert long_runs["summary"].startswith("2 of 4 checks")
+  entry = long_runs["horizon_check"]["p"]["10000"]
+  assert entry["test_seeds"] == [1, 2] and entry["seeds_holding"] == 1
+  assert entry["final_mean"] == pytest.approx(.015)
+  assert entry["accuracy_mean"] == pytest.approx(.9015)
+  assert entry["adam_final_mean"] == pytest.approx(.02)
+  (report / "p" / "seed2_heldout_record-learned.json").write_text(
+      json.dumps({"weight_decay": 3e-4, "step_schedule": "cosine",
+                  "step_decay_start": 0.8}))
+  out = run()
+  assert out.returncode != 0 and "2 sets of settings" in out.stderr
