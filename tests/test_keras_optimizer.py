@@ -186,9 +186,10 @@ def test_load_model_needs_no_custom_objects(fixtures_dir, tmp_path):
   assert isinstance(loaded.optimizer, LearnedOptimizer)
 
 
-def test_learning_rate_scales_the_learned_update(fixture, tmp_path):
-  """learning_rate multiplies the learned update (1: exactly the learned
-  update); a Keras schedule decays it and survives a .keras round trip."""
+def _one_step_of_the_fixture_optimizer(fixture):
+  """(initial values, grads, step): ``step(**keras_kwargs)`` applies one
+  step of the fixture's learned optimizer, built with those Keras
+  arguments, to fresh variables and returns their new values."""
   folder, spec, arrays = fixture
   ckpt = os.path.join(folder, "ckpt", "model.ckpt-0")
   kwargs = spec["optimizer"]["kwargs"]
@@ -202,6 +203,17 @@ def test_learning_rate_scales_the_learned_update(fixture, tmp_path):
     variables = [keras.Variable(v) for v in init]
     opt.apply(grads, variables)
     return [v.numpy() for v in variables]
+
+  return init, grads, one_step
+
+
+def test_learning_rate_scales_the_learned_update(fixture, tmp_path):
+  """learning_rate multiplies the learned update (1: exactly the learned
+  update); a Keras schedule decays it and survives a .keras round trip."""
+  folder, spec, _ = fixture
+  ckpt = os.path.join(folder, "ckpt", "model.ckpt-0")
+  kwargs = spec["optimizer"]["kwargs"]
+  init, grads, one_step = _one_step_of_the_fixture_optimizer(fixture)
 
   full, half = one_step(), one_step(learning_rate=0.5)
   from optimizer import hierarchical_rnn  # pylint: disable=g-import-not-at-top
@@ -234,19 +246,7 @@ def test_keras_weight_decay_is_the_metatest_weight_decay(fixture):
   """Keras' own weight_decay (decay by weight_decay * learning_rate before
   the update) gives the step metatest.py --weight_decay takes:
   old + s (learned - old) - s wd old."""
-  folder, spec, arrays = fixture
-  ckpt = os.path.join(folder, "ckpt", "model.ckpt-0")
-  kwargs = spec["optimizer"]["kwargs"]
-  init = [arrays["init{}".format(i)] for i in range(4)]
-  grads = [np.random.RandomState(i).randn(*v.shape).astype(np.float32)
-           for i, v in enumerate(init)]
-
-  def one_step(**keras_kwargs):
-    opt = LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs=kwargs,
-                                           **keras_kwargs)
-    variables = [keras.Variable(v) for v in init]
-    opt.apply(grads, variables)
-    return [v.numpy() for v in variables]
+  init, _, one_step = _one_step_of_the_fixture_optimizer(fixture)
 
   learned = one_step()
   for scale in (1., 0.5):
