@@ -168,9 +168,16 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
         raise ValueError("the pretrained optimizer {!r} has no settings for "
                          "long runs in its card; pass weight_decay and "
                          "learning_rate yourself".format(name))
+      schedule = settings.get("step_schedule", "none")
+      if schedule not in ("none", "cosine"):
+        raise ValueError("the card of {!r} asks for a {} step schedule; "
+                         "LearnedOptimizer.pretrained(total_steps=) builds "
+                         "the cosine one only: pass learning_rate "
+                         "yourself".format(name, schedule))
       keras_kwargs.setdefault("weight_decay", settings["weight_decay"])
-      keras_kwargs.setdefault("learning_rate", long_run_schedule(
-          total_steps, settings["step_decay_start"]))
+      if schedule == "cosine":
+        keras_kwargs.setdefault("learning_rate", long_run_schedule(
+            total_steps, settings["step_decay_start"]))
     return cls.from_checkpoint(shipped.checkpoint(name), **keras_kwargs)
 
   # -------------------------------------------------------------- variables
