@@ -261,3 +261,18 @@ def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
       "metatest.py: error: writing {} failed: Read-only file system. Give "
       "another --save_dir (or free space if the disk is full).".format(
           disk / "res"))
+
+
+def test_a_pretrained_run_without_the_cards_long_run_settings_is_told():
+  """--pretrained without its card's settings for long runs gets one note
+  naming them; with them, or for a baseline, none."""
+  note = metatest.long_run_note(_parse("--pretrained=l2o-scale"))
+  assert note == (
+      "Note: the card of l2o-scale gives settings for runs of thousands of "
+      "steps: --step_decay_start=0.8 --step_schedule=cosine "
+      "--weight_decay=0.001 (docs/meta-testing.md); this run uses "
+      "--step_decay_start=0.0 --step_schedule=none --weight_decay=0.0.")
+  assert metatest.long_run_note(_parse(
+      "--pretrained=l2o-scale", "--weight_decay=1e-3",
+      "--step_schedule=cosine", "--step_decay_start=0.8")) is None
+  assert metatest.long_run_note(_parse("--test_optimizer=Adam")) is None
