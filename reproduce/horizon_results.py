@@ -12,6 +12,12 @@ the mean ± std and the count span training and test seeds.
   python reproduce/horizon_results.py --out=reproduce/results/horizon/results.md \\
       "l2o-scale (long recipe)=/tmp/hc/l2o-scale" \\
       "three training seeds=/tmp/hc/t1,/tmp/hc/t2,/tmp/hc/t3" ...
+
+``--verdict VARIANT=FOLDER1,FOLDER2,...`` (one folder per training seed;
+``l2o-scale`` and regularized variants such as ``l2o-entropy-reg``) writes
+the regularizer verdicts at ``--verdict_horizon`` to ``--verdict_out``: the
+medium run's rule (reproduce/medium.py ``compare``) on the per-training-seed
+means over test seeds of held-out accuracy and final train loss.
 """
 
 import argparse
@@ -19,6 +25,8 @@ import json
 import os
 
 import numpy as np
+
+import medium  # pylint: disable=g-import-not-at-top
 
 # Mean ± std over test seeds: losses span decades, accuracies do not.
 FORMATS = {"final": "{:.3g} ± {:.2g}", "split_loss": "{:.3g} ± {:.2g}",
@@ -58,6 +66,27 @@ def summary(label, rows):
   return lines
 
 
+def verdicts(variants, horizon):
+  """(accuracy table, loss table): regularized variants against
+  ``l2o-scale`` at ``horizon``, from ``[(variant, [folder per training
+  seed])]`` (``medium.verdict_table`` over per-training-seed means)."""
+  stats = {}
+  for variant, folders in variants:
+    for seed, folder in enumerate(folders, 1):
+      for r in rows_of(folder):
+        if r["horizon"] != horizon:
+          continue
+        per = stats.setdefault(r["problem"], {}).setdefault(
+            variant, {"accuracy": {}, "loss": {}})
+        per["accuracy"].setdefault(seed, []).append(r["learned"]["accuracy"])
+        per["loss"].setdefault(seed, []).append(r["learned"]["final"])
+  stats = {p: {v: {m: medium.pooled_stats(d) for m, d in per.items()}
+               for v, per in by_variant.items()}
+           for p, by_variant in stats.items()}
+  return tuple(medium.verdict_table(stats, lambda p: p, metric)
+               for metric in ("accuracy", "loss"))
+
+
 def table(reports):
   lines = ["| optimizer | problem | steps | final train loss (last 100 "
            "minibatches) | Adam 1e-3 | whole train split loss | Adam 1e-3 | "
@@ -75,7 +104,14 @@ def main(argv=None):
                       "(LABEL=FOLDER1,FOLDER2,...: their runs pooled)")
   parser.add_argument("--out", required=True, help="Markdown file to write")
   parser.add_argument("--preamble", default="", help="text above the table")
+  parser.add_argument("--verdict", action="append", default=[],
+                      help="VARIANT=FOLDER1,FOLDER2,...: one folder per "
+                      "training seed, for the regularizer verdicts")
+  parser.add_argument("--verdict_horizon", type=int, default=10000)
+  parser.add_argument("--verdict_out", help="Markdown file for the verdicts")
   args = parser.parse_args(argv)
+  if bool(args.verdict) != bool(args.verdict_out):
+    parser.error("--verdict and --verdict_out go together")
   reports = []
   for item in args.reports:
     label, sep, folders = item.rpartition("=")
@@ -92,6 +128,19 @@ def main(argv=None):
   with open(args.out, "w") as f:
     f.write(text + "\n")
   print(text)
+  if args.verdict:
+    variants = []
+    for item in args.verdict:
+      variant, sep, folders = item.partition("=")
+      if not sep:
+        parser.error("{!r} is not VARIANT=FOLDER[,FOLDER...]".format(item))
+      variants.append((variant, folders.split(",")))
+    accuracy, loss = verdicts(variants, args.verdict_horizon)
+    text = ("Held-out accuracy, regularized minus L2O-Scale:\n\n" + accuracy +
+            "\nFinal train loss, regularized minus L2O-Scale:\n\n" + loss)
+    with open(args.verdict_out, "w") as f:
+      f.write(text)
+    print(text)
 
 
 if __name__ == "__main__":
