@@ -17,7 +17,7 @@ the mean ± std and the count span training and test seeds.
 ``l2o-scale`` and regularized variants such as ``l2o-entropy-reg``) writes
 the regularizer verdicts at ``--verdict_horizon`` to ``--verdict_out``: the
 medium run's rule (reproduce/medium.py ``compare``) on the per-training-seed
-means over test seeds of held-out accuracy and final train loss.
+means over test seeds of held-out accuracy.
 """
 
 import argparse
@@ -67,9 +67,9 @@ def summary(label, rows):
 
 
 def verdicts(variants, horizon):
-  """(accuracy table, loss table): regularized variants against
-  ``l2o-scale`` at ``horizon``, from ``[(variant, [folder per training
-  seed])]`` (``medium.verdict_table`` over per-training-seed means)."""
+  """The held-out accuracy of regularized variants against ``l2o-scale``
+  at ``horizon``, from ``[(variant, [folder per training seed])]``
+  (``medium.verdict_table`` over per-training-seed means)."""
   stats = {}
   for variant, folders in variants:
     for seed, folder in enumerate(folders, 1):
@@ -77,14 +77,12 @@ def verdicts(variants, horizon):
         if r["horizon"] != horizon:
           continue
         per = stats.setdefault(r["problem"], {}).setdefault(
-            variant, {"accuracy": {}, "loss": {}})
+            variant, {"accuracy": {}})
         per["accuracy"].setdefault(seed, []).append(r["learned"]["accuracy"])
-        per["loss"].setdefault(seed, []).append(r["learned"]["final"])
   stats = {p: {v: {m: medium.pooled_stats(d) for m, d in per.items()}
                for v, per in by_variant.items()}
            for p, by_variant in stats.items()}
-  return tuple(medium.verdict_table(stats, lambda p: p, metric)
-               for metric in ("accuracy", "loss"))
+  return medium.verdict_table(stats, lambda p: p, "accuracy")
 
 
 def table(reports):
@@ -135,9 +133,7 @@ def main(argv=None):
       if not sep:
         parser.error("{!r} is not VARIANT=FOLDER[,FOLDER...]".format(item))
       variants.append((variant, folders.split(",")))
-    accuracy, loss = verdicts(variants, args.verdict_horizon)
-    text = ("Held-out accuracy, regularized minus L2O-Scale:\n\n" + accuracy +
-            "\nFinal train loss, regularized minus L2O-Scale:\n\n" + loss)
+    text = verdicts(variants, args.verdict_horizon)
     with open(args.verdict_out, "w") as f:
       f.write(text)
     print(text)
