@@ -325,10 +325,9 @@ def long_run_note(flag_values):
   return ("Note: the card of {} gives settings for runs of thousands of "
           "steps: {} (docs/meta-testing.md); this run uses {}.".format(
               flag_values.pretrained,
-              " ".join("--{}={}".format(k, v)
-                       for k, v in sorted(settings.items())),
-              " ".join("--{}={}".format(k, flag_values[k].value)
-                       for k in sorted(settings))))
+              " ".join(pretrained.long_run_flags(settings)),
+              " ".join(pretrained.long_run_flags(
+                  {k: flag_values[k].value for k in settings}))))
 
 
 def _pretrained_optimizer(flag_values):

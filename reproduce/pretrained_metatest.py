@@ -67,11 +67,6 @@ def optimizer_flags(name, by_name):
       name, " or ".join(PRETRAINED_DIRS)))
 
 
-def long_run_flags(settings):
-  """metatest.py flags of a card's settings for long runs."""
-  return ["--{}={}".format(k, v) for k, v in sorted(settings.items())]
-
-
 def command(python, optimizer, model_name, steps, save_dir, data_dir):
   cmd = [python, "metatest.py"] + optimizer + [
       "--include_mnist_mlp_problems", "--num_testing_itrs={}".format(steps),
@@ -137,8 +132,8 @@ def main(argv=None):
       if settings:
         runs.append((name + "-long-run-settings",
                      name + ", the card's settings for long runs",
-                     optimizer_flags(name, by_name) + long_run_flags(
-                         settings)))
+                     optimizer_flags(name, by_name) +
+                     pretrained.long_run_flags(settings)))
     runs.append(("Adam-lr1e-3", "Adam (lr 1e-3)",
                  ["--test_optimizer=Adam", "--baseline_learning_rate=1e-3"]))
     for model, _, flags in runs:

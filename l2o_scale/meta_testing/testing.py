@@ -35,7 +35,6 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import compiled_run
-from l2o_scale.meta_testing import inner_step
 from l2o_scale.meta_testing import step_schedule as step_schedule_lib
 from l2o_scale.runs import checkpoints
 from problems import datasets
@@ -299,8 +298,6 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
   num_iter = int(num_iter)
   if weight_decay < 0:
     raise ValueError("weight_decay must be >= 0, got {}".format(weight_decay))
-  if weight_decay:
-    inner_step.check_scalable(optimizer)
   run, schedule, data, labels = _prepare(
       optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
       restore_model_name, batches, jit_compile, run_cache, weight_decay)

@@ -57,6 +57,12 @@ def long_run_settings(name):
   return dict(settings) if settings else None
 
 
+def long_run_flags(settings):
+  """``--name=value`` flags of long-run settings, sorted: what
+  metatest.py takes for them."""
+  return ["--{}={}".format(k, v) for k, v in sorted(settings.items())]
+
+
 def describe(name):
   """Lines about ``name``: its one-line description, what it was trained on,
   and the command (training flags) that trained it."""
@@ -75,9 +81,9 @@ def describe(name):
   lines.append("  command: {}".format(record.get("command", "?")))
   long_runs = card.get("long_runs")
   if long_runs:
-    lines.append("  long runs: {} ({})".format(" ".join(
-        "--{}={}".format(k, v) for k, v in sorted(
-            long_runs["settings"].items())), long_runs.get("summary", "")))
+    lines.append("  long runs: {} ({})".format(
+        " ".join(long_run_flags(long_runs["settings"])),
+        long_runs.get("summary", "")))
   return lines
 
 
