@@ -61,8 +61,8 @@ from l2o_scale.runs import checkpoints
 from l2o_scale.config import optimizer_flags
 from l2o_scale import pretrained
 from l2o_scale.runs import run_record
-from l2o_scale.meta_testing import inner_step
-from l2o_scale.meta_testing import step_schedule
+from l2o_scale.steps import settings as step_settings
+from l2o_scale.steps import step_schedule
 from l2o_scale.meta_testing import testing
 from problems import curvature
 from problems import datasets
@@ -409,8 +409,11 @@ def run(flag_values):
   note = long_run_note(flag_values)
   if note:
     print(note, flush=True)
-  if flag_values.step_schedule != "none" or flag_values.weight_decay:
-    inner_step.check_scalable(opt)
+  transforms = step_settings.step_transforms_from(
+      weight_decay=flag_values.weight_decay,
+      step_schedule=flag_values.step_schedule,
+      step_decay_start=flag_values.step_decay_start)
+  transforms.check(opt)
   save_dir = flag_values.save_dir
   if os.path.exists(save_dir) and not os.path.isdir(save_dir):
     raise ValueError("--save_dir={} is a file, not a folder; give a "
@@ -447,9 +450,7 @@ def run(flag_values):
             heldout_every=flag_values.heldout_every or None,
             progress=progress, progress_every=flag_values.progress_every,
             jit_compile=jit_compile, run_cache=run_cache,
-            step_schedule=flag_values.step_schedule,
-            step_decay_start=flag_values.step_decay_start,
-            weight_decay=flag_values.weight_decay)
+            step_transforms=transforms)
 
       if jit_compile:
         try:

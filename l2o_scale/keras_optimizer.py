@@ -31,14 +31,16 @@ an optimizer that refuses to step until its meta-parameters are loaded.
 chooses its own step sizes, and a Keras schedule here decays them over a run
 of known length, e.g. ``keras.optimizers.schedules.CosineDecay(1.0, steps)``
 (the learned steps never shrink by themselves; see
-:mod:`l2o_scale.meta_testing.step_schedule`). Not with an optimizer that
-attends (its real parameters live in its state).
+:mod:`l2o_scale.steps.step_schedule`).
 
-Keras' own ``weight_decay`` works as for any Keras optimizer: before the
-update each variable shrinks by ``weight_decay * learning_rate`` of itself,
-the decoupled decay of ``metatest.py --weight_decay`` (the learned steps keep
-a fixed size, so in long runs the weights otherwise keep growing once the
-data is fit; see docs/keras.md).
+Keras' ``weight_decay`` (and ``exclude_from_weight_decay``) is the decoupled
+decay of ``metatest.py --weight_decay``: each variable shrinks by
+``weight_decay * learning_rate`` of its value before the step (the learned
+steps keep a fixed size, so in long runs the weights otherwise keep growing
+once the data is fit; see docs/keras.md). Both are the step transforms of
+metatest.py (:mod:`l2o_scale.steps`), applied to the learned update in one
+chain; neither goes with an optimizer that attends (its real parameters
+live in its state).
 
 Limitation: only the default distribution strategy is supported (the joint
 update cannot be split per replica variable).
@@ -54,6 +56,10 @@ from l2o_scale.meta_testing import inner_step
 from l2o_scale.config import optimizer_flags
 from l2o_scale import pretrained as shipped
 from l2o_scale.runs import run_record
+from l2o_scale.steps import settings as step_settings
+from l2o_scale.steps import step_schedule
+from l2o_scale.steps import transform
+from l2o_scale.steps import weight_decay as weight_decay_lib
 from optimizer import hierarchical_rnn
 
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
@@ -92,8 +98,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
         raise TypeError("learned_optimizer must implement {} (a learned "
                         "optimizer from optimizer/), got {!r}".format(
                             method, type(learned_optimizer).__name__))
-    if not (isinstance(learning_rate, (int, float)) and learning_rate == 1):
-      inner_step.check_scalable(learned_optimizer)
+    if kwargs.get("weight_decay") or not (
+        isinstance(learning_rate, (int, float)) and learning_rate == 1):
+      transform.check_compatible(learned_optimizer)
     self.learned_optimizer = learned_optimizer
     self.checkpoint_path = checkpoint_path
     self.optimizer_kwargs = dict(optimizer_kwargs or {})
@@ -156,10 +163,12 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     ``python -m l2o_scale.pretrained`` for the names and their cards).
 
     ``total_steps``: the length of a long run (e.g. epochs x steps per
-    epoch). It applies the card's settings for long runs: Keras'
-    ``weight_decay`` and, as ``learning_rate``, the learned step held for
-    the first ``step_decay_start`` of the run and decayed (cosine) over the
-    rest (:func:`long_run_schedule`). Explicit ``weight_decay`` or
+    epoch). It applies the card's settings for long runs, metatest.py's
+    step transforms in their Keras form
+    (:meth:`l2o_scale.steps.transform.StepTransform.keras_kwargs`): Keras'
+    ``weight_decay`` and, as ``learning_rate``, the step schedule (e.g. the
+    learned step held for the first ``step_decay_start`` of the run and
+    decayed, cosine, over the rest). Explicit ``weight_decay`` or
     ``learning_rate`` arguments win. Without it: the learned update as it
     is."""
     if total_steps is not None:
@@ -168,16 +177,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
         raise ValueError("the pretrained optimizer {!r} has no settings for "
                          "long runs in its card; pass weight_decay and "
                          "learning_rate yourself".format(name))
-      schedule = settings.get("step_schedule", "none")
-      if schedule not in ("none", "cosine"):
-        raise ValueError("the card of {!r} asks for a {} step schedule; "
-                         "LearnedOptimizer.pretrained(total_steps=) builds "
-                         "the cosine one only: pass learning_rate "
-                         "yourself".format(name, schedule))
-      keras_kwargs.setdefault("weight_decay", settings["weight_decay"])
-      if schedule == "cosine":
-        keras_kwargs.setdefault("learning_rate", long_run_schedule(
-            total_steps, settings["step_decay_start"]))
+      card = step_settings.step_transforms_from(**settings)
+      for key, value in card.keras_kwargs(total_steps).items():
+        keras_kwargs.setdefault(key, value)
     return cls.from_checkpoint(shipped.checkpoint(name), **keras_kwargs)
 
   # -------------------------------------------------------------- variables
@@ -241,8 +243,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     values = inner_step.next_variables(self.learned_optimizer, new_params,
                                        new_attend)
     if not inner_step.uses_attention(self.learned_optimizer):
-      values = inner_step.scaled_update(params, values,
-                                        tf.cast(learning_rate, tf.float32))
+      values = self._step_transforms(variables).apply(
+          params, values, {transform.SCALE: tf.cast(learning_rate,
+                                                    tf.float32)})
     for slot, value in zip(self._global_slots, new_global):
       self.assign(slot, value)
     for var, state, new_state, value in zip(variables, states, new_states,
@@ -251,6 +254,20 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       for key in state:
         self.assign(slots[key], new_state[key])
       self.assign(var, tf.cast(tf.reshape(value, var.shape), var.dtype))
+
+  def _step_transforms(self, variables):
+    """The learning rate's scale, then Keras' weight decay, of metatest's
+    step transforms (the decay of the variables Keras does not exclude)."""
+    return transform.chain(
+        step_schedule.ScaleStep(),
+        weight_decay_lib.decoupled_weight_decay(
+            self.weight_decay or 0.,
+            mask=[self._use_weight_decay(v) for v in variables]))
+
+  def _apply_weight_decay(self, variables):
+    """Keras' weight decay is a step transform of the learned update
+    (:meth:`_step_transforms`), not a change of the variables before it."""
+    del variables
 
   def update_step(self, gradient, variable, learning_rate):
     raise NotImplementedError(
@@ -333,18 +350,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
 
 def long_run_schedule(total_steps, decay_start=0.8):
   """Keras' ``CosineDecay`` that holds 1 for the first ``decay_start`` of a
-  run of ``total_steps`` and decays to 0 over the rest (a "warm-up" from 1
-  to 1 is the hold): metatest.py's ``--step_schedule=cosine
-  --step_decay_start``, as a ``learning_rate`` of :class:`LearnedOptimizer`."""
-  total_steps = int(total_steps)
-  if total_steps < 1 or not 0. <= decay_start < 1.:
-    raise ValueError("a long-run schedule needs total_steps >= 1 and "
-                     "decay_start in [0, 1), got {} and {}".format(
-                         total_steps, decay_start))
-  hold = min(int(round(decay_start * total_steps)), total_steps - 1)
-  return keras.optimizers.schedules.CosineDecay(
-      1.0, decay_steps=total_steps - hold, warmup_target=1.0,
-      warmup_steps=hold)
+  run of ``total_steps`` and decays to 0 over the rest: metatest.py's
+  ``--step_schedule=cosine --step_decay_start``, as a ``learning_rate`` of
+  :class:`LearnedOptimizer` (:func:`l2o_scale.steps.step_schedule.keras_schedule`)."""
+  return step_schedule.keras_schedule("cosine", total_steps, decay_start)
 
 
 def _json_ready(kwargs):

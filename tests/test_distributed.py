@@ -21,7 +21,7 @@ from l2o_scale.runs import checkpoints
 from l2o_scale.tools import cluster
 from l2o_scale.meta_training import distributed
 from l2o_scale.meta_training import reporting
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.steps import tf1_optimizers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"

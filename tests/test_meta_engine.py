@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import meta_step as meta_step_lib
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.steps import tf1_optimizers
 from l2o_scale.meta_training import train_state
 from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib

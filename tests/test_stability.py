@@ -15,7 +15,7 @@ from l2o_scale import metaopt
 from l2o_scale.config import optimizer_flags
 from l2o_scale.meta_training import selection
 from l2o_scale.meta_training import stability
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.steps import tf1_optimizers
 from l2o_scale.meta_training import config as training_config
 from l2o_scale.meta_training import plan as plan_lib
 from optimizer import hierarchical_rnn

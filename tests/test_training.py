@@ -16,7 +16,7 @@ import resume_check  # tests/resume_check.py  # pylint: disable=g-bad-import-ord
 from l2o_scale.meta_training import curriculum as curriculum_lib
 from l2o_scale import metaopt
 from l2o_scale.meta_training import mt_utils
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.steps import tf1_optimizers
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import train_state
 from l2o_scale.meta_training import regularizer as regularizer_lib

@@ -19,7 +19,7 @@ compiled loop and their speeds are comparable.
 
 import tensorflow as tf
 
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.steps import tf1_optimizers
 from optimizer import trainable_optimizer
 
 # Learning rates of the original evaluation (metatest.py l.366-380).

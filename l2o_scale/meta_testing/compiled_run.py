@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import inner_step
+from l2o_scale.steps import transform
 
 EVAL_CHUNK = 10000  # examples per forward pass in held-out evaluation
 
@@ -35,13 +36,17 @@ class CompiledRun(object):
   Parameters, the optimizer's packed state (``initialize_packed_state``:
   for the hierarchical RNN, all tensors end to end; for the others, the
   per-tensor dicts) and the global state live in ``tf.Variable``s between
-  chunks; inside a chunk they are loop tensors.
+  chunks; inside a chunk they are loop tensors. ``transforms`` (a
+  :func:`l2o_scale.steps.transform.chain`, default none) change every
+  step; they are traced into the loop, their per-step inputs are fed with
+  each chunk.
   """
 
   def __init__(self, optimizer, problem, params, data, labels, jit_compile,
-               weight_decay=0.):
+               transforms=None):
     self.optimizer = optimizer
-    self.weight_decay = float(weight_decay)  # Fixed: traced into the loop.
+    self.transforms = transform.chain(*([] if transforms is None else
+                                        [transforms]))
     self.problem = problem
     self.data_source = data  # kept alive: part of the cache key
     self.data = None if data is None else to_tensor(data)
@@ -100,21 +105,21 @@ class CompiledRun(object):
     return tf.gather(self.data, idx), tf.gather(self.labels, idx)
 
   # -- one step and a chunk of steps
-  def _step(self, params, states, glob, idx, scale=None):
+  def _step(self, params, states, glob, idx, inputs):
     # With attention the variables hold the attended location and the
     # objective is reported at the real parameters (metaopt.py l.672-679).
     data, labels = self._batch(idx)
     obj, new_params, new_states, new_glob = inner_step.inner_step(
         self.problem, self.optimizer, params, states, glob, data, labels,
-        packed=True, step_scale=scale, weight_decay=self.weight_decay)
+        packed=True, transforms=self.transforms, step_inputs=inputs)
     new_states = tf.nest.map_structure(tf.convert_to_tensor, new_states)
     return tf.cast(obj, tf.float32), new_params, new_states, new_glob
 
-  def _run_chunk(self, indices, scales=None):
+  def _run_chunk(self, indices, inputs=None):
     """Runs ``len(indices)`` steps; returns their objectives ([K] float32).
 
-    ``scales`` ([K] float32, optional): each step's update is scaled by its
-    entry (:mod:`l2o_scale.meta_testing.step_schedule`)."""
+    ``inputs``: the per-step inputs of the transforms, a dict of [K]
+    float32 tensors (step i gets entry i of each)."""
     num = tf.shape(indices)[0]
     params, states, glob = self._read()
     objs = tf.TensorArray(tf.float32, size=num, element_shape=[])
@@ -122,7 +127,7 @@ class CompiledRun(object):
     def body(i, params, states, glob, objs):
       obj, params, states, glob = self._step(
           params, states, glob, indices[i],
-          None if scales is None else scales[i])
+          {k: v[i] for k, v in (inputs or {}).items()})
       return i + 1, params, states, glob, objs.write(i, obj)
 
     _, params, states, glob, objs = tf.while_loop(
@@ -212,10 +217,12 @@ class RunCache(object):
     self._keep = None  # Keeps data and labels alive: their ids are the key.
 
   def get(self, optimizer, problem, params, data, labels, jit_compile,
-          weight_decay=0.):
+          transforms=None):
+    transforms = transform.chain(*([] if transforms is None else
+                                   [transforms]))
     key = (id(optimizer), id(problem), None if data is None else id(data),
            None if labels is None else id(labels), bool(jit_compile),
-           float(weight_decay))
+           transforms.key())
     run = self._run
     if (run is not None and self._key == key and
         [tuple(v.shape) for v in run.param_vars] ==
@@ -223,6 +230,6 @@ class RunCache(object):
       run.reset(params)
       return run
     self._run = CompiledRun(optimizer, problem, params, data, labels,
-                            jit_compile, weight_decay)
+                            jit_compile, transforms)
     self._key, self._keep = key, (data, labels)
     return self._run

@@ -33,7 +33,9 @@ values; it shares only :func:`gradient_point`.
 
 import collections
 
-import tensorflow as tf
+from l2o_scale.steps import step_schedule
+from l2o_scale.steps import transform
+from l2o_scale.steps import weight_decay as weight_decay_lib
 
 StepResult = collections.namedtuple(
     "StepResult", ["objective", "variables", "states", "global_state"])
@@ -68,47 +70,26 @@ def true_params(optimizer, variables, states, packed=False):
   return [s.get("true_param", v) for s, v in zip(per_tensor, variables)]
 
 
-def check_scalable(optimizer):
-  """Refuses to scale or decay the updates of an optimizer that attends: its
-  real parameters live in its state, which a changed step would leave
-  behind."""
-  if uses_attention(optimizer):
-    raise ValueError("a scaled step (step schedule, Keras learning_rate) or a "
-                     "weight decay does not go with an optimizer that attends "
-                     "(use_attention): its real parameters live in its state")
+# The step transforms' helpers under their earlier names here.
+check_scalable = transform.check_compatible
+scaled_update = step_schedule.scaled_update
+weight_decayed = weight_decay_lib.weight_decayed
 
 
-def scaled_update(variables, proposed, scale):
-  """``variables + scale * (proposed - variables)``: the proposed update
-  scaled by ``scale`` (a scalar tensor, see
-  :mod:`l2o_scale.meta_testing.step_schedule`). A scale of exactly 1 returns
-  ``proposed`` bit for bit, so an unscaled run keeps its numbers, and takes
-  a branch with no per-tensor work."""
-  proposed = list(proposed)
-  return tf.cond(tf.equal(scale, 1.), lambda: proposed,
-                 lambda: [v + scale * (p - v)
-                          for v, p in zip(variables, proposed)])
-
-
-def weight_decayed(variables, new_variables, weight_decay, scale=None):
-  """``new - scale * weight_decay * old``: a decoupled weight decay (the
-  AdamW form, and what Keras' ``weight_decay`` does before an optimizer's
-  update, with ``scale`` its learning rate: here the step schedule's
-  scale). ``weight_decay`` is a Python float; 0 returns ``new_variables``
-  untouched (no op in the graph).
-
-  Why it exists: the learned optimizers' steps have a fixed RMS per tensor
-  (``dynamic_output_scale``), so once the data is fit their weights keep
-  growing along the loss's margin direction and held-out accuracy falls;
-  the decay bounds that growth (docs/meta-testing.md)."""
-  if not weight_decay:
-    return list(new_variables)
-  decay = float(weight_decay) if scale is None else scale * weight_decay
-  return [new - decay * old for old, new in zip(variables, new_variables)]
+def shorthand_transforms(step_scale=None, weight_decay=0.):
+  """(chain, inputs) of :func:`inner_step`'s ``step_scale`` and
+  ``weight_decay`` shorthands: the step scaled by ``step_scale`` (a scalar
+  tensor), then decayed."""
+  return (transform.chain(
+      transform.identity() if step_scale is None else
+      step_schedule.ScaleStep(),
+      weight_decay_lib.decoupled_weight_decay(weight_decay)),
+          {} if step_scale is None else {transform.SCALE: step_scale})
 
 
 def inner_step(problem, optimizer, variables, states, global_state, data,
-               labels, packed=False, step_scale=None, weight_decay=0.):
+               labels, packed=False, transforms=None, step_inputs=None,
+               step_scale=None, weight_decay=0.):
   """One meta-test step: objective and gradients on one batch, then the update.
 
   Args:
@@ -122,12 +103,14 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
     global_state: list of global state tensors.
     data, labels: the batch (None for problems without data).
     packed: whether ``states`` is in the optimizer's packed layout.
-    step_scale: None, or a scalar tensor that scales the update
-      (:func:`scaled_update`); not with attention, whose real parameters live
-      in the optimizer's state.
-    weight_decay: a Python float, the decoupled weight decay of every step
-      (:func:`weight_decayed`, scaled by ``step_scale``); 0: none. Not with
-      attention.
+    transforms: None, or a step transform chain
+      (:func:`l2o_scale.steps.transform.chain`) applied to the proposed
+      step; not with attention, whose real parameters live in the
+      optimizer's state.
+    step_inputs: this step's inputs of ``transforms`` (e.g. its scale).
+    step_scale, weight_decay: instead of ``transforms``, the chain of a
+      step scaled by the scalar tensor ``step_scale`` then decayed by the
+      float ``weight_decay`` (:func:`shorthand_transforms`).
 
   Returns:
     StepResult: ``objective`` on the batch at the real parameters
@@ -146,9 +129,11 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
       variables, grads, states, global_state)
   new_variables = next_variables(optimizer, new_params, new_attend)
   if step_scale is not None or weight_decay:
-    check_scalable(optimizer)
-  if step_scale is not None:
-    new_variables = scaled_update(variables, new_variables, step_scale)
-  new_variables = weight_decayed(variables, new_variables, weight_decay,
-                                 step_scale)
+    if transforms is not None:
+      raise ValueError("give transforms or their shorthands, not both")
+    transforms, step_inputs = shorthand_transforms(step_scale, weight_decay)
+  if transforms is not None and not transforms.is_identity:
+    transforms.check(optimizer)
+    new_variables = transforms.apply(variables, new_variables,
+                                     step_inputs or {})
   return StepResult(obj, new_variables, new_states, list(new_global))

@@ -35,8 +35,9 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import compiled_run
-from l2o_scale.meta_testing import step_schedule as step_schedule_lib
 from l2o_scale.runs import checkpoints
+from l2o_scale.steps import settings as step_settings_lib
+from l2o_scale.steps import transform
 from problems import datasets
 
 DEFAULT_PROGRESS_EVERY = 1000  # the original printed every 1000 iterations
@@ -165,7 +166,7 @@ def batch_schedule(num_iter, data, batch_size, seed, batches=None):
 
 def _prepare(optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
              restore_model_name, batches, jit_compile, run_cache,
-             weight_decay=0.):
+             transforms=None):
   """What both tests need: the restored optimizer, the data, the batch
   schedule, and the compiled run from its initial parameters."""
   _check_pure_optimizer(optimizer)
@@ -174,7 +175,7 @@ def _prepare(optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
   params = initial_parameters(problem, seed)
   schedule = batch_schedule(num_iter, data, batch_size, seed, batches)
   run = (run_cache or RunCache()).get(optimizer, problem, params, data,
-                                      labels, jit_compile, weight_decay)
+                                      labels, jit_compile, transforms)
   return run, schedule, data, labels
 
 
@@ -237,8 +238,7 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
                    restore_model_name=None, batches=None,
                    heldout_dataset=None, heldout_every=None, progress=None,
                    progress_every=DEFAULT_PROGRESS_EVERY, jit_compile=False,
-                   run_cache=None, step_schedule=None, step_decay_start=0.,
-                   weight_decay=0.):
+                   run_cache=None, step_transforms=None, **step_settings):
   """Tests an optimization algorithm on a given problem.
 
   Port of ``metaopt.test_optimizer`` (evaluation metaopt.py l.606-745), same
@@ -278,16 +278,13 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
     run_cache: a :class:`RunCache` to reuse the compiled loop of the
       previous call with the same optimizer, problem and data (new in the
       port; default: compile afresh).
-    step_schedule: None/``"none"`` (the original: constant steps), or
-      ``"cosine"``/``"linear"``: every update is scaled by a decay over the
-      ``num_iter`` steps (:mod:`l2o_scale.meta_testing.step_schedule`; new in
-      the port).
-    step_decay_start: with a ``step_schedule``, the share of the run before
-      the decay starts (the scale holds at 1 until then).
-    weight_decay: decoupled weight decay of every update, ``new = proposed -
-      scale * weight_decay * old`` (``scale``: the step schedule's, else 1;
-      :func:`l2o_scale.meta_testing.inner_step.weight_decayed`; new in the
-      port; 0, the default, is the original update).
+    step_transforms: a chain of step transforms applied to every update
+      (:mod:`l2o_scale.steps`; new in the port), with per-step inputs over
+      the ``num_iter`` steps; None: the original update.
+    **step_settings: instead of ``step_transforms``, metatest.py's
+      ``step_schedule`` (None/``"none"``, ``"cosine"``, ``"linear"``),
+      ``step_decay_start`` and ``weight_decay``
+      (:func:`l2o_scale.steps.settings.step_transforms_from`).
 
   Returns:
     objective_values: list (``num_iter``) of the objective on each step's
@@ -296,13 +293,11 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
     records: dict of lists (empty unless ``record_every``/``heldout_every``).
   """
   num_iter = int(num_iter)
-  if weight_decay < 0:
-    raise ValueError("weight_decay must be >= 0, got {}".format(weight_decay))
+  transforms = _step_transforms(step_transforms, step_settings)
   run, schedule, data, labels = _prepare(
       optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
-      restore_model_name, batches, jit_compile, run_cache, weight_decay)
-  scales = step_schedule_lib.step_scales(step_schedule, num_iter,
-                                         step_decay_start)
+      restore_model_name, batches, jit_compile, run_cache, transforms)
+  inputs = transforms.step_inputs(num_iter)
   recorder = _Recorder(run, data, labels, record_every, heldout_dataset,
                        heldout_every)
   report = _Progress(_print_progress if progress is None else progress,
@@ -312,11 +307,9 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
   for end in _boundaries(num_iter, recorder.record_every,
                          recorder.heldout_every, progress_every):
     recorder.before_chunk(start, schedule[start])
-    if scales is None:
-      objs = run.run_chunk(tf.constant(schedule[start:end])).numpy()
-    else:
-      objs = run.run_chunk(tf.constant(schedule[start:end]),
-                           tf.constant(scales[start:end])).numpy()
+    objs = run.run_chunk(tf.constant(schedule[start:end]), *(
+        [{k: tf.constant(v[start:end]) for k, v in inputs.items()}]
+        if inputs else [])).numpy()
     objective_values.extend(objs)
     report.after_chunk(end, float(objs[-1]))
     start = end
@@ -324,6 +317,17 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
     recorder.heldout_record(num_iter)
   return (objective_values, [v.numpy() for v in run.param_vars],
           recorder.records)
+
+
+def _step_transforms(step_transforms, step_settings):
+  """The chain of ``test_optimizer``'s ``step_transforms`` or, instead,
+  its ``step_settings``."""
+  if step_transforms is not None and step_settings:
+    raise ValueError("give step_transforms or the settings that build them "
+                     "({}), not both".format(", ".join(sorted(step_settings))))
+  if step_transforms is None:
+    return step_settings_lib.step_transforms_from(**step_settings)
+  return transform.chain(step_transforms)
 
 
 def _speed(start_time, compiled_at, now, steps):

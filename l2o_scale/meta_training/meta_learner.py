@@ -17,7 +17,7 @@ import collections
 
 import tensorflow as tf
 
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.steps import tf1_optimizers
 from optimizer import utils
 
 # --meta_optimizer: 'rmsprop' is the original's (TF1 RMSProp, mean square
@@ -69,7 +69,7 @@ def build_meta_optimizer(variables, learning_rate, config):
 class MetaLearner(object):
   """Applies meta-gradients with the original's rule.
 
-  ``meta_optimizer`` is a :mod:`l2o_scale.meta_training.tf1_optimizers`
+  ``meta_optimizer`` is a :mod:`l2o_scale.steps.tf1_optimizers`
   meta-optimizer (:func:`build_meta_optimizer`) whose slots and counter go
   into checkpoints; this class adds the clipping level
   and the bookkeeping the training loop reports (the last raw and clipped

@@ -16,7 +16,7 @@ step is a ``tf.function``.
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.steps import tf1_optimizers
 from problems import datasets
 
 TEACHER_LEARNING_RATE = 0.01

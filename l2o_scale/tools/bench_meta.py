@@ -43,7 +43,7 @@ def _unroll_call(spec, batch_size, mini, reg_name, jit, parallel):
   # Imported here: only this measurement needs the meta-training machinery.
   from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import tf1_optimizers  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import tf1_optimizers  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
 

@@ -46,7 +46,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from l2o_scale.meta_testing import step_schedule
+from l2o_scale.steps import step_schedule
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
