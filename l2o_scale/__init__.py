@@ -1,5 +1,15 @@
-"""Meta-training and meta-testing core of the L2O-Scale TF2 port."""
+"""Meta-training and meta-testing core of the L2O-Scale TF2 port.
 
-from l2o_scale import keras_registration as _keras_registration
+Importing the package imports no TensorFlow (the cluster launcher and the
+list of pretrained optimizers stay light, and
+:mod:`l2o_scale.runs.quiet_cuda` can filter TensorFlow's start-up noise).
+Keras finds :class:`l2o_scale.keras_optimizer.LearnedOptimizer` in a
+``.keras`` file once that module is imported (it registers itself with
+``keras.saving.register_keras_serializable``); when Keras is already
+imported, importing the package imports it.
+"""
 
-_keras_registration.install()
+import sys as _sys
+
+if "keras" in _sys.modules:
+  from l2o_scale import keras_optimizer as _keras_optimizer  # pylint: disable=g-import-not-at-top,unused-import

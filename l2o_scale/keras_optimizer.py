@@ -22,10 +22,11 @@ learned optimizer's own ``tf.Variable``s, restored from a checkpoint written by
 the original TF1 ``metarun.py`` or by this port. They are saved with the
 optimizer's variables (``save_own_variables``, keys ``meta_<i>``) and its
 options with its config, so a ``.keras`` file is self-contained: it loads in
-a fresh process, anywhere, without the checkpoint, after only ``import
-l2o_scale`` (the package registers this class when Keras is imported, see
-:mod:`l2o_scale.keras_registration`). A config alone (``from_config``) gives
-an optimizer that refuses to step until its meta-parameters are loaded.
+a fresh process, anywhere, without the checkpoint, once this module is
+imported (``keras.saving.register_keras_serializable`` registers the class;
+``import l2o_scale`` imports this module when Keras is already imported). A
+config alone (``from_config``) gives an optimizer that refuses to step until
+its meta-parameters are loaded.
 
 ``learning_rate`` (default 1) scales the learned update: the learned optimizer
 chooses its own step sizes, and a Keras schedule here decays them over a run

@@ -145,3 +145,34 @@ def test_a_reverse_import_is_caught(tmp_path):
       "l2o_scale/stray.py is in no layer of docs/architecture.md",
       "problems/d.py (model) imports l2o_scale/top/a.py (top), a layer "
       "above it"]
+
+
+def test_nothing_reaches_into_keras_private_modules():
+  for path in source_files():
+    with open(os.path.join(ROOT, path)) as f:
+      assert "keras.src" not in f.read(), path
+
+
+def _python(code):
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                        text=True, cwd=ROOT, env=env, timeout=300)
+  assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_import_is_light_and_installs_no_hook():
+  """``import l2o_scale`` leaves the import system as it was and imports
+  neither TensorFlow nor Keras."""
+  _python("import sys\nhooks = list(sys.meta_path)\nimport l2o_scale\n"
+          "assert sys.meta_path == hooks, sys.meta_path\n"
+          "assert 'tensorflow' not in sys.modules\n"
+          "assert 'keras' not in sys.modules\n")
+
+
+def test_import_after_keras_registers_the_optimizer_publicly():
+  _python("import keras\nimport l2o_scale\n"
+          "found = keras.saving.get_registered_object("
+          "'l2o_scale>LearnedOptimizer')\n"
+          "assert found is l2o_scale.keras_optimizer.LearnedOptimizer\n")
