@@ -51,16 +51,13 @@ often much faster: the estimators need 10+ products with the SAME gradient
 so a forward accumulator cannot batch them); forward-over-back has to repeat
 the forward and first backward pass (plus their tangents) for every product,
 whereas reverse-over-reverse pays for them once and then needs one extra
-backward pass per product. Measured on an MLP 784-20-10, softmax
-cross-entropy, batch 128, 2 CPU cores, TF 2.21
-(``python -m l2o_scale.tools.bench_curvature``):
-eagerly, a 10-probe Hutchinson call takes ~80 ms reverse vs ~350 ms forward;
-inside ``tf.function`` Grappler's common-subexpression elimination merges
-most of the repeated forward work of forward-over-back, and the two are
-within noise of each other (~2.5 ms Hutchinson, ~5 ms 10-step Lanczos;
-~6-11 ms vs ~7-12 ms with an enclosing meta-gradient tape, reverse equal or
-slightly ahead). Forward-over-back uses less memory, which does not matter
-at L2O problem sizes.
+backward pass per product. Eagerly that makes reverse-over-reverse several
+times faster; inside ``tf.function`` Grappler's common-subexpression
+elimination merges most of the repeated forward work of forward-over-back,
+and the two cost about the same (``python -m
+l2o_scale.tools.bench_curvature`` times both on an MLP 784-20-10).
+Forward-over-back uses less memory, which does not matter at L2O problem
+sizes.
 
 Randomness
 ----------
@@ -416,8 +413,8 @@ def _lanczos_tridiagonal(hvp, params, num_iters, start):
   float. In TF1, ``Tensor.__ne__`` is Python object inequality, so the test
   is always True: the re-orthogonalisation branch is ALWAYS taken and the
   random-restart branch (``tf.random_normal`` start, l.291-295) is dead code.
-  We therefore always re-orthogonalise and have no restart (even if b_i is
-  exactly 0, where normalization then yields the zero vector).
+  The port therefore always re-orthogonalises and never restarts (even if
+  b_i is exactly 0, where normalization then yields the zero vector).
 
   T = diag(a) + diag(b, +1) + diag(b, -1), size num_iters.
 
@@ -488,7 +485,7 @@ def lanczos_density(loss_fn, params, num_iters, num_runs, seed, *,
       eigenvalues of T is trace(T) = sum of the alphas, which for
       num_iters == dim (exact arithmetic, full re-orthogonalisation) is
       tr(H), and in general is a Krylov-subspace estimate of it -- not a
-      density. We still go through ``eigvalsh`` as the original does, so
+      density. It still goes through ``eigvalsh`` as the original does, so
       switching to weighted densities later is easy; its gradient exists
       (it is V diag(dL/dlambda) V^T, no eigen-gap divisions for eigenvalue
       only gradients), so the regularizer stays differentiable.

@@ -1,13 +1,13 @@
 """One optimizee step under a (learned or hand-designed) optimizer, and the
 attention rule, written once.
 
-Why one place: the step "objective, gradients at the right point, optimizer
-call, new parameters and state" was written in the meta-test loop
-(:mod:`l2o_scale.meta_testing.testing`), the fixture replayer
-(:mod:`l2o_scale.tools.replay`), the Keras optimizer
-(:mod:`l2o_scale.keras_optimizer`), the benchmark (:mod:`l2o_scale.tools.bench`)
-and the meta-training unroll (:mod:`l2o_scale.meta_training.unroll`), each deciding the
-attention rule again.
+Why one place: the meta-test loop (:mod:`l2o_scale.meta_testing.testing`),
+the fixture replayer (:mod:`l2o_scale.tools.replay`), the Keras optimizer
+(:mod:`l2o_scale.keras_optimizer`), the benchmark
+(:mod:`l2o_scale.tools.bench`) and the meta-training unroll
+(:mod:`l2o_scale.meta_training.unroll`) all take this step (objective,
+gradients at the right point, optimizer call, new parameters and state);
+with the attention rule written once they cannot disagree on it.
 
 The attention rule (original ``hierarchical_rnn.py`` ``_compute_updates``
 l.363-432 and ``trainable_optimizer.py`` ``apply_gradients``; the training

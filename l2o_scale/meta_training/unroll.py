@@ -206,7 +206,8 @@ def optimizer_update(optimizer, jit_compile=False):
   backward (the gradient of a ``jit_compile`` function is compiled too).
   The rest of the unroll (the objective's large matmuls on the mini
   dataset, the while loop and its accumulators) stays in TensorFlow's
-  executor: the whole meta-step under XLA ran 2x slower. The regularizer
+  executor: XLA has little to fuse there and compiles the whole loop for
+  long (docs/performance.md). The regularizer
   cannot be compiled this way in TF 2.21 (its gradient inside the while
   loop fails). The numbers differ from the uncompiled ones by float
   rounding.
