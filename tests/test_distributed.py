@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
-from l2o_scale.tools import cluster
+from l2o_scale import cluster
 from l2o_scale.meta_training import distributed
 from l2o_scale.meta_training import reporting
 from l2o_scale.steps import tf1_optimizers
@@ -114,12 +114,12 @@ def _variables(logdir, number, prefix):
 
 
 class _Launcher(object):
-  """``python -m l2o_scale.tools.cluster`` in the background, its output collected."""
+  """``python -m l2o_scale.cluster`` in the background, its output collected."""
 
   def __init__(self, args):
     self.lines = []
     self.proc = subprocess.Popen(
-        [sys.executable, "-m", "l2o_scale.tools.cluster"] + args, cwd=ROOT,
+        [sys.executable, "-m", "l2o_scale.cluster"] + args, cwd=ROOT,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)

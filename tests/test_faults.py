@@ -25,7 +25,7 @@ from l2o_scale import pretrained
 from l2o_scale.runs import checkpoints
 from l2o_scale.runs import dir_lock
 from l2o_scale.runs import run_record
-from l2o_scale.tools import cluster
+from l2o_scale import cluster
 from problems import datasets
 import conftest
 

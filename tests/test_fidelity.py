@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
-from l2o_scale.tools import tf1_reference
+from l2o_scale.fidelity import tf1_reference
 
 
 @pytest.mark.parametrize("name", ["quadratic20", "mnist_mlp_sigmoid",
@@ -62,7 +62,7 @@ def _write_meta_test_fixture(folder, problem_spec, level_sizes, kwargs,
   the replayer's compiled pure step: an independent route to the numbers.
   ``data``: the spec's data source (batches of ``batch_size`` rows)."""
   from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
-  from l2o_scale.tools import fixture_spec  # pylint: disable=g-import-not-at-top
+  from l2o_scale.fidelity import fixture_spec  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   spec = {"kind": "meta_test", "problem": problem_spec,
           "optimizer": {"cls": "HierarchicalRNN", "level_sizes": level_sizes,
@@ -140,7 +140,7 @@ def test_replayer_reads_convnet_as_the_evaluation_code_names_it(
   meta-training spec without ``mode`` it stays the training code's.
   (``mode="test"``: with batch statistics the conv biases get no gradient,
   and their optimizer states are float-rounding noise.)"""
-  from l2o_scale.tools import fixture_spec  # pylint: disable=g-import-not-at-top
+  from l2o_scale.fidelity import fixture_spec  # pylint: disable=g-import-not-at-top
   from problems import problem_generator  # pylint: disable=g-import-not-at-top
   problem = {"cls": "ConvNet",
              "args": [[1, 28, 28], 10, [[3, 3, 4, 1], [5, 5, 8, 1]]],

@@ -1,5 +1,5 @@
-"""Tooling around the runtime: the benchmark (``bench``) and the fidelity
-replayer of TF1 reference runs (``tf1_reference``, ``replay``,
-``fixture_spec``). Nothing in meta-training or meta-testing imports these;
-``python -m l2o_scale.bench`` and ``python -m l2o_scale.tf1_reference`` run
-them."""
+"""Checks of the reproduction: ``horizon_check`` (a learned optimizer
+against Adam at long horizons, ``python -m l2o_scale.tools.horizon_check``).
+Nothing in the product imports them. The developer benchmarks live in
+:mod:`l2o_scale.benchmarks`, the fidelity replayer in
+:mod:`l2o_scale.fidelity`, the cluster launcher in :mod:`l2o_scale.cluster`."""

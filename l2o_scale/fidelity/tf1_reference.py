@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from l2o_scale.tools import fixture_spec
+from l2o_scale.fidelity import fixture_spec
 
 TINY = 1e-12
 
@@ -129,7 +129,7 @@ def find_fixtures(paths):
 def replay_fixture(folder, data_dir=None):
   """Replays one fixture. Returns (status, name, message)."""
   # Imported lazily so TF's compiled functions load once.
-  from l2o_scale.tools import replay  # pylint: disable=g-import-not-at-top
+  from l2o_scale.fidelity import replay  # pylint: disable=g-import-not-at-top
   name = os.path.basename(os.path.normpath(folder))
   spec = fixture_spec.load_spec(folder)
   arrays = np.load(os.path.join(folder, "arrays.npz"))

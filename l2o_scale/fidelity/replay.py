@@ -1,4 +1,4 @@
-"""Replays of fixture runs with the port (used by :mod:`l2o_scale.tools.tf1_reference`).
+"""Replays of fixture runs with the port (used by :mod:`l2o_scale.fidelity.tf1_reference`).
 
 ``replay_meta_test`` reproduces the original evaluation loop
 (``metaopt.test_optimizer``, L2O-Scale-Evaluation metaopt.py l.400-520): at
@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
 from l2o_scale.meta_testing import inner_step
-from l2o_scale.tools import fixture_spec
+from l2o_scale.fidelity import fixture_spec
 
 META_TRAIN_AVAILABLE = True
 

@@ -1,6 +1,6 @@
 """One-machine launcher of a distributed meta-training cluster.
 
-    python -m l2o_scale.tools.cluster --workers=N [--ps=1] [--log_dir=D] -- <metarun flags>
+    python -m l2o_scale.cluster --workers=N [--ps=1] [--log_dir=D] -- <metarun flags>
 
 starts ``metarun.py`` as ps task(s), N workers and the chief on free
 127.0.0.1 ports (one TF_CONFIG per process), prints each process's id and
@@ -153,7 +153,7 @@ def _interrupt(signum, frame):
 def main(argv=None):
   parser = argparse.ArgumentParser(
       description="Run metarun.py on a one-machine parameter-server cluster.",
-      usage="python -m l2o_scale.tools.cluster --workers=N [--ps=1] [--log_dir=D] "
+      usage="python -m l2o_scale.cluster --workers=N [--ps=1] [--log_dir=D] "
             "-- <metarun.py flags>")
   parser.add_argument("--workers", type=int, default=2)
   parser.add_argument("--ps", type=int, default=1)
