@@ -70,9 +70,7 @@ def true_params(optimizer, variables, states, packed=False):
   return [s.get("true_param", v) for s, v in zip(per_tensor, variables)]
 
 
-# The step transforms' helpers under their earlier names here.
-check_scalable = transform.check_compatible
-scaled_update = step_schedule.scaled_update
+# The closed form of the weight decay, where callers of the step look for it.
 weight_decayed = weight_decay_lib.weight_decayed
 
 
