@@ -181,7 +181,11 @@ class SoftmaxClassifier(Problem):
   Labels may be class indices (the evaluation code: sparse softmax
   cross-entropy) or one-hot rows (the training code: dense softmax
   cross-entropy); both give the same loss. With two classes the original
-  uses a sigmoid cross-entropy on the first logit, kept here.
+  uses a sigmoid cross-entropy of the 0/1 class index on the first logit,
+  kept here. The L2O-Entropy training code fed one-hot rows there too, and
+  the sigmoid of logits (B,) against labels (B, 2) failed at run time in
+  TF1 (incompatible shapes); one-hot rows are mapped to their class index,
+  which is what the evaluation (original L2O-Scale) code fed and ran.
   """
 
   def init_tensors(self, seed=None):
@@ -195,7 +199,11 @@ class SoftmaxClassifier(Problem):
     logits = self.inference(params, data)
     labels = tf.convert_to_tensor(labels)  # numpy batches too
     if int(logits.shape[1]) == 2:
-      labels = tf.cast(labels, tf.float32)
+      if labels.shape.rank == 2 and labels.shape[1] != 1:
+        # One-hot rows of the training feed: their class index, the 0/1
+        # label the evaluation code fed to this sigmoid.
+        labels = tf.argmax(labels, 1)
+      labels = tf.reshape(tf.cast(labels, tf.float32), [-1])
       losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels,
                                                        logits=logits[:, 0])
     elif labels.shape.rank == 2:
