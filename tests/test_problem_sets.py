@@ -2,6 +2,8 @@
 every training set meta-trains, alone and mixed, as metarun.py feeds it."""
 
 import importlib
+import json
+import os
 import sys
 import types
 
@@ -302,3 +304,58 @@ def test_a_mixture_of_six_sets_meta_trains(data_dir, eager):
     assert update.nonfinite == 0
   assert any(not np.array_equal(b, v.numpy())
              for b, v in zip(before, optimizer.meta_variables))
+
+
+# --- the 2-class objectives against the original code ----------------------
+
+_TWO_CLASS_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                  "fixtures", "two_class_objectives")
+
+
+def _two_class_fixture():
+  with open(os.path.join(_TWO_CLASS_FIXTURE, "spec.json")) as f:
+    spec = json.load(f)
+  arrays = np.load(os.path.join(_TWO_CLASS_FIXTURE, "arrays.npz"))
+  return spec, {k: arrays[k] for k in arrays.files}
+
+
+def test_sparse_datasets_are_the_originals():
+  """random_mlp and noisy_parity_class draw the original's arrays."""
+  _, arrays = _two_class_fixture()
+  for name, dataset in (
+      ("random_mlp", datasets.random_mlp(8, 50, random_seed=1)),
+      ("parity", datasets.noisy_parity_class(5, random_seed=123))):
+    np.testing.assert_array_equal(dataset.data, arrays["data/%s/x" % name])
+    np.testing.assert_array_equal(dataset.labels, arrays["data/%s/y" % name])
+
+
+def _rel_l2(a, b):
+  return np.linalg.norm(np.ravel(a) - np.ravel(b)) / max(
+      np.linalg.norm(np.ravel(b)), 1e-12)
+
+
+@pytest.mark.parametrize("case", [c["name"] for c in
+                                  _two_class_fixture()[0]["cases"]])
+def test_two_class_objective_and_gradients_match_the_original(case):
+  """The original (evaluation code, integer labels) objective and gradients
+  of the 2-class problems; the port's training feed (one-hot rows) and its
+  evaluation feed (integer labels) both give them."""
+  spec, arrays = _two_class_fixture()
+  cfg, = [c for c in spec["cases"] if c["name"] == case]
+  kwargs = dict(cfg["problem"]["kwargs"])
+  if "activation" in kwargs:
+    kwargs["activation"] = getattr(tf.nn, kwargs["activation"])
+  problem = getattr(pg, cfg["problem"]["cls"])(*cfg["problem"]["args"],
+                                                 **kwargs)
+  params = [tf.constant(arrays["%s/param%d" % (case, i)])
+            for i in range(len(problem.param_shapes))]
+  data = tf.constant(arrays["data/%s/x" % cfg["data"]])
+  labels = arrays["data/%s/y" % cfg["data"]]
+  tol = spec["tolerances"]
+  for fed in (labels, datasets.one_hot_rows(labels)):
+    obj, grads = problem.objective_and_clean_gradients(params, data, fed)
+    np.testing.assert_allclose(float(obj), arrays[case + "/objective"],
+                               rtol=tol["objective"]["max_rel"])
+    for i, grad in enumerate(grads):
+      assert _rel_l2(grad.numpy(), arrays["%s/grad%d" % (case, i)]) <= (
+          tol["grads"]["rel_l2"]), (case, i)
