@@ -194,13 +194,12 @@ def batch_indices(data_size, num_batches, batch_size, rng=None):
   and a reshuffle whenever a batch would run past the end of the data. With
   the default ``rng`` (the global ``np.random``) it makes the same calls as
   the original, so the same global seed gives the same batches. Returns an
-  int32 array [num_batches, batch_size].
+  int32 array [num_batches, min(batch_size, data_size)]: a batch larger than
+  the data is, as the original's slice past the end made it, the whole data
+  reshuffled before every batch (the sparse softmax sets ask for 23 of 5).
   """
   rng = np.random if rng is None else rng
-  if batch_size > data_size:
-    raise ValueError("batch_size {} is larger than the dataset ({} samples)"
-                     .format(batch_size, data_size))
-  out = np.empty((num_batches, batch_size), dtype=np.int32)
+  out = np.empty((num_batches, min(batch_size, data_size)), dtype=np.int32)
   index_in_epoch = 0
   indices = np.arange(data_size)
   rng.shuffle(indices)

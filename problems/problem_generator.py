@@ -181,7 +181,13 @@ class SoftmaxClassifier(Problem):
   Labels may be class indices (the evaluation code: sparse softmax
   cross-entropy) or one-hot rows (the training code: dense softmax
   cross-entropy); both give the same loss. With two classes the original
-  uses a sigmoid cross-entropy on the first logit, kept here.
+  uses a sigmoid cross-entropy of the 0/1 class index on the first logit,
+  kept here. The L2O-Entropy training code fed one-hot rows there too, and
+  the sigmoid of logits (B,) against labels (B, 2) failed at run time in
+  TF1 (incompatible shapes); one-hot rows are mapped to their class index,
+  which is what the evaluation (original L2O-Scale) code fed and ran. Rows
+  narrower than the logits (np.eye(max + 1) of labels without the top
+  classes) are mapped to their index as well.
   """
 
   def init_tensors(self, seed=None):
@@ -194,18 +200,25 @@ class SoftmaxClassifier(Problem):
   def objective(self, params, data, labels):
     logits = self.inference(params, data)
     labels = tf.convert_to_tensor(labels)  # numpy batches too
-    if int(logits.shape[1]) == 2:
-      labels = tf.cast(labels, tf.float32)
-      losses = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels,
-                                                       logits=logits[:, 0])
-    elif labels.shape.rank == 2:
-      # One-hot rows (the training code feeds them; it casts to int32).
+    n_classes = int(logits.shape[1])
+    # One-hot rows (the training feed, float): any row width, since a
+    # depth-1 np.eye of an all-zero draw is rows too. An integer column is
+    # class indices.
+    rows = labels.shape.rank == 2 and (labels.shape[1] != 1 or
+                                       labels.dtype.is_floating)
+    if rows and n_classes > 2 and labels.shape[1] == n_classes:
       losses = tf.nn.softmax_cross_entropy_with_logits(
           labels=tf.cast(labels, logits.dtype), logits=logits)
+      return tf.reduce_mean(losses)
+    if rows:
+      labels = tf.argmax(labels, 1)
+    labels = tf.reshape(labels, [-1])
+    if n_classes == 2:
+      losses = tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=tf.cast(labels, logits.dtype), logits=logits[:, 0])
     else:
-      labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
-      losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels,
-                                                              logits=logits)
+      losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=tf.cast(labels, tf.int32), logits=logits)
     return tf.reduce_mean(losses)
 
   def argmax(self, logits):

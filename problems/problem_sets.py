@@ -97,7 +97,9 @@ def bowl_problems_noisy():
 
 
 def sparse_softmax_2_class_sparse_problems():
-  """Quirk kept: the dataset has 5 samples (n_samples=5) for batches of 23."""
+  """Quirk kept: the dataset has 5 samples (n_samples=5) for batches of 23;
+  as the original's slice past the end made them, every batch is the 5
+  samples, reshuffled (:func:`problems.datasets.batch_indices`)."""
   return [(_Spec(pg.SparseSoftmaxRegression, (5, 2), {"noise_stdev": 0.0}),
            datasets.noisy_parity_class(5, random_seed=123), 23)]
 

@@ -138,8 +138,22 @@ def test_batch_indices_cover_epochs():
   for start in (0, 3):
     epoch = batches[start:start + 3].ravel()
     assert len(set(epoch)) == 9
-  with pytest.raises(ValueError, match="larger than the dataset"):
-    datasets.batch_indices(5, 1, 6)
+
+
+def test_batch_larger_than_data_is_the_whole_data_reshuffled():
+  """The original's slice past the end: every batch of 23 from 5 samples is
+  the 5 samples, after one shuffle up front and one before each batch."""
+  rng = np.random.RandomState(0)
+  batches = datasets.batch_indices(5, 4, 23, rng)
+  assert batches.shape == (4, 5)
+  for row in batches:
+    assert sorted(row) == list(range(5))
+  expected = np.random.RandomState(0)
+  indices = np.arange(5)
+  for _ in range(5):
+    expected.shuffle(indices)
+  assert list(batches[-1]) == list(indices)
+  assert rng.randint(1 << 30) == expected.randint(1 << 30)
 
 
 

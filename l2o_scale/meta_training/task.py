@@ -137,7 +137,16 @@ class MetaTrainingTask(object):
     if self.data is None:
       return tf.zeros([0]), tf.zeros([0])
     return (tf.constant(self.data[rows]),
-            tf.constant(one_hot(self.labels[rows])))
+            tf.constant(one_hot(self.labels[rows], self.label_depth)))
+
+  @property
+  def label_depth(self):
+    """One-hot depth of the whole data's labels (the original's
+    ``np.eye(np.max(labels) + 1)``, labels of the full dataset), so a mini
+    dataset that lacks the top class keeps the width of the logits."""
+    if self.labels is None or self.labels.ndim != 1 or not self.labels.size:
+      return None
+    return int(np.max(self.labels)) + 1
 
   def teacher_steps(self, plan, instance=0):
     """Per unroll, the imitation teacher's steps (one array per parameter,
