@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.benchmarks import bench_core as core
+from l2o_scale.meta_training import reporting
 from problems import datasets
 
 def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
@@ -152,6 +153,8 @@ def bench_meta_iteration(data_dir, cfg, jit_compile=False,
 
     result = core.measure(call, 1, max(2, cfg["unroll_repeats"] // 2), 1, timer)
   result["unrolls"] = 5
+  # The process's peak so far: the unrolls timed before it included.
+  result["peak_memory_gib"] = reporting.peak_memory_gib()
   return result
 
 
