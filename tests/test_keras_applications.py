@@ -60,3 +60,36 @@ def test_step_graph_does_not_grow_with_tensors_times_parameters():
   graph = step.get_concrete_function(params, params, packed,
                                      glob).graph.as_graph_def()
   assert graph.ByteSize() < 400_000
+
+
+def test_a_variable_without_gradient_keeps_its_state(fixtures_dir):
+  """As the original's apply_gradients: a variable without a gradient is
+  left out of the step (value and state unchanged, not in the per-tensor
+  means), and the others step exactly as an optimizer of them alone."""
+  import os  # pylint: disable=g-import-not-at-top
+  ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  kwargs = {"init_lr_range": (1e-3, 1e-3)}  # No random initial state.
+  rng = np.random.RandomState(0)
+  values = [rng.randn(*s).astype(np.float32) for s in ((5, 3), (3,), (4,))]
+  grads = [[rng.randn(*v.shape).astype(np.float32) for v in values]
+           for _ in range(3)]
+  both = [keras.Variable(v) for v in values]
+  alone = [keras.Variable(v) for v in values[:2]]
+  opt_both = LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs=kwargs)
+  opt_alone = LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs=kwargs)
+  opt_both.build(both)
+  state_before = [v.numpy() for v in opt_both._packed_slots]
+  for g in grads:
+    opt_both.apply([g[0], g[1], None], both)
+    opt_alone.apply(g[:2], alone)
+  np.testing.assert_array_equal(both[2].numpy(), values[2])
+  for b, a in zip(both[:2], alone):
+    np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=1e-7)
+    assert not np.allclose(b.numpy(), values[0] if b is both[0] else
+                           values[1])
+  # The packed state's last 4 of 22 columns (the third variable) are
+  # unchanged.
+  for before, slot in zip(state_before, opt_both._packed_slots):
+    after = slot.numpy()
+    if after.ndim == 2 and after.shape[1] == 22:
+      np.testing.assert_array_equal(after[:, 18:], before[:, 18:])
