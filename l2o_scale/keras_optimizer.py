@@ -14,9 +14,11 @@ backend) and calls the learned optimizer's pure ``compute_updates`` once on
 all variables with gradients. Keras still applies its own features around it
 (gradient clipping, loss scaling, EMA, the ``iterations`` counter).
 
-Per-variable state (the TF1 slots: RNN states, gradient accumulators, log
-learning rates, ``true_param``) and the global RNN state are Keras optimizer
-variables, so they are saved with the optimizer and work inside the compiled
+The optimizer state of all variables (the TF1 slots: RNN states, gradient
+accumulators, log learning rates, ``true_param``), in the learned
+optimizer's packed layout (a few blocks with all variables' coordinates end
+to end), and the global RNN state are Keras optimizer variables, so they are
+saved with the optimizer and work inside the compiled
 (``tf.function``/XLA) train step of ``fit``. The meta-parameters are the
 learned optimizer's own ``tf.Variable``s, restored from a checkpoint written by
 the original TF1 ``metarun.py`` or by this port. They are saved with the
@@ -106,7 +108,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     self.checkpoint_path = checkpoint_path
     self.optimizer_kwargs = dict(optimizer_kwargs or {})
     self.level_sizes = tuple(level_sizes)
-    self._state_slots = []  # per variable index: {state key: keras Variable}
+    self._state_slots = []  # per variable index: its place in the state
+    self._packed_structure = None
+    self._packed_slots = []  # the packed state's blocks (Keras variables)
     self._global_slots = []
     # Set by from_config until load_own_variables restores the
     # meta-parameters (a config holds the options only).
@@ -185,23 +189,29 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
 
   # -------------------------------------------------------------- variables
   def build(self, var_list):
-    """Creates the slots of every variable and the global state."""
+    """Creates the optimizer state of all variables and the global state.
+
+    The state is kept in the learned optimizer's packed layout
+    (``initialize_packed_state``: for the hierarchical RNN a few [k, N]
+    blocks with the coordinates of all variables end to end), one Keras
+    variable per block. Why: one variable per TF1 slot of every tensor
+    meant ~14 variables per model variable, each repacked into that layout
+    and back at every step (a transpose of the RNN state among them), and
+    thousands of captured variables in the traced step of a large model.
+    """
     if self.built:
       return
     super().build(var_list)
-    self._state_slots = []
     with tf.init_scope():
-      for i, var in enumerate(var_list):
-        value = tf.cast(tf.convert_to_tensor(var), tf.float32)
-        init = self.learned_optimizer.initialize_state(value)
-        slots = {}
-        for key in sorted(init):
-          initial = tf.convert_to_tensor(init[key])
-          slots[key] = self.add_variable(
-              shape=tuple(initial.shape), dtype="float32",
-              initializer=_constant_initializer(initial),
-              name="{}_{}".format(_var_name(var, i), key))
-        self._state_slots.append(slots)
+      values = [tf.cast(tf.convert_to_tensor(v), tf.float32)
+                for v in var_list]
+      packed = self.learned_optimizer.initialize_packed_state(values)
+      self._packed_structure = packed
+      self._packed_slots = [
+          self.add_variable(shape=tuple(leaf.shape), dtype="float32",
+                            initializer=_constant_initializer(leaf),
+                            name="state_{}".format(name))
+          for name, leaf in _named_leaves(packed)]
       self._global_slots = []
       for j, g in enumerate(self.learned_optimizer.initialize_global_state()):
         g = tf.convert_to_tensor(g)
@@ -209,10 +219,72 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
             shape=tuple(g.shape), dtype="float32",
             initializer=_constant_initializer(g),
             name="global_state{}".format(j)))
+    # One entry per variable: its place in the packed state.
+    self._state_slots = [{"index": i, "name": _var_name(v, i)}
+                         for i, v in enumerate(var_list)]
+
+  def _packed_state(self):
+    return tf.nest.pack_sequence_as(
+        self._packed_structure,
+        [tf.convert_to_tensor(v) for v in self._packed_slots])
 
   # ------------------------------------------------------------------ step
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     """One joint learned-optimizer step on all variables (see module doc)."""
+    self._check_can_step()
+    given = {self._get_variable_index(var): grad
+             for grad, var in zip(grads, trainable_variables)
+             if grad is not None}
+    if not given:
+      return
+    variables = list(self._trainable_variables)
+    params = [tf.cast(tf.convert_to_tensor(v), tf.float32)
+              for v in variables]
+    indices = sorted(given)
+    dense_grads = [tf.cast(tf.convert_to_tensor(given[i]), tf.float32)
+                   for i in indices]
+    global_state = [tf.convert_to_tensor(v) for v in self._global_slots]
+    packed = self._packed_state()
+    if len(indices) == len(variables):
+      new_params, new_packed, new_global, new_attend, _ = \
+          self.learned_optimizer.compute_updates_packed(
+              params, dense_grads, packed, global_state)
+    else:
+      new_params, new_packed, new_global, new_attend = self._subset_update(
+          params, indices, dense_grads, packed, global_state)
+    # The variable holds the attended location with attention, otherwise
+    # the new parameter (original apply_gradients).
+    values = inner_step.next_variables(self.learned_optimizer, new_params,
+                                       new_attend)
+    old = [params[i] for i in indices]
+    if not inner_step.uses_attention(self.learned_optimizer):
+      values = self._step_transforms([variables[i] for i in indices]).apply(
+          old, values, {transform.SCALE: tf.cast(learning_rate, tf.float32)})
+    for slot, value in zip(self._global_slots, new_global):
+      self.assign(slot, value)
+    for slot, value in zip(self._packed_slots, tf.nest.flatten(new_packed)):
+      self.assign(slot, value)
+    for i, value in zip(indices, values):
+      var = variables[i]
+      self.assign(var, tf.cast(tf.reshape(value, var.shape), var.dtype))
+
+  def _subset_update(self, params, indices, grads, packed, global_state):
+    """The step on the variables with gradients only (``indices``): as the
+    original's ``apply_gradients``, the others keep their state and take no
+    part (not in the per-tensor means, not the last tensor the global RNN
+    reads). Their state is taken out of the packed layout and put back."""
+    opt = self.learned_optimizer
+    states = opt.unpack_state(packed, params)
+    sub_params = [params[i] for i in indices]
+    new_params, new_sub, new_global, new_attend, _ = \
+        opt.compute_updates_packed(sub_params, grads,
+                                   opt.pack_state([states[i] for i in indices]),
+                                   global_state)
+    for i, state in zip(indices, opt.unpack_state(new_sub, new_params)):
+      states[i] = state
+    return new_params, opt.pack_state(states), new_global, new_attend
+
+  def _check_can_step(self):
     if self._meta_parameters_pending:
       raise ValueError(
           "This LearnedOptimizer was rebuilt from a config, which holds its "
@@ -224,37 +296,6 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       raise NotImplementedError(
           "LearnedOptimizer updates all variables jointly and does not "
           "support multi-replica distribution strategies.")
-    params, dense_grads, states, variables = [], [], [], []
-    for grad, var in zip(grads, trainable_variables):
-      if grad is None:
-        continue
-      slots = self._state_slots[self._get_variable_index(var)]
-      variables.append(var)
-      params.append(tf.cast(tf.convert_to_tensor(var), tf.float32))
-      dense_grads.append(tf.cast(tf.convert_to_tensor(grad), tf.float32))
-      states.append({k: tf.convert_to_tensor(v) for k, v in slots.items()})
-    if not variables:
-      return
-    global_state = [tf.convert_to_tensor(v) for v in self._global_slots]
-    new_params, new_states, new_global, new_attend, _ = \
-        self.learned_optimizer.compute_updates(params, dense_grads, states,
-                                               global_state)
-    # The variable holds the attended location with attention, otherwise
-    # the new parameter (original apply_gradients).
-    values = inner_step.next_variables(self.learned_optimizer, new_params,
-                                       new_attend)
-    if not inner_step.uses_attention(self.learned_optimizer):
-      values = self._step_transforms(variables).apply(
-          params, values, {transform.SCALE: tf.cast(learning_rate,
-                                                    tf.float32)})
-    for slot, value in zip(self._global_slots, new_global):
-      self.assign(slot, value)
-    for var, state, new_state, value in zip(variables, states, new_states,
-                                            values):
-      slots = self._state_slots[self._get_variable_index(var)]
-      for key in state:
-        self.assign(slots[key], new_state[key])
-      self.assign(var, tf.cast(tf.reshape(value, var.shape), var.dtype))
 
   def _step_transforms(self, variables):
     """The learning rate's scale, then Keras' weight decay, of metatest's
@@ -276,12 +317,13 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
         "apply_gradients/apply (or model.fit).")
 
   def reset_state(self):
-    """Re-initialises every slot from the variables' current values."""
-    for var, slots in zip(self._trainable_variables, self._state_slots):
-      init = self.learned_optimizer.initialize_state(
-          tf.cast(tf.convert_to_tensor(var), tf.float32))
-      for key, slot in slots.items():
-        slot.assign(init[key])
+    """Re-initialises the optimizer state from the variables' current
+    values."""
+    packed = self.learned_optimizer.initialize_packed_state(
+        [tf.cast(tf.convert_to_tensor(v), tf.float32)
+         for v in self._trainable_variables])
+    for slot, value in zip(self._packed_slots, tf.nest.flatten(packed)):
+      slot.assign(value)
     for slot, g in zip(self._global_slots,
                        self.learned_optimizer.initialize_global_state()):
       slot.assign(g)
@@ -369,6 +411,21 @@ def _constant_initializer(value):
     del shape
     return tf.cast(value, dtype or value.dtype)
   return initializer
+
+
+def _named_leaves(structure, prefix=""):
+  """(name, tensor) of every leaf of a nest of dicts and lists, in
+  ``tf.nest.flatten`` order (dict keys sorted)."""
+  if isinstance(structure, dict):
+    items = [(str(k), structure[k]) for k in sorted(structure)]
+  elif isinstance(structure, (list, tuple)):
+    items = [(str(i), v) for i, v in enumerate(structure)]
+  else:
+    return [(prefix, tf.convert_to_tensor(structure))]
+  out = []
+  for key, value in items:
+    out += _named_leaves(value, key if not prefix else prefix + "_" + key)
+  return out
 
 
 def _var_name(var, index):

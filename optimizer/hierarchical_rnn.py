@@ -41,31 +41,21 @@ _PER_TENSOR = _LOL + "/PerTensor"
 class _Segments:
   """T tensors laid end to end along the last axis of [k, N] row matrices.
 
-  What the packed step needs to tell tensors apart: ``indicators`` [T, N]
-  (row t is 1 on tensor t's coordinates; the GRU's matmul multiplies them
-  with each tensor's bias), per-tensor means of rows, and ``tf.gather`` with
-  the tensor index of each coordinate to spread per-tensor values back. All
-  of it is built once per set of sizes with numpy (by the optimizer that
-  uses it: :meth:`HierarchicalRNN.segments`), so a step pays nothing to set
-  it up (the indicators take T * N floats of memory).
+  What the packed step needs to tell tensors apart: per-tensor means of
+  rows, and spreading per-tensor values back over each tensor's
+  coordinates. Only the T sizes are kept (built once per set of sizes by
+  the optimizer that uses it: :meth:`HierarchicalRNN.segments`): nothing
+  of size N is stored, so neither the traced graph nor memory grows with
+  T * N (a model of hundreds of tensors and millions of parameters would
+  otherwise carry gigabytes of constants in its step).
   """
 
   def __init__(self, sizes):
     self.sizes = list(sizes)
     self.count = len(self.sizes)
-    ids = np.repeat(np.arange(self.count), self.sizes)
-    indicators = np.zeros([self.count, len(ids)], np.float32)
-    indicators[ids, np.arange(len(ids))] = 1.
     # numpy, not tf constants: the cache outlives any one graph.
-    self._ids = ids.astype(np.int32)
-    self._indicators = indicators
     self._inverse_sizes = np.array(
         [[1. / max(size, 1) for size in self.sizes]], np.float32)
-
-  @property
-  def indicators(self):
-    """[T, N]: row t is 1 on tensor t's coordinates."""
-    return tf.constant(self._indicators)
 
   def concat(self, rows):
     """Lays per-tensor [k, N_t] blocks end to end."""
@@ -94,22 +84,19 @@ class _Segments:
         [x for x in sums if x is not None])
     return tf.stack(sums, 1) * tf.constant(self._inverse_sizes)
 
-  def means_by_matmul(self, rows):
-    """:meth:`means` as one matmul with the indicator rows.
-
-    For rows that are a matmul operand anyway (the GRU's input rows): XLA
-    materialises the operand, and this reads it once more. :meth:`means` on
-    a slice of it made XLA compute the sliced rows a second time and reduce
-    them through a slow reduce-window (~4% of the benchmark step).
-    """
-    return tf.matmul(rows, self.indicators, transpose_b=True) * tf.constant(
-        self._inverse_sizes)
-
   def spread(self, per_tensor):
-    """[k, T] -> [k, N]: each tensor's value on each of its coordinates."""
-    if self.count == 1:
+    """[k, T] -> [k, N]: each tensor's value on each of its coordinates
+    ([k, 1] is returned as it is: it broadcasts).
+
+    Built from T broadcasts, which XLA fuses into the elementwise pass that
+    reads the result: no index array of N entries is stored or read.
+    """
+    if self.count == 1 or int(per_tensor.shape[1]) == 1:
       return per_tensor
-    return tf.gather(per_tensor, tf.constant(self._ids), axis=1)
+    k = int(per_tensor.shape[0])
+    columns = tf.split(per_tensor, self.count, 1)
+    return tf.concat([tf.broadcast_to(column, [k, size])
+                      for column, size in zip(columns, self.sizes)], 1)
 
 
 class HierarchicalRNN(opt.TrainableOptimizer):
@@ -509,11 +496,11 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     features, the RNN state, the readouts) is a row of one [k, N] matrix,
     which is also how the state is kept, so nothing is transposed or
     re-assembled between steps. What differs between tensors is per-tensor:
-    the bias each tensor's layer RNN injects into the per-parameter GRU
-    rides in the GRU's matmul on T indicator rows (row t is 1 on tensor t's
-    coordinates), per-tensor means (the layer RNN's input, the RMS
-    normalisation of the update) are sums over slices or, for the GRU's
-    input rows, one matmul with those indicator rows (:class:`_Segments`),
+    the bias each tensor's layer RNN injects into the per-parameter GRU is
+    spread over the tensor's coordinates in the elementwise pass after the
+    GRU's matmul, per-tensor means (the layer RNN's input, the RMS
+    normalisation of the update) are sums over slices (:class:`_Segments`),
+    nothing in the graph has T * N entries,
     and the layer RNNs of all tensors run as one batch of T.
 
     Returns (new params, new packed state, new global state, attention
@@ -648,10 +635,9 @@ class HierarchicalRNN(opt.TrainableOptimizer):
                       tf.nn.relu(math.log(1e-6) - log_lr))
     if self.use_lr_shortcut:
       features.append(log_lr - math.log(1e-3))
-    n_in = self.num_rnn_inputs
-    # The cell's operand: inputs, the tensors' indicator rows (biases) and
-    # the state.
-    cell_rows = tf.concat(features + [seg.indicators, packed["parameter"]], 0)
+    # The cell's operand: inputs, then the state.
+    inputs = tf.concat(features, 0)
+    cell_rows = tf.concat([inputs, packed["parameter"]], 0)
 
     # Per-parameter and per-tensor RNNs (the latter as one batch of T).
     total_bias = None
@@ -660,12 +646,12 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       if self.num_layers == 3:
         total_bias += self.global_bias_affine(list(global_state))
     param_state = self.cells[0].call_feature_major(
-        cell_rows, bias=total_bias, num_bias_rows=seg.count)
+        cell_rows, bias=total_bias, spread=seg.spread)
     new_packed = {"parameter": param_state}
     if self.num_layers > 1:
       layer_input = seg.means(param_state)
       if self._uses_additional_features:
-        input_means = seg.means_by_matmul(cell_rows)[:n_in]
+        input_means = seg.means(inputs)
         layer_input = tf.concat([layer_input, input_means], 0)
       layer_input = tf.transpose(layer_input)
       if self.num_layers == 3:

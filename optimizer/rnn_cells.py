@@ -59,49 +59,50 @@ class BiasGRUCell(tf.Module):
     new_h = u * state + (1 - u) * c
     return new_h, new_h
 
-  def call_feature_major(self, rows, bias=None, num_bias_rows=1):
+  def call_feature_major(self, rows, bias=None, spread=None):
     """The same step on transposed operands: one column per coordinate.
 
-    ``rows`` is [input_size + num_bias_rows + num_units, N]: the inputs,
-    ``num_bias_rows`` indicator rows and the state, one column per
-    coordinate (the caller builds it with the same concat that assembles
-    the inputs). With one indicator row it is a row of ones and ``bias`` is
-    None or [1, 3 num_units]; with T rows, row t selects the columns that
-    get row t of ``bias`` ([T, 3 num_units]), so coordinates of T tensors
-    with different injected biases go through one matmul. Returns the new
-    state as [num_units, N].
+    ``rows`` is [input_size + num_units, N]: the inputs, then the state, one
+    column per coordinate (the caller builds it with the same concat that
+    assembles the inputs). ``bias`` is None, [1, 3 num_units] (one injected
+    bias for every column) or [T, 3 num_units] with ``spread``, a function
+    that maps per-tensor columns [k, T] to per-coordinate columns [k, N]
+    (:meth:`optimizer.hierarchical_rnn._Segments.spread`): coordinates of T
+    tensors with different injected biases go through one matmul. Returns
+    the new state as [num_units, N].
 
     Why this form: the per-parameter RNN of the hierarchical optimizer runs
-    on tens of thousands of coordinates with ~20 features each, so its cost
-    is the number of passes over [k, N] tensors, not arithmetic. With
-    features as rows, slicing and concatenating are contiguous; the biases
-    (cell bias plus the injected bias) ride in the matmul on the indicator
-    rows instead of separate broadcast adds; and the candidate's input part
-    is computed by the same matmul as the gates (its state part needs the
-    reset gate, so it stays a second, small matmul). The results equal
+    on up to millions of coordinates with ~20 features each, so its cost is
+    the number of passes over [k, N] tensors and the matmul's width. With
+    features as rows, slicing and concatenating are contiguous; the
+    candidate's input part is computed by the same matmul as the gates (its
+    state part needs the reset gate, so it stays a second, small matmul);
+    the biases (cell bias plus the injected bias) are added to the matmul's
+    output in the elementwise pass that follows it, so neither the matmul's
+    width nor the graph grows with the number of tensors. The results equal
     :meth:`__call__` up to float summation order.
     """
     units = self._num_units
-    n_in = int(rows.shape[0]) - num_bias_rows - units
-    bias_rows = tf.concat([self.gates.bias, self.candidate.bias], 0)[
+    n_in = int(rows.shape[0]) - units
+    bias_cols = tf.concat([self.gates.bias, self.candidate.bias], 0)[
         tf.newaxis]
     if bias is not None:
-      bias_rows = bias_rows + tf.reshape(bias, [-1, 3 * units])
-    if num_bias_rows > 1:
-      bias_rows = tf.broadcast_to(bias_rows, [num_bias_rows, 3 * units])
+      bias_cols = bias_cols + tf.reshape(bias, [-1, 3 * units])
+    bias_cols = tf.transpose(bias_cols)  # [3 units, 1 or T]
+    if spread is not None:
+      bias_cols = spread(bias_cols)
     gates_w = self.gates.matrix
     cand_w = self.candidate.matrix
     weights = tf.concat([
         tf.concat([gates_w[:n_in], cand_w[:n_in]], 1),
-        bias_rows,
         tf.concat([gates_w[n_in:], tf.zeros([units, units])], 1)], 0)
-    projected = tf.matmul(weights, rows, transpose_a=True)   # [3 units, N]
+    projected = tf.matmul(weights, rows, transpose_a=True) + bias_cols
     # tf.split rather than slicing: along axis 0 the pieces share the
     # buffer, and in backprop its gradient is one concat where each slice's
     # gradient would be a zero-padded full-size tensor.
     gate_lin, cand_lin = tf.split(projected, [2 * units, units], 0)
     r, u = tf.split(0.5 * tf.tanh(0.5 * gate_lin) + 0.5, 2, 0)
-    state = tf.split(rows, [n_in + num_bias_rows, units], 0)[1]
+    state = tf.split(rows, [n_in, units], 0)[1]
     c = self._activation(cand_lin + tf.matmul(
         cand_w[n_in:], r * state, transpose_a=True))
     # u * state + (1 - u) * c in three passes instead of four.

@@ -43,6 +43,12 @@ on the machine at hand:
     (``MetaTrainer``'s ``LocalSeries.run``: 5 unrolls of 20 steps with their
     meta-updates and progress lines, no evaluation).
 
+(e) with ``--sizes [WIDTHS]`` instead: the learned step's cost across model
+    sizes (:mod:`l2o_scale.benchmarks.bench_sizes`): Keras ``fit`` steps with
+    XLA of MLPs 784-H-H-10, learned (``pretrained("l2o-scale")``) against
+    Adam in the same run, per width the ratio and the nanoseconds per
+    parameter; ``--markdown PATH`` also writes the results page.
+
 ``--original PATH/time_original.py`` first runs the original TF1 code's
 timing script (its README's venv) and reports the port's speed-up over it,
 measured in the same run: the comparison the README's numbers come from.
@@ -52,6 +58,7 @@ separately and reported). Usage::
 
   python -m l2o_scale.bench [--quick] [--json PATH] [--no_xla]
                             [--data_dir DIR] [--original SCRIPT]
+  python -m l2o_scale.bench --sizes [32,128,...] [--json PATH] [--markdown PATH]
   python -m l2o_scale.bench --time_to_trained ...   (l2o_scale.benchmarks.time_to_trained)
 """
 
@@ -64,6 +71,7 @@ import time
 from l2o_scale.benchmarks import bench_core as core
 from l2o_scale.benchmarks import bench_meta
 from l2o_scale.benchmarks import bench_report
+from l2o_scale.benchmarks import bench_sizes
 from l2o_scale.benchmarks import bench_steps
 
 
@@ -90,6 +98,14 @@ def build_parser():
   parser.add_argument("--data_dir", default=None,
                       help="MNIST folder (default: $L2O_SCALE_DATA_DIR, else "
                       "tensorflow-datasets)")
+  parser.add_argument("--sizes", nargs="?", const=",".join(
+      str(w) for w in bench_sizes.DEFAULT_WIDTHS), default=None,
+                      metavar="WIDTHS",
+                      help="instead: the learned step's cost across model "
+                      "sizes, MLPs 784-H-H-10 for these comma-separated "
+                      "widths H (default %(const)s), learned against Adam")
+  parser.add_argument("--markdown", metavar="PATH",
+                      help="with --sizes: also write the results page here")
   parser.add_argument("--time_to_trained", action="store_true",
                       help="instead: wall time of meta-training from a cold "
                       "start to a trained optimizer, per recipe and training "
@@ -119,6 +135,8 @@ def main(argv=None):
     from l2o_scale.benchmarks import time_to_trained  # pylint: disable=g-import-not-at-top
     return time_to_trained.main([a for a in argv if a != "--time_to_trained"])
   args = build_parser().parse_args(argv)
+  if args.sizes is not None:
+    return main_sizes(args)
   cfg = core.QUICK if args.quick else core.FULL
   info = bench_report.machine_info()
   start = time.time()
@@ -141,6 +159,36 @@ def main(argv=None):
   if args.json:
     bench_report.write_json(args.json, report)
     print("wrote", args.json)
+  return 0
+
+
+def main_sizes(args):
+  """``--sizes``: the size sweep (e), its table, JSON and results page."""
+  try:
+    widths = [int(w) for w in args.sizes.split(",") if w.strip()]
+  except ValueError:
+    print("bench: --sizes takes comma-separated integer widths, got {!r}"
+          .format(args.sizes), file=sys.stderr)
+    return 2
+  if not widths or min(widths) < 1:
+    print("bench: --sizes needs positive widths, got {!r}".format(args.sizes),
+          file=sys.stderr)
+    return 2
+  info = bench_report.machine_info()
+  load_before = list(os.getloadavg())
+  print(bench_sizes.TABLE_HEADER, flush=True)
+  report = bench_sizes.bench_sizes(
+      widths, repeats=3 if args.quick else 7, warmup=1 if args.quick else 3,
+      budget=bench_sizes.QUICK_BUDGET if args.quick else 2e6)
+  report.update(machine=info, date=info["date"], load_before=load_before,
+                load_after=list(os.getloadavg()))
+  if args.json:
+    bench_report.write_json(args.json, report)
+    print("wrote", args.json)
+  if args.markdown:
+    with open(args.markdown, "w") as f:
+      f.write(bench_sizes.format_markdown(report))
+    print("wrote", args.markdown)
   return 0
 
 

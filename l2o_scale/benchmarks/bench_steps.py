@@ -42,7 +42,7 @@ def make_gru_core_step(problem, optimizer, jit_compile=True, seed=0):
   Why: it splits the learned step's cost into the part no rewrite of the
   surrounding code can remove and the rest. The GRU runs exactly as in
   :meth:`HierarchicalRNN.compute_updates_packed` (``call_feature_major`` on
-  the inputs, the tensors' indicator rows and the packed state, state read
+  the inputs and the packed state, with per-tensor biases, state read
   from and written back to a variable), but its 12 input features are a
   fixed variable instead of being computed from the gradients (timescales,
   RMS scaling, asinh, log mean squares), and there are no readouts, learning
@@ -57,14 +57,15 @@ def make_gru_core_step(problem, optimizer, jit_compile=True, seed=0):
       np.float32))
   state = tf.Variable(optimizer.initialize_packed_state(params)["parameter"])
   cell = optimizer.cells[0]
+  bias = tf.Variable(rng.randn(seg.count, 3 * cell.state_size).astype(
+      np.float32))
 
   @tf.function(jit_compile=jit_compile)
   def step(x, y):
     values = [p.read_value() for p in params]
     obj, grads = problem.objective_and_gradients(values, x, y)
-    rows = tf.concat([features.read_value(), seg.indicators,
-                      state.read_value()], 0)
-    state.assign(cell.call_feature_major(rows, num_bias_rows=seg.count))
+    rows = tf.concat([features.read_value(), state.read_value()], 0)
+    state.assign(cell.call_feature_major(rows, bias=bias, spread=seg.spread))
     for param, grad in zip(params, grads):
       param.assign_sub(1e-3 * grad)
     return obj

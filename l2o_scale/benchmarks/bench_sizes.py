@@ -1,0 +1,155 @@
+"""(e) The learned step's cost across model sizes, against Adam in the same
+run (``python -m l2o_scale.bench --sizes``).
+
+Why: a learned optimizer does per-parameter work (the hierarchical RNN's
+per-parameter GRU and its input features) where Adam does a few
+elementwise operations, so one ratio measured on one model says little
+about another. This times Keras ``fit``'s compiled train step (XLA, as
+``model.compile(jit_compile=True)`` runs it) of MLPs 784-H-H-10 (ReLU,
+sparse softmax cross-entropy, batch 128) for several widths H, with
+``LearnedOptimizer.pretrained("l2o-scale")`` and with Keras Adam, the two
+taking turns within each repeat, and reports per width the milliseconds
+per step, their ratio and the learned step's nanoseconds per parameter.
+
+The batch is fixed random data (the step's cost does not depend on the
+values), so the sweep needs no data set.
+"""
+
+import statistics
+import time
+
+import numpy as np
+
+from l2o_scale.benchmarks import bench_core as core
+
+# Widths H of 784-H-H-10: 26,506 / 118,282 / 269,322 / 669,706 / 3,581,962
+# parameters.
+DEFAULT_WIDTHS = (32, 128, 256, 512, 1536)
+BATCH_SIZE = 128
+INPUTS, CLASSES = 784, 10
+
+
+def mlp_parameters(width):
+  """Parameters of the 784-H-H-10 MLP."""
+  return (INPUTS + 1) * width + (width + 1) * width + (width + 1) * CLASSES
+
+
+def make_fit_step(width, optimizer, jit_compile=True, seed=0):
+  """The train function of ``fit`` for a 784-H-H-10 ReLU MLP: returns
+  ``step()``, one blocking train step on a fixed batch."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(seed)
+  model = keras.Sequential([
+      keras.Input((INPUTS,)),
+      keras.layers.Dense(width, activation="relu"),
+      keras.layers.Dense(width, activation="relu"),
+      keras.layers.Dense(CLASSES)])
+  model.compile(optimizer=optimizer, jit_compile=jit_compile,
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  rng = np.random.RandomState(seed)
+  x = rng.rand(BATCH_SIZE, INPUTS).astype(np.float32)
+  y = rng.randint(0, CLASSES, BATCH_SIZE).astype(np.int32)
+  batches = iter(tf.data.Dataset.from_tensors((x, y)).repeat())
+  model.train_on_batch(x, y)  # Builds model and optimizer.
+  train = model.make_train_function()
+
+  def step():
+    logs = train(batches)
+    return float(logs["loss"])
+
+  return step
+
+
+def learned_optimizer():
+  from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
+  return LearnedOptimizer.pretrained("l2o-scale")
+
+
+def adam():
+  import keras  # pylint: disable=g-import-not-at-top
+  return keras.optimizers.Adam()
+
+
+def inner_calls(params, budget=2e6):
+  """Steps per timed repeat: about ``budget`` parameter-steps, 2 to 50."""
+  return max(2, min(50, int(budget // params)))
+
+
+QUICK_BUDGET = 2e4  # --quick: a few steps per repeat.
+
+
+def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
+                timer=time.perf_counter, build=make_fit_step, budget=2e6):
+  """Times the learned and the Adam step at each width; returns
+  ``{"rows": [...], "batch_size", "model"}``, one row per width with the
+  ``params``, ``adam_ms``, ``learned_ms`` (medians), ``ratio`` (the median
+  over repeats of learned / Adam, each repeat timing both in turn),
+  ``learned_ns_per_param``, ``extra_ns_per_param`` (learned minus Adam,
+  per parameter) and both steps' ``first_call_seconds``."""
+  rows = []
+  for width in widths:
+    params = mlp_parameters(width)
+    steps = {"learned": build(width, learned_optimizer()),
+             "adam": build(width, adam())}
+    inner = inner_calls(params, budget)
+    stats = core.measure_interleaved(steps, warmup, repeats, inner, timer)
+    learned, adam_ = stats["learned"], stats["adam"]
+    ratios = [a / b for a, b in zip(learned["samples"], adam_["samples"])]
+    rows.append(dict(
+        width=int(width), params=int(params),
+        adam_ms=adam_["median"] * 1e3, learned_ms=learned["median"] * 1e3,
+        ratio=float(statistics.median(ratios)),
+        ratio_min=float(min(ratios)), ratio_max=float(max(ratios)),
+        learned_ns_per_param=learned["median"] / params * 1e9,
+        extra_ns_per_param=(learned["median"] - adam_["median"]) / params
+        * 1e9,
+        repeats=int(repeats), steps_per_repeat=inner,
+        first_call_seconds=dict(learned=learned["first_call_seconds"],
+                                adam=adam_["first_call_seconds"])))
+    print(format_row(rows[-1]), flush=True)
+  return {"rows": rows, "batch_size": BATCH_SIZE,
+          "model": "MLP 784-H-H-10 (ReLU), Keras fit train step, XLA",
+          "learned": 'LearnedOptimizer.pretrained("l2o-scale")',
+          "baseline": "keras.optimizers.Adam()"}
+
+
+TABLE_HEADER = ("| parameters | Adam ms/step | learned ms/step | learned / Adam "
+                "(min-max over repeats) | learned ns per parameter | learned "
+                "minus Adam, ns per parameter |\n|---|---|---|---|---|---|")
+
+
+def format_row(row):
+  return "| {:,} | {:.2f} | {:.2f} | {:.1f}x ({:.1f}-{:.1f}) | {:.0f} | {:.0f} |".format(
+      row["params"], row["adam_ms"], row["learned_ms"], row["ratio"],
+      row["ratio_min"], row["ratio_max"], row["learned_ns_per_param"],
+      row["extra_ns_per_param"])
+
+
+def format_markdown(report):
+  """The results page: what ran, where, then the table."""
+  info = report.get("machine", {})
+  lines = [
+      "# The learned step's cost across model sizes",
+      "",
+      "`python -m l2o_scale.bench --sizes`: {}, batch {}, {} against {}, "
+      "taking turns in one process; medians over {} repeats.".format(
+          report["model"], report["batch_size"], report["learned"],
+          report["baseline"], report["rows"][0]["repeats"] if report["rows"]
+          else 0),
+      "",
+      "Measured {} on {} ({} CPUs, load average {} before the run, {} "
+      "after).".format(report.get("date", "?"), info.get("cpu", "?"),
+                       info.get("cpu_count", "?"),
+                       _load(report.get("load_before")),
+                       _load(report.get("load_after"))),
+      "", TABLE_HEADER]
+  lines += [format_row(row) for row in report["rows"]]
+  return "\n".join(lines) + "\n"
+
+
+def _load(values):
+  if not values:
+    return "?"
+  return " / ".join("{:.1f}".format(v) for v in values)
