@@ -18,7 +18,6 @@ import textwrap
 import numpy as np
 import pytest
 
-from absl import flags
 import metatest
 from l2o_scale import keras_optimizer
 from l2o_scale import pretrained
@@ -33,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 TINY = ["--fix_unroll=True", "--fix_num_steps=20", "--fix_num_steps_eval=20",
         "--evaluation_epochs=1", "--mini_batch_size=200", "--summaries=False"]
-FLAGS = flags.FLAGS
+FLAGS = metatest.FLAGS
 
 
 def _env():
@@ -72,7 +71,7 @@ RUNNER = textwrap.dedent("""
     import contextlib, io, json, sys
     import metarun
     from absl import flags
-    F = flags.FLAGS
+    F = metarun.FLAGS
     out = {}
     for name, args, result in json.load(open(sys.argv[1])):
       F.unparse_flags()

@@ -13,7 +13,7 @@ import metatest
 from l2o_scale.runs import checkpoints
 from problems import datasets
 
-FLAGS = flags.FLAGS
+FLAGS = metatest.FLAGS
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 
 

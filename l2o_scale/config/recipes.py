@@ -39,12 +39,14 @@ def read(name):
 
 
 def summary(name):
-  """The recipe's first comment line (what it is)."""
+  """The recipe's leading comment (what it is), whole, as one line."""
+  words = []
   with open(path(name)) as f:
     for line in f:
-      if line.startswith("#"):
-        return line.lstrip("# ").strip()
-  return ""
+      if not line.startswith("#"):
+        break
+      words.append(line.lstrip("#").strip())
+  return " ".join(w for w in words if w)
 
 
 def expand(argv):
