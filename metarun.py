@@ -127,7 +127,7 @@ def check_flags(flag_values):
                                            "train_dir")
   if shipped:
     errors.append(shipped)
-  return errors
+  return list(dict.fromkeys(errors))  # The optimizer's bounds come twice.
 
 
 # The regularizer's flags and which switch makes each take effect.
@@ -326,8 +326,10 @@ def _main(argv):
     errors += distributed.flag_mismatches(FLAGS, *task)
     if task[0] == "chief":
       errors += distributed.unsupported(FLAGS)
-  if errors:
-    sys.stderr.write("metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
+  if errors:  # One line per refused flag, before any work.
+    sys.stderr.write("metarun.py: invalid flag: {}\n".format(errors[0])
+                     if len(errors) == 1 else
+                     "metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
                      "\n")
     return 2
   if task is not None and task[0] != "chief":
