@@ -4,8 +4,9 @@ Same absl flags, meanings and defaults as the original (``metarun.py``
 l.36-140, plus the flags the original defined in ``metaopt.py``,
 ``optimizer/trainable_optimizer.py``, ``optimizer/hierarchical_rnn.py`` and
 ``problems/problem_generator.py``), declared once in
-``l2o_scale/config`` (the fields of its configuration dataclasses). New
-flags: NEW_FLAGS.
+``l2o_scale/config`` (the fields of its configuration dataclasses).
+New flags:
+NEW_FLAGS.
 
 Example (the paper's regularized variant)::
 

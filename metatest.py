@@ -20,7 +20,9 @@ a TF1 checkpoint of the original code or a TF2 one of this port's
 ``metarun.py``) or a baseline with the original's learning rate: ``SGD``
 (1e-3), ``Adam`` (1e-4), ``Adagrad`` (1e-5).
 
-New flags (not in the original): NEW_FLAGS. Among them ``--seeds`` (the
+New flags (not in the original):
+NEW_FLAGS.
+Among them ``--seeds`` (the
 original hard-coded 6, 12, 18, 24, 30), ``--heldout_every``
 (generalization of the optimizee: train on the train split, every N steps
 measure loss and accuracy on the held-out test split, saved as

@@ -58,7 +58,8 @@ def check_optimizer_flags(flag_values):
   if flag_values.cell_cls not in CELL_NAMES:
     errors.append("--cell_cls={!r} is not one of {}".format(
         flag_values.cell_cls, ", ".join(CELL_NAMES)))
-  if 0 < flag_values.min_lr and 0 < flag_values.max_lr < flag_values.min_lr:
+  if (0 < flag_values.min_lr < float("inf") and
+      0 < flag_values.max_lr < flag_values.min_lr):
     errors.append("--min_lr and --max_lr must satisfy min_lr <= max_lr")
   return errors
 

@@ -16,6 +16,7 @@ absl's global registry when it runs, for ``--help`` and ``app.run``.
 import dataclasses
 import os
 import sys
+import textwrap
 import typing
 
 from absl import flags
@@ -272,9 +273,10 @@ def install(program_flags, argv0=None):
   module_name = argv0 or sys.argv[0]
   global_flags = flags.FLAGS
   for name, item in program_flags._flags().items():  # pylint: disable=protected-access
-    if name != item.name or name in global_flags:
+    if name != item.name or (name in global_flags and
+                             global_flags[name] is item):
       continue
-    global_flags[name] = item
+    global_flags[name] = item  # absl refuses a name it holds already.
     global_flags.register_flag_by_module(module_name, item)
   return global_flags
 
@@ -311,5 +313,7 @@ def new_flags(program_flags, original_names):
 
 
 def new_flags_line(program_flags, original_names):
-  """``--a, --b, ...`` of :func:`new_flags`."""
-  return ", ".join("--" + n for n in new_flags(program_flags, original_names))
+  """``--a, --b, ...`` of :func:`new_flags`, wrapped for a docstring."""
+  return textwrap.fill(", ".join(
+      "--" + n for n in new_flags(program_flags, original_names)), 76,
+                       break_on_hyphens=False)

@@ -53,13 +53,19 @@ def expand(argv):
   """``argv`` with ``--flagfile=<recipe>`` inserted after the program name
   for a ``--recipe=<name>`` (or ``--recipe <name>``) it holds, so that the
   command line's flags, parsed after it, win. An unknown name is left for
-  the flag's own validation to refuse."""
-  name = None
+  the flag's own validation to refuse; ``--recipe`` given twice is a
+  ValueError (which recipe's flags win would be a guess)."""
+  given = []
   for i, arg in enumerate(argv[1:], 1):
     if arg.startswith("--recipe="):
-      name = arg.split("=", 1)[1]
+      given.append(arg.split("=", 1)[1])
     elif arg == "--recipe" and i + 1 < len(argv):
-      name = argv[i + 1]
+      given.append(argv[i + 1])
+  if len(given) > 1:
+    raise ValueError("--recipe is given {} times ({}); give one recipe and "
+                     "set other flags on the command line.".format(
+                         len(given), ", ".join(given)))
+  name = given[0] if given else None
   if name is None or name not in names():
     return list(argv)
   return [argv[0], "--flagfile=" + path(name)] + list(argv[1:])
