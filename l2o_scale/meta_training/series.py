@@ -49,8 +49,8 @@ class LocalSeries(object):
     if not self._announced:
       self.reporter.log(
           "compiling the unroll (tf.function): the first unroll of each "
-          "length (and the first evaluation) includes its compile time, "
-          "seconds to a minute on a CPU...")
+          "length (and the first evaluation) includes its compile time: "
+          "seconds on an idle CPU, minutes on a loaded one...")
       self._announced = True
 
   def _breaks_early(self, out, sub_obj):
