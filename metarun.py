@@ -28,6 +28,7 @@ from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
 quiet_cuda.import_tensorflow()
 
 from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
@@ -45,9 +46,24 @@ from l2o_scale.runs import run_record
 from problems import datasets
 from problems import problem_sets as ps
 
-# This program's own flags (l2o_scale.config.programs): defined here into
-# their own FlagValues, so importing metatest.py too changes none of them.
-FLAGS = programs.metarun_flags()
+# The classes whose fields are this program's flags.
+CONFIG_CLASSES = (programs.MetarunConfig, training_lib.Schedule,
+                  training_lib.TrainingConfig, optimizer_flags.OptimizerConfig)
+
+
+def define_flags(module_name="metarun"):
+  """A fresh ``FlagValues`` holding every metarun.py flag: the fields of
+  :data:`CONFIG_CLASSES` and the training sets' include_* flags."""
+  values = flags.FlagValues()
+  for cls in CONFIG_CLASSES:
+    config_flags.define_flags(cls, module_name, values)
+  programs.define_training_set_flags(values, module_name)
+  return values
+
+
+# This program's own flags, in their own FlagValues: importing metatest.py
+# too changes none of them.
+FLAGS = define_flags()
 __doc__ = __doc__.replace("NEW_FLAGS", programs.new_flags_line(
     FLAGS, programs.ORIGINAL_METARUN_FLAGS))
 
@@ -97,7 +113,7 @@ def check_flags(flag_values):
   """Error lines for flags out of their declared bounds or non-finite
   (l2o_scale.config: the fields' bounds), and for combinations the original
   would crash on or silently misuse."""
-  errors = programs.validate(programs.METARUN_CLASSES, flag_values)
+  errors = programs.validate(CONFIG_CLASSES, flag_values)
   if flag_values.fix_unroll and (
       flag_values.fix_num_steps < flag_values.fix_unroll_length):
     errors.append("--fix_num_steps ({}) must be at least --fix_unroll_length "

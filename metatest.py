@@ -38,26 +38,32 @@ original wrote every problem to the same file names (later ones overwrote
 earlier ones); here the file names then get ``-problem<k>`` appended.
 """
 
+import dataclasses
 import json
 import os
 import pickle
 import sys
 import time
 import types
+import typing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
 quiet_cuda.import_tensorflow()
 
 from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
 from l2o_scale import pretrained
+from l2o_scale.config import config_flags
 from l2o_scale.config import optimizer_flags
 from l2o_scale.config import programs
 from l2o_scale.meta_testing import baselines
 from l2o_scale.meta_testing import inner_step
+from l2o_scale.meta_testing import step_schedule
+from l2o_scale.meta_training import config as training_lib
 from l2o_scale.meta_testing import testing
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import checkpoints
@@ -67,9 +73,120 @@ from problems import datasets
 from problems import problem_sets as ps
 from problems import registry
 
-# This program's own flags (l2o_scale.config.programs): defined here into
-# their own FlagValues, so importing metarun.py too changes none of them.
-FLAGS = programs.metatest_flags()
+flag = config_flags.flag
+
+
+@dataclasses.dataclass(frozen=True)
+class MetatestConfig:
+  """``metatest.py``'s own flags: the original's (Evaluation metatest.py
+  l.38-274) and the port's new ones."""
+  save_dir: str = flag("opt/", "Directory to testing results.", nonempty=True)
+  test_optimizer: str = flag(
+      "L2o", "Optimizer to test: " + ", ".join(programs.TEST_OPTIMIZERS) +
+      ".")
+  num_testing_itrs: int = flag(100, "Number testing iterations.", ge=1)
+  model_name: str = flag(
+      "mt", "Suffix of the result files (seed<S>_eval_loss_record.pickle-"
+      "<model_name>).")
+  restore_model_name: str = flag(
+      "", "Checkpoint to restore in <train_dir>/<optimizer subdir>, e.g. "
+      "model.ckpt-0. Empty: the latest checkpoint.")
+  pretrained: typing.Optional[str] = flag(
+      None, "Test a pretrained optimizer shipped with the package, by name "
+      "(python -m l2o_scale.pretrained lists them): sets the checkpoint "
+      "(instead of --train_dir/--restore_model_name) and its recorded "
+      "optimizer flags.", kind=str)
+  # New flags.
+  data_dir: typing.Optional[str] = flag(
+      None, "Folder with the datasets (MNIST IDX files / CIFAR-10 batches). "
+      "Default: $L2O_SCALE_DATA_DIR, else tensorflow-datasets.", kind=str)
+  seeds: tuple = flag(
+      programs.DEFAULT_SEEDS, "Seeds of the test runs (one run and one "
+      "result file per seed).")
+  heldout_every: int = flag(
+      0, "If > 0: train the optimizee on the train split and every N steps "
+      "record loss and accuracy on the held-out test split (and on the "
+      "whole train split); saved as seed<S>_heldout_record-<model_name>"
+      ".json. 0: off (the original evaluation).", ge=0)
+  baseline_learning_rate: typing.Optional[float] = flag(
+      None, "Learning rate of the --test_optimizer=SGD/Adam/Adagrad "
+      "baseline. Default: the original evaluation's (SGD 1e-3, Adam 1e-4, "
+      "Adagrad 1e-5), which are small; tuned baselines (e.g. Adam 1e-3, "
+      "SGD 0.1) are what a reader compares a learned optimizer with.",
+      kind=float, gt=0)
+  flatness_probes: int = flag(
+      0, "With --heldout_every: also measure the flatness of the solution "
+      "reached, the Hessian trace (Hutchinson, this many probes) and the "
+      "top Hessian eigenvalue (20 power iterations) of the objective on "
+      "the whole train split at the final parameters, saved in the "
+      "held-out record. 0: off.", ge=0)
+  assume_optimizer_flags: bool = flag(
+      False, "For a checkpoint of this port without its run_record.json: "
+      "build the optimizer from this command's optimizer flags (defaults "
+      "where not given) instead of refusing. Without it such a checkpoint "
+      "is refused, as flags other than those it was trained with run "
+      "silently wrong.")
+  step_schedule: str = flag(
+      "none", "Scale every update of the tested optimizer (learned or "
+      "baseline) by a decay over the --num_testing_itrs steps: cosine "
+      "(1 + cos(pi t / T)) / 2 or linear 1 - t / T. none: constant steps "
+      "(the original). The learned optimizers' steps never shrink by "
+      "themselves; a decay removes their late excursions in long runs "
+      "(docs/meta-testing.md).", step_schedule.SCHEDULES)
+  step_decay_start: float = flag(
+      0., "With --step_schedule: the share of the run (in [0, 1)) during "
+      "which the steps stay whole; the decay spans the rest. 0: the decay "
+      "spans the whole run.", ge=0, lt=1)
+  weight_decay: float = flag(
+      0., "Decoupled weight decay of every update of the tested optimizer "
+      "(learned or baseline; Adam becomes AdamW): new = proposed - s * "
+      "weight_decay * old, s the --step_schedule's scale (else 1), as "
+      "Keras' weight_decay. 0: none (the original). With their fixed step "
+      "size the learned optimizers keep growing the weights once the data "
+      "is fit and lose held-out accuracy in long runs; the shipped "
+      "optimizers' cards give a value for long runs (docs/meta-testing.md).",
+      ge=0)
+  progress_every: int = flag(500, "Print progress every N steps (0: never).",
+                             ge=0)
+  jit_compile: bool = flag(
+      False, "Compile the optimization loop with XLA: on a CPU about twice "
+      "as fast per step for the learned optimizer on the MLP problems, but "
+      "several times slower on the conv nets (XLA's CPU convolutions); same "
+      "numbers up to float rounding. If XLA cannot compile a problem, the "
+      "run says so and continues without it.")
+  overwrite: bool = flag(
+      False, "Replace result files of the same --model_name already in "
+      "--save_dir (without it such a run is refused before any work).")
+
+
+CONFIG_CLASSES = (MetatestConfig, training_lib.Schedule,
+                  optimizer_flags.OptimizerConfig, programs.MetarunConfig)
+
+
+def define_flags(module_name="metatest"):
+  """A fresh ``FlagValues`` holding every metatest.py flag: the fields of
+  MetatestConfig, metarun's --train_dir, the unused metarun flags the
+  original declared (with its own defaults), the optimizer's flags and the
+  problem flags."""
+  values = flags.FlagValues()
+  config_flags.define_flags(MetatestConfig, module_name, values)
+  config_flags.define_flags(programs.MetarunConfig, module_name, values,
+                            only=("train_dir",))
+  config_flags.define_flags(programs.MetarunConfig, module_name, values,
+                            only=("task", "worker_tasks"),
+                            help_suffix=" (unused by meta-testing)")
+  config_flags.define_flags(training_lib.Schedule, module_name, values,
+                            overrides=programs.METATEST_DEFAULTS,
+                            only=programs.METATEST_UNUSED,
+                            help_suffix=" (unused by meta-testing)")
+  optimizer_flags.define_optimizer_flags(values, module_name)
+  programs.define_metatest_problem_flags(values, module_name)
+  return values
+
+
+# This program's own flags, in their own FlagValues: importing metarun.py
+# too changes none of them.
+FLAGS = define_flags()
 __doc__ = __doc__.replace("NEW_FLAGS", programs.new_flags_line(
     FLAGS, programs.ORIGINAL_METATEST_FLAGS))
 
@@ -272,7 +389,7 @@ def check_flags(flag_values):
   """Error lines for flags that make no sense, found before any work:
   every numeric flag outside its declared bounds or non-finite
   (l2o_scale.config), and the combinations."""
-  errors = programs.validate(programs.METATEST_CLASSES, flag_values)
+  errors = programs.validate(CONFIG_CLASSES, flag_values)
   bad = [s for s in flag_values.seeds if not s.strip().lstrip("-").isdigit()]
   if bad or not flag_values.seeds:
     errors.append("--seeds must be a comma-separated list of integers (got "

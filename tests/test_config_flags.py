@@ -151,10 +151,11 @@ def test_each_program_has_its_own_flags_and_defaults():
   """metarun.py and metatest.py (and a tool) live in one process: each has
   its own FlagValues with the original script's defaults, whichever was
   imported first, and absl's global registry holds none of them."""
-  from l2o_scale.config import programs  # pylint: disable=g-import-not-at-top
+  import metarun  # pylint: disable=g-import-not-at-top
+  import metatest  # pylint: disable=g-import-not-at-top
   from l2o_scale.tools import horizon_check  # pylint: disable=g-import-not-at-top
-  metarun_flags, metatest_flags = (programs.metarun_flags(),
-                                   programs.metatest_flags())
+  metarun_flags, metatest_flags = (metarun.define_flags(),
+                                   metatest.define_flags())
   for name, metarun_default, metatest_default in [
       ("num_unroll_scale", 40, 10), ("min_num_unrolls", 10, 4),
       ("num_partial_unroll_itr_scale", 20, 50), ("num_meta_iterations", 5, 5),
@@ -176,22 +177,24 @@ def test_new_flags_line_and_recipes_in_help_are_whole():
   """The "New flags" of each program's help is derived: every flag that is
   not the original's (--recipe and --overwrite included); each recipe's
   whole description is in --recipe's help."""
+  import metarun  # pylint: disable=g-import-not-at-top
+  import metatest  # pylint: disable=g-import-not-at-top
   from l2o_scale.config import programs  # pylint: disable=g-import-not-at-top
   from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top
-  metarun_new = programs.new_flags(programs.metarun_flags(),
+  metarun_new = programs.new_flags(metarun.define_flags(),
                                    programs.ORIGINAL_METARUN_FLAGS)
   assert {"recipe", "overwrite", "data_dir", "seed", "resume", "summaries",
           "allow_data_change", "selection", "meta_batch_size"} <= set(
               metarun_new)
   assert not {"alpha", "train_dir", "max_log_lr", "include_mnist_mlp_problems",
               "meta_learning_rate"} & set(metarun_new)
-  metatest_new = programs.new_flags(programs.metatest_flags(),
+  metatest_new = programs.new_flags(metatest.define_flags(),
                                     programs.ORIGINAL_METATEST_FLAGS)
   assert {"overwrite", "seeds", "pretrained", "baseline_learning_rate",
           "heldout_every"} <= set(metatest_new)
   assert not {"save_dir", "model_name", "num_unroll_scale"} & set(
       metatest_new)
-  help_text = programs.metarun_flags()["recipe"].help
+  help_text = metarun.define_flags()["recipe"].help
   for name in recipes.names():
     with open(recipes.path(name)) as f:
       comment = " ".join(l.lstrip("#").strip() for l in f

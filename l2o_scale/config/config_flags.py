@@ -119,6 +119,14 @@ def define_flags(cls, module_name, flag_values=flags.FLAGS, overrides=None,
       _DEFINE[kind(field)](name, value, help_text, **common)
 
 
+def define_booleans(names_and_help, module_name, flag_values=flags.FLAGS):
+  """Boolean flags, default False, from ``[(name, help)]`` (the include_*
+  problem flags, whose list is the problem registry's)."""
+  for name, help_text in names_and_help:
+    flags.DEFINE_boolean(name, False, help_text, flag_values=flag_values,
+                         module_name=module_name)
+
+
 def from_flags(cls, flag_values=flags.FLAGS, **extra):
   """``cls`` with every :func:`flag` field read from the parsed flags (a
   list flag becomes a tuple of its default's element type); ``extra`` gives

@@ -1,16 +1,17 @@
-"""The flags of ``metarun.py`` and ``metatest.py``, each program its own set.
+"""What ``metarun.py`` and ``metatest.py`` share about their flags.
 
-Each program's flags are the fields of the configuration dataclasses
-(:class:`MetarunConfig`, :class:`MetatestConfig`, and the shared
+Each program defines its flags from configuration dataclasses (this
+module's :class:`MetarunConfig`, metatest.py's ``MetatestConfig``, and
 :class:`~l2o_scale.meta_training.config.Schedule`,
 :class:`~l2o_scale.meta_training.config.TrainingConfig` and
-:class:`~l2o_scale.config.optimizer_flags.OptimizerConfig`), plus the
-problem flags (``problems.registry`` and ``problems.problem_sets``).
-:func:`metarun_flags` / :func:`metatest_flags` define them into a fresh
-``FlagValues``, so both programs can live in one process with their own
-defaults (``--num_unroll_scale`` is 40 for metarun.py, 10 for metatest.py,
-as in the original scripts); :func:`install` hands a program's flags to
-absl's global registry when it runs, for ``--help`` and ``app.run``.
+:class:`~l2o_scale.config.optimizer_flags.OptimizerConfig`) into a fresh
+``FlagValues`` of its own, so both programs can live in one process with
+their own defaults (``--num_unroll_scale`` is 40 for metarun.py, 10 for
+metatest.py, as in the original scripts). Here: the problem flags
+(:func:`define_problem_flags`), validation, the original's flag names (the
+"New flags" of each program's help), and :func:`install`, which hands a
+program's flags to absl's global registry when it runs, for ``--help``
+and ``app.run``.
 """
 
 import dataclasses
@@ -24,8 +25,6 @@ from absl import flags
 from l2o_scale.config import config_flags
 from l2o_scale.config import optimizer_flags
 from l2o_scale.config import recipes
-from l2o_scale.meta_training import config as training_config
-from l2o_scale.meta_testing import step_schedule
 from problems import problem_sets
 from problems import registry
 
@@ -91,88 +90,6 @@ DEFAULT_SEEDS = ("6", "12", "18", "24", "30")
 TEST_OPTIMIZERS = ("L2o", "SGD", "Adam", "Adagrad")
 
 
-@dataclasses.dataclass(frozen=True)
-class MetatestConfig:
-  """``metatest.py``'s own flags: the original's (Evaluation metatest.py
-  l.38-274) and the port's new ones."""
-  save_dir: str = flag("opt/", "Directory to testing results.", nonempty=True)
-  test_optimizer: str = flag(
-      "L2o", "Optimizer to test: " + ", ".join(TEST_OPTIMIZERS) + ".")
-  num_testing_itrs: int = flag(100, "Number testing iterations.", ge=1)
-  model_name: str = flag(
-      "mt", "Suffix of the result files (seed<S>_eval_loss_record.pickle-"
-      "<model_name>).")
-  restore_model_name: str = flag(
-      "", "Checkpoint to restore in <train_dir>/<optimizer subdir>, e.g. "
-      "model.ckpt-0. Empty: the latest checkpoint.")
-  pretrained: typing.Optional[str] = flag(
-      None, "Test a pretrained optimizer shipped with the package, by name "
-      "(python -m l2o_scale.pretrained lists them): sets the checkpoint "
-      "(instead of --train_dir/--restore_model_name) and its recorded "
-      "optimizer flags.", kind=str)
-  # New flags.
-  data_dir: typing.Optional[str] = flag(
-      None, "Folder with the datasets (MNIST IDX files / CIFAR-10 batches). "
-      "Default: $L2O_SCALE_DATA_DIR, else tensorflow-datasets.", kind=str)
-  seeds: tuple = flag(
-      DEFAULT_SEEDS, "Seeds of the test runs (one run and one result file "
-      "per seed).")
-  heldout_every: int = flag(
-      0, "If > 0: train the optimizee on the train split and every N steps "
-      "record loss and accuracy on the held-out test split (and on the "
-      "whole train split); saved as seed<S>_heldout_record-<model_name>"
-      ".json. 0: off (the original evaluation).", ge=0)
-  baseline_learning_rate: typing.Optional[float] = flag(
-      None, "Learning rate of the --test_optimizer=SGD/Adam/Adagrad "
-      "baseline. Default: the original evaluation's (SGD 1e-3, Adam 1e-4, "
-      "Adagrad 1e-5), which are small; tuned baselines (e.g. Adam 1e-3, "
-      "SGD 0.1) are what a reader compares a learned optimizer with.",
-      kind=float, gt=0)
-  flatness_probes: int = flag(
-      0, "With --heldout_every: also measure the flatness of the solution "
-      "reached, the Hessian trace (Hutchinson, this many probes) and the "
-      "top Hessian eigenvalue (20 power iterations) of the objective on "
-      "the whole train split at the final parameters, saved in the "
-      "held-out record. 0: off.", ge=0)
-  assume_optimizer_flags: bool = flag(
-      False, "For a checkpoint of this port without its run_record.json: "
-      "build the optimizer from this command's optimizer flags (defaults "
-      "where not given) instead of refusing. Without it such a checkpoint "
-      "is refused, as flags other than those it was trained with run "
-      "silently wrong.")
-  step_schedule: str = flag(
-      "none", "Scale every update of the tested optimizer (learned or "
-      "baseline) by a decay over the --num_testing_itrs steps: cosine "
-      "(1 + cos(pi t / T)) / 2 or linear 1 - t / T. none: constant steps "
-      "(the original). The learned optimizers' steps never shrink by "
-      "themselves; a decay removes their late excursions in long runs "
-      "(docs/meta-testing.md).", step_schedule.SCHEDULES)
-  step_decay_start: float = flag(
-      0., "With --step_schedule: the share of the run (in [0, 1)) during "
-      "which the steps stay whole; the decay spans the rest. 0: the decay "
-      "spans the whole run.", ge=0, lt=1)
-  weight_decay: float = flag(
-      0., "Decoupled weight decay of every update of the tested optimizer "
-      "(learned or baseline; Adam becomes AdamW): new = proposed - s * "
-      "weight_decay * old, s the --step_schedule's scale (else 1), as "
-      "Keras' weight_decay. 0: none (the original). With their fixed step "
-      "size the learned optimizers keep growing the weights once the data "
-      "is fit and lose held-out accuracy in long runs; the shipped "
-      "optimizers' cards give a value for long runs (docs/meta-testing.md).",
-      ge=0)
-  progress_every: int = flag(500, "Print progress every N steps (0: never).",
-                             ge=0)
-  jit_compile: bool = flag(
-      False, "Compile the optimization loop with XLA: on a CPU about twice "
-      "as fast per step for the learned optimizer on the MLP problems, but "
-      "several times slower on the conv nets (XLA's CPU convolutions); same "
-      "numbers up to float rounding. If XLA cannot compile a problem, the "
-      "run says so and continues without it.")
-  overwrite: bool = flag(
-      False, "Replace result files of the same --model_name already in "
-      "--save_dir (without it such a run is refused before any work).")
-
-
 # Training sets metatest.py takes too (less those its registry evaluates).
 def metatest_training_sets():
   """``[(flag, problem_sets function)]`` of the training sets."""
@@ -186,50 +103,26 @@ UNAVAILABLE_PROBLEM_FLAGS = (
     "include_mnist_conv_wider_problems", "include_mnist_conv_4layers_problems",
     "include_cifar10_conv_4layers_problems", "include_vgg16_problems")
 
-# The classes whose fields are each program's flags.
-METARUN_CLASSES = (MetarunConfig, training_config.Schedule,
-                   training_config.TrainingConfig,
-                   optimizer_flags.OptimizerConfig)
-METATEST_CLASSES = (MetatestConfig, training_config.Schedule,
-                    optimizer_flags.OptimizerConfig, MetarunConfig)
+def define_training_set_flags(flag_values, module_name, skip=()):
+  """The include_* flags of the training sets (problems.problem_sets), as
+  metarun.py declares them (metatest.py: :func:`define_metatest_problem_flags`)."""
+  config_flags.define_booleans(
+      [(name, help_text) for name, _, help_text in
+       problem_sets.TRAINING_SET_FLAGS if name not in skip],
+      module_name, flag_values)
 
 
-def metarun_flags(module_name="metarun"):
-  """A fresh ``FlagValues`` holding every ``metarun.py`` flag."""
-  values = flags.FlagValues()
-  for cls in METARUN_CLASSES:
-    config_flags.define_flags(cls, module_name, values)
-  for name, _, help_text in problem_sets.TRAINING_SET_FLAGS:
-    flags.DEFINE_boolean(name, False, help_text, flag_values=values,
-                         module_name=module_name)
-  return values
-
-
-def metatest_flags(module_name="metatest"):
-  """A fresh ``FlagValues`` holding every ``metatest.py`` flag."""
-  values = flags.FlagValues()
-  common = dict(flag_values=values, module_name=module_name)
-  config_flags.define_flags(MetatestConfig, module_name, values)
-  config_flags.define_flags(MetarunConfig, module_name, values,
-                            only=("train_dir",))
-  config_flags.define_flags(MetarunConfig, module_name, values,
-                            only=("task", "worker_tasks"),
-                            help_suffix=" (unused by meta-testing)")
-  config_flags.define_flags(training_config.Schedule, module_name, values,
-                            overrides=METATEST_DEFAULTS,
-                            only=METATEST_UNUSED,
-                            help_suffix=" (unused by meta-testing)")
-  optimizer_flags.define_optimizer_flags(values, module_name)
-  for problem in registry.PROBLEMS:
-    flags.DEFINE_boolean(problem.flag, False, "Include {} (problem_sets.{})."
-                         .format(problem.label, problem.problem_set), **common)
-  for name, set_name in metatest_training_sets():
-    flags.DEFINE_boolean(name, False, "Include the problems of "
-                         "problem_sets.{}.".format(set_name), **common)
-  for name in UNAVAILABLE_PROBLEM_FLAGS:
-    flags.DEFINE_boolean(name, False, "Declared by the original; no problem "
-                         "set exists for it.", **common)
-  return values
+def define_metatest_problem_flags(flag_values, module_name):
+  """metatest.py's problem flags: the registered test problems
+  (problems.registry), the training sets, and those the original declared
+  without a problem set."""
+  config_flags.define_booleans(
+      [(p.flag, "Include {} (problem_sets.{}).".format(p.label, p.problem_set))
+       for p in registry.PROBLEMS] +
+      [(name, "Include the problems of problem_sets.{}.".format(set_name))
+       for name, set_name in metatest_training_sets()] +
+      [(name, "Declared by the original; no problem set exists for it.")
+       for name in UNAVAILABLE_PROBLEM_FLAGS], module_name, flag_values)
 
 
 def validate(classes, flag_values):
