@@ -3,8 +3,10 @@
 Same absl flags, meanings and defaults as the original (``metarun.py``
 l.36-140, plus the flags the original defined in ``metaopt.py``,
 ``optimizer/trainable_optimizer.py``, ``optimizer/hierarchical_rnn.py`` and
-``problems/problem_generator.py``). New flags: ``--data_dir``, ``--seed``,
-``--resume``, ``--summaries``.
+``problems/problem_generator.py``), declared once in
+``l2o_scale/config`` (the fields of its configuration dataclasses).
+New flags:
+NEW_FLAGS.
 
 Example (the paper's regularized variant)::
 
@@ -31,92 +33,42 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale.runs import checkpoints
 from l2o_scale.config import config_flags
-from l2o_scale.config import recipes
-from l2o_scale.runs import dir_lock
-from l2o_scale.meta_training import distributed
-from l2o_scale import metaopt
 from l2o_scale.config import optimizer_flags
+from l2o_scale.config import programs
+from l2o_scale.config import recipes
+from l2o_scale.meta_training import config as training_lib
+from l2o_scale.meta_training import distributed
+from l2o_scale.meta_training import training as training_run
+from l2o_scale.runs import checkpoints
+from l2o_scale.runs import dir_lock
 from l2o_scale.runs import run_record
 from problems import datasets
 from problems import problem_sets as ps
 
-FLAGS = flags.FLAGS
+# The classes whose fields are this program's flags.
+CONFIG_CLASSES = (programs.MetarunConfig, training_lib.Schedule,
+                  training_lib.TrainingConfig, optimizer_flags.OptimizerConfig)
 
-# metarun.py
-flags.DEFINE_string("train_dir", "opt/",
-                    "Directory to store parameters and results.")
-flags.DEFINE_integer("task", 0, "Task id of the replica running the training.")
-flags.DEFINE_integer("worker_tasks", 1, "Number of tasks in the worker job.")
-flags.DEFINE_integer("num_problems", 1, "Number of sub-problems to run.")
-flags.DEFINE_integer("num_meta_iterations", 5,
-                     "Number of meta-iterations to optimize.")
-flags.DEFINE_integer("num_unroll_scale", 40,
-                     "Scale of the exponential distribution of the number of "
-                     "partial unrolls.")
-flags.DEFINE_integer("min_num_unrolls", 10,
-                     "The minimum number of unrolls per problem.")
-flags.DEFINE_integer("num_partial_unroll_itr_scale", 20,
-                     "Scale of the exponential distribution of the number of "
-                     "iterations per unroll.")
-flags.DEFINE_integer("min_num_itr_partial_unroll", 10,
-                     "The minimum number of iterations for one unroll.")
-flags.DEFINE_float("meta_learning_rate", 1e-6,
-                   "The learning rate for the meta-optimizer.")
-flags.DEFINE_float("gradient_clip_level", 1e4, "The level to clip gradients to.")
-flags.DEFINE_boolean("if_cl", False, "Curriculum learning over unroll lengths.")
-flags.DEFINE_boolean("fix_unroll", False, "Use fixed unroll lengths.")
-flags.DEFINE_integer("fix_unroll_length", 20, "Length of a fixed unroll.")
-flags.DEFINE_integer("fix_num_steps", 100, "Steps per meta-iteration (fixed).")
-flags.DEFINE_integer("fix_num_steps_eval", 100, "Steps per evaluation run.")
-flags.DEFINE_integer("evaluation_period", 1, "Meta-iterations between evaluations.")
-flags.DEFINE_integer("evaluation_epochs", 20, "Runs averaged per evaluation.")
-flags.DEFINE_integer("save_period", 1, "Meta-iterations between checkpoints.")
 
-# metaopt.py
-flags.DEFINE_integer("ps_tasks", 0, "Number of tasks in the ps job (from "
-                     "TF_CONFIG in distributed mode, see README).")
-flags.DEFINE_boolean("set_profiling", False,
-                     "Profile with the TF profiler into train_dir (TensorBoard).")
-# The meta-training settings of metaopt.py, optimizer/trainable_optimizer.py
-# and problems/problem_generator.py, and the port's stability and selection
-# flags: declared once, as the fields of TrainingConfig.
-config_flags.define_flags(metaopt.TrainingConfig, __name__)
+def define_flags(module_name="metarun"):
+  """A fresh ``FlagValues`` holding every metarun.py flag: the fields of
+  :data:`CONFIG_CLASSES` and the training sets' include_* flags."""
+  values = flags.FlagValues()
+  for cls in CONFIG_CLASSES:
+    config_flags.define_flags(cls, module_name, values)
+  programs.define_training_set_flags(values, module_name)
+  return values
 
-# problems/problem_generator.py
-flags.DEFINE_float("l2_reg_scale", 1e-3,
-                   "Scaling factor for parameter value regularization in "
-                   "softmax classifier problems (unused, as in the original).")
 
-# New in the port.
-flags.DEFINE_string("data_dir", None,
-                    "Folder with the standard MNIST/CIFAR-10 files (default: "
-                    "$L2O_SCALE_DATA_DIR, else tensorflow-datasets).")
-flags.DEFINE_integer("seed", None, "Seed numpy, Python and TF random streams.")
-flags.DEFINE_boolean("resume", True,
-                     "Continue from the latest checkpoint in the log dir.")
-flags.DEFINE_boolean("summaries", True, "Write TensorBoard summaries.")
-flags.DEFINE_enum("recipe", None, recipes.names(),
-                  "A named set of metarun flags shipped with the package "
-                  "(l2o_scale/config/recipes/<name>.flags, an absl flagfile): "
-                  + "; ".join("{}: {}".format(n, recipes.summary(n))
-                              for n in recipes.names()) +
-                  ". A flag given on the command line wins over the "
-                  "recipe's.")
-flags.DEFINE_boolean("overwrite", False,
-                     "With --resume=False, delete the earlier run's "
-                     "checkpoints and record in the log dir first (without it "
-                     "such a dir is refused).")
-
-optimizer_flags.define_optimizer_flags()
-# --help lists the optimizer flags too (they are defined in optimizer_flags).
-flags.adopt_module_key_flags(optimizer_flags)
+# This program's own flags, in their own FlagValues: importing metatest.py
+# too changes none of them.
+FLAGS = define_flags()
+__doc__ = __doc__.replace("NEW_FLAGS", programs.new_flags_line(
+    FLAGS, programs.ORIGINAL_METARUN_FLAGS))
 
 # include_* flag -> problem set (original metarun.py main(), in its order).
 INCLUDE_FLAGS = ps.TRAINING_SET_FLAGS
-for _flag, _set, _help in INCLUDE_FLAGS:
-  flags.DEFINE_boolean(_flag, False, _help)
 
 DEFAULT_SET = "mnist_mlp_problems"
 
@@ -158,10 +110,10 @@ def stray_arguments(argv):
 
 
 def check_flags(flag_values):
-  """Rejects flag combinations the original would crash on or silently misuse."""
-  errors = []
-  if flag_values.fix_unroll_length < 1:
-    errors.append("--fix_unroll_length must be >= 1")
+  """Error lines for flags out of their declared bounds or non-finite
+  (l2o_scale.config: the fields' bounds), and for combinations the original
+  would crash on or silently misuse."""
+  errors = programs.validate(CONFIG_CLASSES, flag_values)
   if flag_values.fix_unroll and (
       flag_values.fix_num_steps < flag_values.fix_unroll_length):
     errors.append("--fix_num_steps ({}) must be at least --fix_unroll_length "
@@ -172,24 +124,10 @@ def check_flags(flag_values):
                   "--fix_unroll_length ({})".format(
                       flag_values.fix_num_steps_eval,
                       flag_values.fix_unroll_length))
-  for name in ("evaluation_epochs", "evaluation_period", "save_period",
-               "num_meta_iterations", "num_problems", "mt_k", "hessian_itrs",
-               "meta_batch_size",
-               "mini_batch_size"):
-    if getattr(flag_values, name) < 1:
-      errors.append("--{} must be >= 1".format(name))
-  if flag_values.fast_forward_max_steps < 0:
-    errors.append("--fast_forward_max_steps must be >= 0")
-  if not 0. <= flag_values.fast_forward_fraction <= 1.:
-    errors.append("--fast_forward_fraction must be in [0, 1]")
   if (flag_values.fast_forward_init != "same" and
       flag_values.fast_forward_max_steps <= 0):
     errors.append("--fast_forward_init={} needs --fast_forward_max_steps > 0"
                   .format(flag_values.fast_forward_init))
-  if not 0. < flag_values.validation_fraction < 1.:
-    errors.append("--validation_fraction must be in (0, 1)")
-  if flag_values.selection_steps < 10:
-    errors.append("--selection_steps must be >= 10")
   try:
     seeds = [int(s) for s in flag_values.selection_seeds]
     if not seeds:
@@ -197,29 +135,16 @@ def check_flags(flag_values):
   except ValueError:
     errors.append("--selection_seeds must be integers, got {}".format(
         ",".join(flag_values.selection_seeds)))
-  if not 0. < flag_values.divergence_lr_decay <= 1.:
-    errors.append("--divergence_lr_decay must be in (0, 1]")
-  if flag_values.meta_lr_warmup < 0:
-    errors.append("--meta_lr_warmup must be >= 0")
-
-
-  if not flag_values.gradient_clip_level > 0:
-    errors.append("--gradient_clip_level must be > 0 (it clips each "
-                  "meta-gradient entry to [-level, level])")
-  if not flag_values.meta_learning_rate > 0:
-    errors.append("--meta_learning_rate must be > 0")
-  if not 0. <= flag_values.rms_decay < 1.:
-    errors.append("--rms_decay must be in [0, 1)")
-  if not flag_values.rms_epsilon > 0:
-    errors.append("--rms_epsilon must be > 0")
   errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
-  if not 0. <= flag_values.mt_ratio <= 1.:
-    errors.append("--mt_ratio must be in [0, 1]")
   if ((flag_values.use_relative_lr or flag_values.use_extreme_indicator) and
       not flag_values.dynamic_output_scale):
     errors.append("--use_relative_lr / --use_extreme_indicator need "
                   "--dynamic_output_scale=True")
-  return errors
+  shipped = programs.shipped_folder_problem(flag_values.train_dir,
+                                           "train_dir")
+  if shipped:
+    errors.append(shipped)
+  return list(dict.fromkeys(errors))  # The optimizer's bounds come twice.
 
 
 # The regularizer's flags and which switch makes each take effect.
@@ -269,16 +194,40 @@ def warnings_for(flag_values):
 
 
 def training_config(flag_values):
-  return config_flags.from_flags(metaopt.TrainingConfig, flag_values)
+  """The :class:`TrainingConfig` of the parsed flags."""
+  return config_flags.from_flags(training_lib.TrainingConfig, flag_values)
+
+
+def schedule(flag_values):
+  """The :class:`Schedule` of the parsed flags (metarun.py l.405-436): the
+  draws of the unrolls are the original's (``sample_numiter`` of the
+  scale/minimum flags), the problems are drawn at random unless this task
+  is the chief of several workers."""
+  return config_flags.from_flags(
+      training_lib.Schedule, flag_values,
+      obj_train_max_multiplier=flag_values.objective_training_max_multiplier,
+      select_random_problems=(flag_values.worker_tasks == 1 or
+                              flag_values.task != 0))
+
+
+def trainer_config(flag_values, logdir):
+  """Everything the run is told: :class:`TrainerConfig` of the flags."""
+  return training_lib.TrainerConfig(
+      logdir=logdir, schedule=schedule(flag_values),
+      training=training_config(flag_values), resume=flag_values.resume,
+      summaries=flag_values.summaries)
 
 
 def record_sections(flag_values):
-  """(optimizer flags, training flags) of the run record: name -> value."""
-  names = set(optimizer_flags.optimizer_flag_names())
-  own = [f.name for f in flag_values.get_key_flags_for_module(
-      sys.modules[__name__])]
-  return ({n: flag_values[n].value for n in optimizer_flags.optimizer_flag_names()},
-          {n: flag_values[n].value for n in sorted(own) if n not in names})
+  """(optimizer flags, training flags) of the run record: name -> value
+  (every flag but the optimizer's and those that say how to treat the
+  train dir)."""
+  names = optimizer_flags.optimizer_flag_names()
+  own = [n for n, f in flag_values._flags().items()  # pylint: disable=protected-access
+         if n == f.name and n not in names and
+         n not in programs.NOT_RECORDED]
+  return ({n: flag_values[n].value for n in names},
+          {n: flag_values[n].value for n in sorted(own)})
 
 
 def prepare_logdir(logdir, flag_values, optimizer=None):
@@ -287,38 +236,22 @@ def prepare_logdir(logdir, flag_values, optimizer=None):
   Returns an error line, or None. ``--resume=False`` on a dir with
   checkpoints needs ``--overwrite`` (which deletes the old run first), so two
   runs never mix; a run whose flags differ from the record is refused with
-  every differing flag named. A resumed run first checks the ``checkpoint``
+  every differing flag named (``--data_dir`` too, unless
+  ``--allow_data_change``). A resumed run first checks the ``checkpoint``
   state file (checkpoints.latest_checkpoint) and that the latest checkpoint
   reads and fits ``optimizer`` (built from the flags when None): a dir
   without a record gets one only then, so a wrong command writes nothing.
   """
-  for name in os.listdir(logdir):  # Left by a save that was interrupted.
-    if name.endswith("_temp") and name.startswith(
-        checkpoints.CHECKPOINT_BASENAME):
-      shutil.rmtree(os.path.join(logdir, name), ignore_errors=True)
-  existing = checkpoints.list_checkpoints(logdir)
-  if not flag_values.resume and (existing or os.path.exists(
-      run_record.path(logdir))):
-    if not flag_values.overwrite:
-      return ("{} holds a run ({}); --resume=False would mix two runs. Add "
-              "--overwrite to delete it first, or use another "
-              "--train_dir.".format(logdir, ", ".join(existing) or
-                                    run_record.FILENAME))
-    shutil.rmtree(logdir)
-    os.makedirs(logdir)
+  problem = _clear_for_fresh_run(logdir, flag_values)
+  if problem:
+    return problem
   record = run_record.read(logdir)
   optimizer_values, training_values = record_sections(flag_values)
   if record is not None:
-    differ = run_record.mismatches(record, dict(training_values,
-                                                **optimizer_values))
-    if differ:
-      return ("{} was trained with {}; this run gives {}. Use the same "
-              "flags, another --train_dir, or --resume=False --overwrite to "
-              "start over.".format(
-                  flag_values.train_dir,
-                  ", ".join(run_record.format_flag(n, r) for n, r, _ in differ),
-                  ", ".join(run_record.format_flag(n, g)
-                            for n, _, g in differ)))
+    problem = record_mismatch(record, flag_values,
+                              dict(training_values, **optimizer_values))
+    if problem:
+      return problem
   latest = (checkpoints.latest_checkpoint(logdir) if flag_values.resume
             else None)
   if latest is not None:
@@ -336,6 +269,52 @@ def prepare_logdir(logdir, flag_values, optimizer=None):
   return None
 
 
+def _clear_for_fresh_run(logdir, flag_values):
+  """Removes what an interrupted save left; with ``--resume=False`` the
+  earlier run too if ``--overwrite`` (else the error line)."""
+  for name in os.listdir(logdir):  # Left by a save that was interrupted.
+    if name.endswith("_temp") and name.startswith(
+        checkpoints.CHECKPOINT_BASENAME):
+      shutil.rmtree(os.path.join(logdir, name), ignore_errors=True)
+  existing = checkpoints.list_checkpoints(logdir)
+  if flag_values.resume or not (existing or os.path.exists(
+      run_record.path(logdir))):
+    return None
+  if not flag_values.overwrite:
+    return ("{} holds a run ({}); --resume=False would mix two runs. Add "
+            "--overwrite to delete it first, or use another "
+            "--train_dir.".format(logdir, ", ".join(existing) or
+                                  run_record.FILENAME))
+  shutil.rmtree(logdir)
+  os.makedirs(logdir)
+  return None
+
+
+def _data_source(data_dir):
+  return None if data_dir is None else os.path.realpath(data_dir)
+
+
+def record_mismatch(record, flag_values, given):
+  """The error line for a run whose flags differ from the train dir's run
+  record (``given``: this run's recorded flags), or None. ``--data_dir``
+  counts (the data the run trains on) unless ``--allow_data_change``."""
+  differ = run_record.mismatches(record, given)
+  recorded_data = record.get("training_flags", {}).get("data_dir")
+  if (_data_source(recorded_data) != _data_source(flag_values.data_dir) and
+      not flag_values.allow_data_change):
+    differ.append(("data_dir", recorded_data, flag_values.data_dir))
+  if not differ:
+    return None
+  return ("{} was trained with {}; this run gives {}. Use the same "
+          "flags, another --train_dir, or --resume=False --overwrite to "
+          "start over{}.".format(
+              flag_values.train_dir,
+              ", ".join(run_record.format_flag(n, r) for n, r, _ in differ),
+              ", ".join(run_record.format_flag(n, g) for n, _, g in differ),
+              " (--allow_data_change=True: train on the other data)"
+              if any(n == "data_dir" for n, _, _ in differ) else ""))
+
+
 def main(argv):
   """Runs :func:`_main`; Ctrl-C (SIGINT) ends it with one line and status 130
   (the lock is released on the way out; the checkpoints written so far
@@ -350,6 +329,7 @@ def main(argv):
 
 def _main(argv):
   logging.set_verbosity(logging.WARNING)
+  FLAGS.mark_as_parsed()
   stray = stray_arguments(argv)
   if stray:
     sys.stderr.write("metarun.py: {}\n".format(stray))
@@ -363,8 +343,10 @@ def _main(argv):
     errors += distributed.flag_mismatches(FLAGS, *task)
     if task[0] == "chief":
       errors += distributed.unsupported(FLAGS)
-  if errors:
-    sys.stderr.write("metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
+  if errors:  # One line per refused flag, before any work.
+    sys.stderr.write("metarun.py: invalid flag: {}\n".format(errors[0])
+                     if len(errors) == 1 else
+                     "metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
                      "\n")
     return 2
   if task is not None and task[0] != "chief":
@@ -375,6 +357,12 @@ def _main(argv):
     np.random.seed(FLAGS.seed)
     random.seed(FLAGS.seed)
     tf.random.set_seed(FLAGS.seed)
+  return _build_and_train(task)
+
+
+def _build_and_train(task):
+  """Builds the optimizer and the problems, takes the train dir's lock and
+  trains; every refusal is one line and exit status 2."""
   try:
     spec = optimizer_flags.optimizer_spec(FLAGS)
     optimizer = spec.build()  # Fails fast on inconsistent optimizer options.
@@ -384,14 +372,9 @@ def _main(argv):
     return 2
   logdir = os.path.join(FLAGS.train_dir,
                         optimizer_flags.checkpoint_subdir(FLAGS))
-  if os.path.exists(FLAGS.train_dir) and not os.path.isdir(FLAGS.train_dir):
-    sys.stderr.write("metarun.py: --train_dir={} is a file, not a folder; "
-                     "give a folder.\n".format(FLAGS.train_dir))
-    return 2
-  misplaced = checkpoints.checkpoint_folder_given(
-      FLAGS.train_dir, optimizer_flags.checkpoint_subdir(FLAGS))
-  if misplaced:
-    sys.stderr.write("metarun.py: {}\n".format(misplaced))
+  problem = _train_dir_problem()
+  if problem:
+    sys.stderr.write("metarun.py: {}\n".format(problem))
     return 2
   try:
     os.makedirs(logdir, exist_ok=True)
@@ -406,6 +389,16 @@ def _main(argv):
     return _train_locked(logdir, spec, optimizer, problems_and_data, task)
   finally:
     dir_lock.release(lock)
+
+
+def _train_dir_problem():
+  """The error line for a --train_dir that is a file or the checkpoint
+  folder itself, or None."""
+  if os.path.exists(FLAGS.train_dir) and not os.path.isdir(FLAGS.train_dir):
+    return ("--train_dir={} is a file, not a folder; give a folder.".format(
+        FLAGS.train_dir))
+  return checkpoints.checkpoint_folder_given(
+      FLAGS.train_dir, optimizer_flags.checkpoint_subdir(FLAGS))
 
 
 def _file_error(e, logdir):
@@ -479,37 +472,12 @@ def _train_locked(logdir, spec, optimizer, problems_and_data, task):
   if problem:
     sys.stderr.write("metarun.py: {}\n".format(problem))
     return 2
-
-  def num_unrolls():
-    return metaopt.sample_numiter(FLAGS.num_unroll_scale, FLAGS.min_num_unrolls)
-
-  def num_partial_unroll_itrs():
-    return metaopt.sample_numiter(FLAGS.num_partial_unroll_itr_scale,
-                                  FLAGS.min_num_itr_partial_unroll)
-
   print("Meta-training {} into {}".format(FLAGS.optimizer, logdir), flush=True)
   if FLAGS.set_profiling:
     tf.profiler.experimental.start(logdir)
   try:
-    train = (metaopt.train_optimizer if task is None
-             else distributed.train_optimizer)
-    result = train(
-        logdir, spec, problems_and_data, FLAGS.num_problems,
-        FLAGS.num_meta_iterations, num_unrolls, num_partial_unroll_itrs,
-        learning_rate=FLAGS.meta_learning_rate,
-        gradient_clip=FLAGS.gradient_clip_level,
-        is_chief=FLAGS.task == 0,
-        select_random_problems=FLAGS.worker_tasks == 1 or FLAGS.task != 0,
-        obj_train_max_multiplier=FLAGS.objective_training_max_multiplier,
-        callbacks=[], fix_unroll=FLAGS.fix_unroll,
-        fix_unroll_length=FLAGS.fix_unroll_length,
-        fix_num_steps=FLAGS.fix_num_steps,
-        fix_num_steps_eval=FLAGS.fix_num_steps_eval,
-        evaluation_period=FLAGS.evaluation_period,
-        evaluation_epochs=FLAGS.evaluation_epochs,
-        save_period=FLAGS.save_period, if_cl=FLAGS.if_cl,
-        config=training_config(FLAGS), resume=FLAGS.resume,
-        summaries=FLAGS.summaries)
+    result = train(trainer_config(FLAGS, logdir), spec, problems_and_data,
+                   task)
   except RESUME_ERRORS as e:
     sys.stderr.write("metarun.py: {}\n".format(cannot_resume(e, logdir)))
     return 2
@@ -531,6 +499,14 @@ def _train_locked(logdir, spec, optimizer, problems_and_data, task):
           "{}".format(result["last_checkpoint"]))
     return 3
   return report_end(result, logdir)
+
+
+def train(config, spec, problems_and_data, task):
+  """Meta-trains in this process (``task`` None) or as the chief of a
+  cluster; returns the run's result dict."""
+  if task is None:
+    return training_run.train_optimizer(config, spec, problems_and_data)
+  return distributed.train_optimizer(config, spec, problems_and_data)
 
 
 def report_end(result, logdir):
@@ -602,7 +578,15 @@ def learning_verdict(result):
 
 
 def run():
-  app.run(main, argv=recipes.expand(sys.argv))
+  """The program: its flags join absl's registry (for --help and parsing),
+  a --recipe expands to its flagfile, then :func:`main`."""
+  programs.install(FLAGS)
+  try:
+    argv = recipes.expand(sys.argv)
+  except ValueError as e:
+    sys.stderr.write("metarun.py: {}\n".format(e))
+    sys.exit(2)
+  app.run(main, argv=argv)
 
 
 if __name__ == "__main__":

@@ -20,17 +20,16 @@ a TF1 checkpoint of the original code or a TF2 one of this port's
 ``metarun.py``) or a baseline with the original's learning rate: ``SGD``
 (1e-3), ``Adam`` (1e-4), ``Adagrad`` (1e-5).
 
-New flags (not in the original): ``--data_dir``, ``--seeds`` (the original
-hard-coded 6, 12, 18, 24, 30), ``--heldout_every`` (generalization of the
-optimizee: train on the train split, every N steps measure loss and accuracy
-on the held-out test split, saved as
-``<save_dir>/seed<S>_heldout_record-<model_name>.json``),
-``--progress_every``, ``--jit_compile``, ``--pretrained`` (a pretrained
-optimizer shipped with the package, by name), ``--assume_optimizer_flags``
-(a checkpoint of this port whose ``run_record.json`` is lost is refused
-unless its optimizer flags are given with it), ``--flatness_probes``,
-``--step_schedule``/``--step_decay_start`` (a decay of every update over the
-run) and ``--weight_decay`` (a decoupled weight decay of every update).
+New flags (not in the original):
+NEW_FLAGS.
+Among them ``--seeds`` (the
+original hard-coded 6, 12, 18, 24, 30), ``--heldout_every``
+(generalization of the optimizee: train on the train split, every N steps
+measure loss and accuracy on the held-out test split, saved as
+``<save_dir>/seed<S>_heldout_record-<model_name>.json``), ``--pretrained``
+(a pretrained optimizer shipped with the package, by name) and
+``--overwrite`` (result files of the same ``--model_name`` are otherwise
+kept and the run refused).
 
 Differences: the flags of meta-training that the original declared but never
 used here (``task``, ``num_problems``, ``meta_learning_rate``...) are kept so
@@ -39,12 +38,14 @@ original wrote every problem to the same file names (later ones overwrote
 earlier ones); here the file names then get ``-problem<k>`` appended.
 """
 
+import dataclasses
 import json
 import os
 import pickle
 import sys
 import time
 import types
+import typing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
@@ -55,154 +56,153 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale.runs import atomic_file
-from l2o_scale.meta_testing import baselines
-from l2o_scale.runs import checkpoints
-from l2o_scale.config import optimizer_flags
 from l2o_scale import pretrained
+from l2o_scale.config import config_flags
+from l2o_scale.config import optimizer_flags
+from l2o_scale.config import programs
+from l2o_scale.meta_testing import baselines
+from l2o_scale.meta_training import config as training_lib
+from l2o_scale.meta_testing import testing
+from l2o_scale.runs import atomic_file
+from l2o_scale.runs import checkpoints
 from l2o_scale.runs import run_record
 from l2o_scale.steps import settings as step_settings
 from l2o_scale.steps import step_schedule
-from l2o_scale.meta_testing import testing
 from problems import curvature
 from problems import datasets
 from problems import problem_sets as ps
+from problems import registry
 
-FLAGS = flags.FLAGS
+flag = config_flags.flag
+
+
+@dataclasses.dataclass(frozen=True)
+class MetatestConfig:
+  """``metatest.py``'s own flags: the original's (Evaluation metatest.py
+  l.38-274) and the port's new ones."""
+  save_dir: str = flag("opt/", "Directory to testing results.", nonempty=True)
+  test_optimizer: str = flag(
+      "L2o", "Optimizer to test: " + ", ".join(programs.TEST_OPTIMIZERS) +
+      ".")
+  num_testing_itrs: int = flag(100, "Number testing iterations.", ge=1)
+  model_name: str = flag(
+      "mt", "Suffix of the result files (seed<S>_eval_loss_record.pickle-"
+      "<model_name>).")
+  restore_model_name: str = flag(
+      "", "Checkpoint to restore in <train_dir>/<optimizer subdir>, e.g. "
+      "model.ckpt-0. Empty: the latest checkpoint.")
+  pretrained: typing.Optional[str] = flag(
+      None, "Test a pretrained optimizer shipped with the package, by name "
+      "(python -m l2o_scale.pretrained lists them): sets the checkpoint "
+      "(instead of --train_dir/--restore_model_name) and its recorded "
+      "optimizer flags.", kind=str)
+  # New flags.
+  data_dir: typing.Optional[str] = flag(
+      None, "Folder with the datasets (MNIST IDX files / CIFAR-10 batches). "
+      "Default: $L2O_SCALE_DATA_DIR, else tensorflow-datasets.", kind=str)
+  seeds: tuple = flag(
+      programs.DEFAULT_SEEDS, "Seeds of the test runs (one run and one "
+      "result file per seed).")
+  heldout_every: int = flag(
+      0, "If > 0: train the optimizee on the train split and every N steps "
+      "record loss and accuracy on the held-out test split (and on the "
+      "whole train split); saved as seed<S>_heldout_record-<model_name>"
+      ".json. 0: off (the original evaluation).", ge=0)
+  baseline_learning_rate: typing.Optional[float] = flag(
+      None, "Learning rate of the --test_optimizer=SGD/Adam/Adagrad "
+      "baseline. Default: the original evaluation's (SGD 1e-3, Adam 1e-4, "
+      "Adagrad 1e-5), which are small; tuned baselines (e.g. Adam 1e-3, "
+      "SGD 0.1) are what a reader compares a learned optimizer with.",
+      kind=float, gt=0)
+  flatness_probes: int = flag(
+      0, "With --heldout_every: also measure the flatness of the solution "
+      "reached, the Hessian trace (Hutchinson, this many probes) and the "
+      "top Hessian eigenvalue (20 power iterations) of the objective on "
+      "the whole train split at the final parameters, saved in the "
+      "held-out record. 0: off.", ge=0)
+  assume_optimizer_flags: bool = flag(
+      False, "For a checkpoint of this port without its run_record.json: "
+      "build the optimizer from this command's optimizer flags (defaults "
+      "where not given) instead of refusing. Without it such a checkpoint "
+      "is refused, as flags other than those it was trained with run "
+      "silently wrong.")
+  step_schedule: str = flag(
+      "none", "Scale every update of the tested optimizer (learned or "
+      "baseline) by a decay over the --num_testing_itrs steps: cosine "
+      "(1 + cos(pi t / T)) / 2 or linear 1 - t / T. none: constant steps "
+      "(the original). The learned optimizers' steps never shrink by "
+      "themselves; a decay removes their late excursions in long runs "
+      "(docs/meta-testing.md).", step_schedule.SCHEDULES)
+  step_decay_start: float = flag(
+      0., "With --step_schedule: the share of the run (in [0, 1)) during "
+      "which the steps stay whole; the decay spans the rest. 0: the decay "
+      "spans the whole run.", ge=0, lt=1)
+  weight_decay: float = flag(
+      0., "Decoupled weight decay of every update of the tested optimizer "
+      "(learned or baseline; Adam becomes AdamW): new = proposed - s * "
+      "weight_decay * old, s the --step_schedule's scale (else 1), as "
+      "Keras' weight_decay. 0: none (the original). With their fixed step "
+      "size the learned optimizers keep growing the weights once the data "
+      "is fit and lose held-out accuracy in long runs; the shipped "
+      "optimizers' cards give a value for long runs (docs/meta-testing.md).",
+      ge=0)
+  progress_every: int = flag(500, "Print progress every N steps (0: never).",
+                             ge=0)
+  jit_compile: bool = flag(
+      False, "Compile the optimization loop with XLA: on a CPU about twice "
+      "as fast per step for the learned optimizer on the MLP problems, but "
+      "several times slower on the conv nets (XLA's CPU convolutions); same "
+      "numbers up to float rounding. If XLA cannot compile a problem, the "
+      "run says so and continues without it.")
+  overwrite: bool = flag(
+      False, "Replace result files of the same --model_name already in "
+      "--save_dir (without it such a run is refused before any work).")
+
+
+CONFIG_CLASSES = (MetatestConfig, training_lib.Schedule,
+                  optimizer_flags.OptimizerConfig, programs.MetarunConfig)
+
+
+def define_flags(module_name="metatest"):
+  """A fresh ``FlagValues`` holding every metatest.py flag: the fields of
+  MetatestConfig, metarun's --train_dir, the unused metarun flags the
+  original declared (with its own defaults), the optimizer's flags and the
+  problem flags."""
+  values = flags.FlagValues()
+  config_flags.define_flags(MetatestConfig, module_name, values)
+  config_flags.define_flags(programs.MetarunConfig, module_name, values,
+                            only=("train_dir",))
+  config_flags.define_flags(programs.MetarunConfig, module_name, values,
+                            only=("task", "worker_tasks"),
+                            help_suffix=" (unused by meta-testing)")
+  config_flags.define_flags(training_lib.Schedule, module_name, values,
+                            overrides=programs.METATEST_DEFAULTS,
+                            only=programs.METATEST_UNUSED,
+                            help_suffix=" (unused by meta-testing)")
+  optimizer_flags.define_optimizer_flags(values, module_name)
+  programs.define_metatest_problem_flags(values, module_name)
+  return values
+
+
+# This program's own flags, in their own FlagValues: importing metarun.py
+# too changes none of them.
+FLAGS = define_flags()
+__doc__ = __doc__.replace("NEW_FLAGS", programs.new_flags_line(
+    FLAGS, programs.ORIGINAL_METATEST_FLAGS))
 
 # (flag name, problem_sets function) in the order the original's main()
-# extended its list (metatest.py l.300-395). The six evaluation sets use the
-# test splits (the original's test_* functions); the rest are the training
-# sets, whose flags the original declared (with the calls commented out).
-EVALUATION_PROBLEM_FLAGS = [
-    ("include_mnist_mlp_problems", "test_mnist_mlp_problems"),
-    ("include_mnist_mlp_relu_problems", "test_mnist_mlp_relu_problems"),
-    ("include_mnist_mlp_deeper_problems", "test_mnist_mlp_deeper_problems"),
-    ("include_mnist_conv_problems", "test_mnist_conv_problems"),
-    ("include_mnist_conv_orig_problems", "test_mnist_conv_orig_problems"),
-    ("include_cifar10_conv_problems", "test_cifar10_conv_problems"),
-]
-# The training sets, as metarun.py takes them (less those evaluated above).
-TRAINING_PROBLEM_FLAGS = [
-    (flag, set_name) for flag, set_name, _ in ps.TRAINING_SET_FLAGS
-    if flag not in dict(EVALUATION_PROBLEM_FLAGS)]
-# Declared by the original but without any problem set behind them.
-UNAVAILABLE_PROBLEM_FLAGS = [
-    "include_mnist_conv_wider_problems", "include_mnist_conv_4layers_problems",
-    "include_cifar10_conv_4layers_problems", "include_vgg16_problems",
-]
+# extended its list (metatest.py l.300-395): the registered test problems
+# (problems.registry), then the training sets, whose flags the original
+# declared (with the calls commented out).
+EVALUATION_PROBLEM_FLAGS = [(p.flag, p.problem_set) for p in registry.PROBLEMS]
+TRAINING_PROBLEM_FLAGS = programs.metatest_training_sets()
+UNAVAILABLE_PROBLEM_FLAGS = list(programs.UNAVAILABLE_PROBLEM_FLAGS)
 
-DEFAULT_SEEDS = ["6", "12", "18", "24", "30"]
+DEFAULT_SEEDS = list(programs.DEFAULT_SEEDS)
 FLATNESS_POWER_ITERATIONS = 20
-TEST_OPTIMIZERS = ["L2o", "SGD", "Adam", "Adagrad"]
-
-
-def _define(kind, name, default, *args):
-  """Defines a flag unless another script (metarun.py) already did; ``args``
-  are the help text (an enum's allowed values before it)."""
-  if name not in FLAGS:
-    getattr(flags, "DEFINE_" + kind)(name, default, *args)
-
-
-def define_flags():
-  """All metatest flags (original names and defaults, plus the new ones)."""
-  _define("string", "train_dir", "opt/",
-          "Directory to store parameters and results.")
-  _define("string", "save_dir", "opt/", "Directory to testing results.")
-  _define("string", "test_optimizer", "L2o",
-          "Optimizer to test: " + ", ".join(TEST_OPTIMIZERS) + ".")
-  # Declared by the original, unused by meta-testing (kept for old commands).
-  for name, default, helptext in [
-      ("task", 0, "Task id of the replica running the training (unused)."),
-      ("worker_tasks", 1, "Number of tasks in the worker job (unused)."),
-      ("num_problems", 1, "Number of sub-problems to run (unused)."),
-      ("num_meta_iterations", 5, "Meta-iterations (unused)."),
-      ("num_unroll_scale", 10, "Scale of the unroll-count law (unused)."),
-      ("min_num_unrolls", 4, "Minimum number of unrolls (unused)."),
-      ("num_partial_unroll_itr_scale", 50,
-       "Scale of the unroll-length law (unused)."),
-      ("min_num_itr_partial_unroll", 10, "Minimum unroll length (unused)."),
-  ]:
-    _define("integer", name, default, helptext)
-  _define("float", "meta_learning_rate", 1e-6,
-          "The learning rate for the meta-optimizer (unused).")
-  _define("float", "gradient_clip_level", 1e4,
-          "The level to clip gradients to (unused).")
-  _define("integer", "num_testing_itrs", 100, "Number testing iterations.")
-  for name, fn in EVALUATION_PROBLEM_FLAGS + TRAINING_PROBLEM_FLAGS:
-    _define("boolean", name, False,
-            "Include the problems of problem_sets.{}.".format(fn))
-  for name in UNAVAILABLE_PROBLEM_FLAGS:
-    _define("boolean", name, False,
-            "Declared by the original; no problem set exists for it.")
-  optimizer_flags.define_optimizer_flags()
-  _define("string", "model_name", "mt",
-          "Suffix of the result files (seed<S>_eval_loss_record.pickle-"
-          "<model_name>).")
-  _define("string", "restore_model_name", "",
-          "Checkpoint to restore in <train_dir>/<optimizer subdir>, e.g. "
-          "model.ckpt-0. Empty: the latest checkpoint.")
-  _define("string", "pretrained", None,
-          "Test a pretrained optimizer shipped with the package, by name "
-          "(python -m l2o_scale.pretrained lists them): sets the checkpoint "
-          "(instead of --train_dir/--restore_model_name) and its recorded "
-          "optimizer flags.")
-  # New flags.
-  _define("string", "data_dir", None,
-          "Folder with the datasets (MNIST IDX files / CIFAR-10 batches). "
-          "Default: $L2O_SCALE_DATA_DIR, else tensorflow-datasets.")
-  _define("list", "seeds", DEFAULT_SEEDS,
-          "Seeds of the test runs (one run and one result file per seed).")
-  _define("integer", "heldout_every", 0,
-          "If > 0: train the optimizee on the train split and every N steps "
-          "record loss and accuracy on the held-out test split (and on the "
-          "whole train split); saved as seed<S>_heldout_record-<model_name>"
-          ".json. 0: off (the original evaluation).")
-  _define("float", "baseline_learning_rate", None,
-          "Learning rate of the --test_optimizer=SGD/Adam/Adagrad baseline. "
-          "Default: the original evaluation's (SGD 1e-3, Adam 1e-4, "
-          "Adagrad 1e-5), which are small; tuned baselines (e.g. Adam 1e-3, "
-          "SGD 0.1) are what a reader compares a learned optimizer with.")
-  _define("integer", "flatness_probes", 0,
-          "With --heldout_every: also measure the flatness of the solution "
-          "reached, the Hessian trace (Hutchinson, this many probes) and the "
-          "top Hessian eigenvalue (20 power iterations) of the objective on "
-          "the whole train split at the final parameters, saved in the "
-          "held-out record. 0: off.")
-  _define("boolean", "assume_optimizer_flags", False,
-          "For a checkpoint of this port without its run_record.json: build "
-          "the optimizer from this command's optimizer flags (defaults where "
-          "not given) instead of refusing. Without it such a checkpoint is "
-          "refused, as flags other than those it was trained with run "
-          "silently wrong.")
-  _define("enum", "step_schedule", "none", list(step_schedule.SCHEDULES),
-          "Scale every update of the tested optimizer (learned or baseline) "
-          "by a decay over the --num_testing_itrs steps: cosine "
-          "(1 + cos(pi t / T)) / 2 or linear 1 - t / T. none: constant steps "
-          "(the original). The learned optimizers' steps never shrink by "
-          "themselves; a decay removes their late excursions in long runs "
-          "(docs/meta-testing.md).")
-  _define("float", "step_decay_start", 0.,
-          "With --step_schedule: the share of the run (in [0, 1)) during "
-          "which the steps stay whole; the decay spans the rest. 0: the "
-          "decay spans the whole run.")
-  _define("float", "weight_decay", 0.,
-          "Decoupled weight decay of every update of the tested optimizer "
-          "(learned or baseline; Adam becomes AdamW): new = proposed - s * "
-          "weight_decay * old, s the --step_schedule's scale (else 1), as "
-          "Keras' weight_decay. 0: none (the original). With their fixed "
-          "step size the learned optimizers keep growing the weights once "
-          "the data is fit and lose held-out accuracy in long runs; the "
-          "shipped optimizers' cards give a value for long runs "
-          "(docs/meta-testing.md).")
-  _define("integer", "progress_every", 500,
-          "Print progress every N steps.")
-  _define("boolean", "jit_compile", False,
-          "Compile the optimization loop with XLA: on a CPU about twice as "
-          "fast per step for the learned optimizer on the MLP problems, but "
-          "several times slower on the conv nets (XLA's CPU convolutions); "
-          "same numbers up to float rounding. If XLA cannot compile a "
-          "problem, the run says so and continues without it.")
+TEST_OPTIMIZERS = list(programs.TEST_OPTIMIZERS)
+RESULT_PATTERNS = ("seed{seed}_eval_loss_record.pickle-{model_name}",
+                   "seed{seed}_heldout_record-{model_name}.json")
 
 
 def selected_problem_sets(flag_values):
@@ -224,13 +224,11 @@ def selected_problem_sets(flag_values):
 
 
 def _split_datasets(flag_name, data_dir):
-  """(train split, held-out split) of the data a problem set uses."""
-  if "mnist" in flag_name:
-    return (datasets.mnist(train=True, data_dir=data_dir),
-            datasets.mnist(train=False, data_dir=data_dir))
-  if "cifar10" in flag_name:
-    return (datasets.cifar10(train=True, data_dir=data_dir),
-            datasets.cifar10(train=False, data_dir=data_dir))
+  """(train split, held-out split) of the data a test problem uses (its
+  registry entry's dataset)."""
+  problem = registry.by_flag().get(flag_name)
+  if problem is not None:
+    return problem.splits(data_dir)
   raise ValueError("--heldout_every needs a problem trained on a dataset with "
                    "a held-out split (MNIST or CIFAR-10 problem sets); {} has "
                    "none.".format(flag_name))
@@ -244,11 +242,27 @@ def build_problems(flag_values):
     heldout = None
     if flag_values.heldout_every > 0:
       train_split, heldout = _split_datasets(flag_name, flag_values.data_dir)
+      same = same_rows_note(flag_name, train_split, heldout)
+      if same:
+        print(same, flush=True)
     for spec, dataset, batch_size in entries:
       if heldout is not None:
         dataset = train_split
       out.append((flag_name, spec, dataset, batch_size, heldout))
   return out
+
+
+def same_rows_note(flag_name, train, heldout):
+  """A warning line when the train and held-out splits hold the same rows
+  (e.g. a --data_dir whose test files are copies of the train files), or
+  None: the held-out numbers would then be measured on training data."""
+  if len(train.data) != len(heldout.data) or not (
+      np.array_equal(np.asarray(train.data), np.asarray(heldout.data))):
+    return None
+  return ("Warning: the train and held-out splits of {} hold the same {} "
+          "rows: the held-out loss and accuracy are measured on training "
+          "data. Check the test files in --data_dir.".format(
+              flag_name, len(train.data)))
 
 
 def checkpoint_dir(flag_values):
@@ -264,7 +278,7 @@ def build_optimizer(flag_values):
     raise ValueError("--pretrained tests a learned optimizer; it does not go "
                      "with --test_optimizer={}".format(name))
   lr = flag_values.baseline_learning_rate
-  if lr is not None and not lr > 0:
+  if lr is not None and not (lr > 0 and np.isfinite(lr)):
     raise ValueError("--baseline_learning_rate must be > 0, got {}".format(lr))
   if name in baselines.BASELINES:
     opt = baselines.build(name, flag_values.baseline_learning_rate)
@@ -372,27 +386,59 @@ def _result_name(pattern, seed, model_name, problem_index, num_problems):
 
 
 def check_flags(flag_values):
-  """Error lines for flags that make no sense, found before any work."""
-  errors = []
-  if flag_values.num_testing_itrs < 1:
-    errors.append("--num_testing_itrs must be >= 1")
+  """Error lines for flags that make no sense, found before any work:
+  every numeric flag outside its declared bounds or non-finite
+  (l2o_scale.config), and the combinations."""
+  errors = programs.validate(CONFIG_CLASSES, flag_values)
   bad = [s for s in flag_values.seeds if not s.strip().lstrip("-").isdigit()]
   if bad or not flag_values.seeds:
     errors.append("--seeds must be a comma-separated list of integers (got "
                   "{!r})".format(",".join(flag_values.seeds)))
-  if not 0. <= flag_values.step_decay_start < 1.:
-    errors.append("--step_decay_start must be in [0, 1) (the share of the "
-                  "run before the decay starts)")
-  if not flag_values.weight_decay >= 0.:
-    errors.append("--weight_decay must be >= 0 (a decay per step, e.g. "
-                  "3e-4)")
   if flag_values.test_optimizer == "L2o":
     errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
-  return errors
+  shipped = programs.shipped_folder_problem(flag_values.save_dir, "save_dir")
+  if shipped:
+    errors.append(shipped)
+  return list(dict.fromkeys(errors))
 
 
-def run(flag_values):
-  """Runs every selected problem with every seed; returns written paths."""
+def result_paths(flag_values, problems, seeds):
+  """Every result file the run writes, in order."""
+  patterns = RESULT_PATTERNS if flag_values.heldout_every > 0 else (
+      RESULT_PATTERNS[:1])
+  return [os.path.join(flag_values.save_dir, _result_name(
+      pattern, seed, flag_values.model_name, k, len(problems)))
+          for k in range(len(problems)) for seed in seeds
+          for pattern in patterns]
+
+
+def existing_results_problem(flag_values, problems, seeds):
+  """The error line when result files of this run are in --save_dir
+  already (without --overwrite), or None."""
+  if flag_values.overwrite:
+    return None
+  there = [p for p in result_paths(flag_values, problems, seeds)
+           if os.path.exists(p)]
+  if not there:
+    return None
+  return ("{} result file(s) of --model_name={} are in --save_dir={} already "
+          "(e.g. {}); add --overwrite to replace them, or give another "
+          "--model_name or --save_dir.".format(
+              len(there), flag_values.model_name, flag_values.save_dir,
+              os.path.basename(there[0])))
+
+
+def step_transforms(flag_values):
+  """The step transforms (:mod:`l2o_scale.steps`) the flags ask for."""
+  return step_settings.step_transforms_from(
+      weight_decay=flag_values.weight_decay,
+      step_schedule=flag_values.step_schedule,
+      step_decay_start=flag_values.step_decay_start)
+
+
+def _prepare(flag_values):
+  """Checks the flags, builds the problems and the optimizer; returns
+  (seeds, problems, optimizer). ValueError for a refused command."""
   errors = check_flags(flag_values)
   if errors:
     raise ValueError("invalid flags: " + "; ".join(errors))
@@ -400,98 +446,115 @@ def run(flag_values):
   if flag_values.flatness_probes and flag_values.heldout_every <= 0:
     raise ValueError("--flatness_probes measures the solution of a "
                      "--heldout_every run; pass --heldout_every=N too.")
+  save_dir = flag_values.save_dir
+  if os.path.exists(save_dir) and not os.path.isdir(save_dir):
+    raise ValueError("--save_dir={} is a file, not a folder; give a "
+                     "folder.".format(save_dir))
   problems = build_problems(flag_values)
   if not problems:
     raise ValueError(
         "No test problem selected. Pass one of: {}".format(", ".join(
             "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
+  existing = existing_results_problem(flag_values, problems, seeds)
+  if existing:
+    raise ValueError(existing)
   opt, _ = build_optimizer(flag_values)
   note = long_run_note(flag_values)
   if note:
     print(note, flush=True)
-  transforms = step_settings.step_transforms_from(
-      weight_decay=flag_values.weight_decay,
-      step_schedule=flag_values.step_schedule,
-      step_decay_start=flag_values.step_decay_start)
-  transforms.check(opt)
-  save_dir = flag_values.save_dir
-  if os.path.exists(save_dir) and not os.path.isdir(save_dir):
-    raise ValueError("--save_dir={} is a file, not a folder; give a "
-                     "folder.".format(save_dir))
+  step_transforms(flag_values).check(opt)
+  return seeds, problems, opt
+
+
+def run(flag_values):
+  """Runs every selected problem with every seed; returns written paths."""
+  seeds, problems, opt = _prepare(flag_values)
   if not flag_values["save_dir"].present:
     print("results go to --save_dir={} (the original's default; pass "
-          "--save_dir to choose)".format(save_dir))
-  os.makedirs(save_dir, exist_ok=True)
+          "--save_dir to choose)".format(flag_values.save_dir))
+  os.makedirs(flag_values.save_dir, exist_ok=True)
   written = []
-  for k, (flag_name, spec, dataset, batch_size, heldout) in enumerate(
-      problems):
-    problem = spec.build()
-    jit_compile = flag_values.jit_compile
+  for k, entry in enumerate(problems):
     run_cache = testing.RunCache()  # The seeds share one compiled loop.
+    problem = entry[1].build()
     for seed in seeds:
-      print("testing {} ({}) with {} using seed {}".format(
-          flag_name, spec, flag_values.test_optimizer, seed), flush=True)
-      start = time.time()
-
-      def progress(info, seed=seed):
-        print("  seed {} step {}/{}: objective {:.5g}, {:.1f} steps/s".format(
-            seed, info["iteration"], info["num_iter"], info["objective"],
-            info["steps_per_second"]) + (
-                " (first chunk: includes compiling)"
-                if info["includes_compile"] else ""), flush=True)
-
-      def test_seed(jit_compile, seed=seed, progress=progress,
-                    problem=problem, dataset=dataset, batch_size=batch_size,
-                    heldout=heldout, run_cache=run_cache):
-        return testing.test_optimizer(
-            opt, problem, num_iter=flag_values.num_testing_itrs,
-            dataset=dataset, batch_size=batch_size, seed=seed, logdir=None,
-            record_every=None, heldout_dataset=heldout,
-            heldout_every=flag_values.heldout_every or None,
-            progress=progress, progress_every=flag_values.progress_every,
-            jit_compile=jit_compile, run_cache=run_cache,
-            step_transforms=transforms)
-
-      if jit_compile:
-        try:
-          objective_values, final_params, records = test_seed(True)
-        except (tf.errors.InvalidArgumentError,
-                tf.errors.UnimplementedError) as e:
-          jit_compile = False
-          print("  XLA cannot compile this problem ({}); continuing without "
-                "XLA.".format(str(e).strip().splitlines()[0][:200]),
-                flush=True)
-      if not jit_compile:
-        objective_values, final_params, records = test_seed(False)
-      elapsed = time.time() - start
-      path = os.path.join(save_dir, _result_name(
-          "seed{seed}_eval_loss_record.pickle-{model_name}", seed,
-          flag_values.model_name, k, len(problems)))
-      with atomic_file.replace(path, "wb") as f:
-        pickle.dump(objective_values, f)
-      written.append(path)
-      print("  wrote {} (final objective {:.5g}, {:.1f} s)".format(
-          path, float(objective_values[-1]), elapsed), flush=True)
-      if heldout is not None:
-        path = os.path.join(save_dir, _result_name(
-            "seed{seed}_heldout_record-{model_name}.json", seed,
-            flag_values.model_name, k, len(problems)))
-        report = heldout_report(records, flag_name, spec, seed, flag_values,
-                                dataset, heldout)
-        if flag_values.flatness_probes > 0:
-          report.update(flatness(problem, final_params, dataset,
-                                 flag_values.flatness_probes))
-          print("  flatness at the final parameters: Hessian trace {:.5g}, "
-                "top eigenvalue {:.5g}".format(
-                    report["hessian_trace"],
-                    report["hessian_top_eigenvalue"]), flush=True)
-        with atomic_file.replace(path) as f:
-          json.dump(report, f, indent=1)
-        written.append(path)
-        print("  wrote {} (held-out loss {:.5g}, accuracy {:.4f})".format(
-            path, records["heldout_loss"][-1],
-            records["heldout_accuracy"][-1]), flush=True)
+      written.extend(_run_seed(flag_values, opt, k, len(problems), entry,
+                               problem, seed, run_cache))
   return written
+
+
+def _progress_printer(seed):
+  def progress(info):
+    print("  seed {} step {}/{}: objective {:.5g}, {:.1f} steps/s".format(
+        seed, info["iteration"], info["num_iter"], info["objective"],
+        info["steps_per_second"]) + (
+            " (first chunk: includes compiling)"
+            if info["includes_compile"] else ""), flush=True)
+  return progress
+
+
+def _test_seed(flag_values, opt, problem, dataset, batch_size, heldout, seed,
+               run_cache):
+  """One test run (with XLA when --jit_compile, without it if XLA cannot
+  compile the problem): (objective values, final parameters, records)."""
+
+  def test(jit_compile):
+    return testing.test_optimizer(
+        opt, problem, num_iter=flag_values.num_testing_itrs,
+        dataset=dataset, batch_size=batch_size, seed=seed, logdir=None,
+        record_every=None, heldout_dataset=heldout,
+        heldout_every=flag_values.heldout_every or None,
+        progress=_progress_printer(seed),
+        progress_every=flag_values.progress_every, jit_compile=jit_compile,
+        run_cache=run_cache, step_transforms=step_transforms(flag_values))
+
+  if flag_values.jit_compile:
+    try:
+      return test(True)
+    except (tf.errors.InvalidArgumentError,
+            tf.errors.UnimplementedError) as e:
+      print("  XLA cannot compile this problem ({}); continuing without "
+            "XLA.".format(str(e).strip().splitlines()[0][:200]), flush=True)
+  return test(False)
+
+
+def _run_seed(flag_values, opt, k, num_problems, entry, problem, seed,
+              run_cache):
+  """Tests seed ``seed`` on problem ``k``; writes its result files and
+  returns their paths."""
+  flag_name, spec, dataset, batch_size, heldout = entry
+  print("testing {} ({}) with {} using seed {}".format(
+      flag_name, spec, flag_values.test_optimizer, seed), flush=True)
+  start = time.time()
+  objective_values, final_params, records = _test_seed(
+      flag_values, opt, problem, dataset, batch_size, heldout, seed,
+      run_cache)
+  elapsed = time.time() - start
+  path = os.path.join(flag_values.save_dir, _result_name(
+      RESULT_PATTERNS[0], seed, flag_values.model_name, k, num_problems))
+  with atomic_file.replace(path, "wb") as f:
+    pickle.dump(objective_values, f)
+  print("  wrote {} (final objective {:.5g}, {:.1f} s)".format(
+      path, float(objective_values[-1]), elapsed), flush=True)
+  if heldout is None:
+    return [path]
+  heldout_path = os.path.join(flag_values.save_dir, _result_name(
+      RESULT_PATTERNS[1], seed, flag_values.model_name, k, num_problems))
+  report = heldout_report(records, flag_name, spec, seed, flag_values,
+                          dataset, heldout)
+  if flag_values.flatness_probes > 0:
+    report.update(flatness(problem, final_params, dataset,
+                           flag_values.flatness_probes))
+    print("  flatness at the final parameters: Hessian trace {:.5g}, "
+          "top eigenvalue {:.5g}".format(
+              report["hessian_trace"], report["hessian_top_eigenvalue"]),
+          flush=True)
+  with atomic_file.replace(heldout_path) as f:
+    json.dump(report, f, indent=1)
+  print("  wrote {} (held-out loss {:.5g}, accuracy {:.4f})".format(
+      heldout_path, records["heldout_loss"][-1],
+      records["heldout_accuracy"][-1]), flush=True)
+  return [path, heldout_path]
 
 
 def flatness(problem, params, dataset, num_probes):
@@ -532,6 +595,7 @@ def heldout_report(records, flag_name, spec, seed, flag_values, train, heldout):
 
 
 def main(argv):
+  FLAGS.mark_as_parsed()
   if len(argv) > 1:
     raise app.UsageError("Unexpected arguments: {}".format(" ".join(argv[1:])))
   try:
@@ -542,8 +606,8 @@ def main(argv):
     sys.exit("metatest.py: error: {}".format(e))
   except KeyboardInterrupt:
     sys.stderr.write("metatest.py: interrupted; the result files written so "
-                     "far are complete: run the same command again to test "
-                     "everything.\n")
+                     "far are complete: run the same command with "
+                     "--overwrite to test everything.\n")
     return 130
   except OSError as e:  # A full or read-only disk under --save_dir.
     sys.exit("metatest.py: error: writing {} failed: {}. Give another "
@@ -552,9 +616,12 @@ def main(argv):
   return 0
 
 
-define_flags()
-# --help lists the optimizer flags too (they are defined in optimizer_flags).
-flags.adopt_module_key_flags(optimizer_flags)
+def run_program():
+  """The program: its flags join absl's registry (for --help and
+  parsing), then :func:`main`."""
+  programs.install(FLAGS)
+  app.run(main)
+
 
 if __name__ == "__main__":
-  app.run(main)
+  run_program()

@@ -514,7 +514,7 @@ common_flags() {
   COMMON=("$(problem_flag "$1")" --num_testing_itrs="$(test_steps "$1")"
           --save_dir="$OUT/test/$1" --seeds="$SEEDS"
           --heldout_every="$HELDOUT_EVERY" --progress_every=1000000
-          "$(xla_flag "$1")" "${DATA_FLAG[@]}")
+          --overwrite "$(xla_flag "$1")" "${DATA_FLAG[@]}")
   # The flatness of the solution (Hessian trace, top eigenvalue) on the MLPs.
   if [[ "$FLATNESS" != 0 && "$1" != mnist-conv ]]; then
     COMMON+=(--flatness_probes="$FLATNESS")

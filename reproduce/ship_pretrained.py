@@ -37,7 +37,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 
-from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -48,7 +47,7 @@ from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top,wron
 from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-FLAGS = flags.FLAGS
+FLAGS = metarun.FLAGS  # metarun.py's own flags (l2o_scale.config.programs)
 
 
 def training_command(log_path):

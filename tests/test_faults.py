@@ -18,7 +18,6 @@ import textwrap
 import numpy as np
 import pytest
 
-from absl import flags
 import metatest
 from l2o_scale import keras_optimizer
 from l2o_scale import pretrained
@@ -33,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 TINY = ["--fix_unroll=True", "--fix_num_steps=20", "--fix_num_steps_eval=20",
         "--evaluation_epochs=1", "--mini_batch_size=200", "--summaries=False"]
-FLAGS = flags.FLAGS
+FLAGS = metatest.FLAGS
 
 
 def _env():
@@ -72,7 +71,7 @@ RUNNER = textwrap.dedent("""
     import contextlib, io, json, sys
     import metarun
     from absl import flags
-    F = flags.FLAGS
+    F = metarun.FLAGS
     out = {}
     for name, args, result in json.load(open(sys.argv[1])):
       F.unparse_flags()
@@ -503,6 +502,171 @@ def test_disk_faults(tmp_path, data_dir, parse_metatest):
                      "folder; give a folder.".format(a_file)):
     metatest.run(FLAGS)
   assert a_file.read_text() == "keep"
+
+
+# ------------------------------------------------------------- bad input
+def _numeric_flags(flag_values):
+  """name -> Flag of every integer or float flag of a program."""
+  return {n: f for n, f in flag_values._flags().items()  # pylint: disable=protected-access
+          if n == f.name and f.flag_type() in ("int", "float")}
+
+
+def _parse_metarun(*args):
+  import metarun  # pylint: disable=g-import-not-at-top
+  metarun.FLAGS.unparse_flags()
+  metarun.FLAGS(["metarun.py"] + list(args))
+  return metarun
+
+
+def test_every_numeric_flag_of_both_programs_refuses_non_finite_values(
+    parse_metatest):
+  """Each float flag of metarun.py and metatest.py given nan, inf or -inf
+  is refused with one line naming it (before any work: check_flags is the
+  first thing main does); the two programs' flags live side by side in
+  this one process, each with its own defaults."""
+  metarun = _parse_metarun()
+  assert metarun.FLAGS["num_unroll_scale"].default == 40
+  assert metatest.FLAGS["num_unroll_scale"].default == 10
+  for name, item in _numeric_flags(metarun.FLAGS).items():
+    if item.flag_type() != "float":
+      continue
+    for value in ("nan", "inf", "-inf"):
+      _parse_metarun("--{}={}".format(name, value))
+      errors = [e for e in metarun.check_flags(metarun.FLAGS)
+                if e.startswith("--{} ".format(name))]
+      assert errors == ["--{} must be a finite number (got {})".format(
+          name, float(value))], (name, value, errors)
+  for name, item in _numeric_flags(metatest.FLAGS).items():
+    if item.flag_type() != "float":
+      continue
+    parse_metatest("--{}=nan".format(name))
+    errors = [e for e in metatest.check_flags(FLAGS)
+              if e.startswith("--{} ".format(name))]
+    assert errors == ["--{} must be a finite number (got nan)".format(
+        name)], (name, errors)
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--heldout_every=-1"], "--heldout_every must be >= 0 (got -1)"),
+    (["--num_testing_itrs=0"], "--num_testing_itrs must be >= 1 (got 0)"),
+    (["--step_decay_start=1"], "--step_decay_start must be in [0, 1) (got 1)"),
+    (["--baseline_learning_rate=-1", "--test_optimizer=Adam"],
+     "--baseline_learning_rate must be > 0 (got -1)"),
+    (["--save_dir="], "--save_dir must not be empty"),
+    (["--cell_size=0"], "--cell_size must be >= 1 (got 0)"),
+    (["--min_num_unrolls=0"], "--min_num_unrolls must be >= 1 (got 0)"),
+    (["--save_dir=" + os.path.join(ROOT, "l2o_scale", "pretrained",
+                                   "l2o-scale")],
+     "--save_dir={} is inside the package's shipped optimizers".format(
+         os.path.join(ROOT, "l2o_scale", "pretrained", "l2o-scale"))),
+])
+def test_metatest_out_of_range_flags_are_one_line(parse_metatest, args, line):
+  parse_metatest(*args)
+  errors = metatest.check_flags(FLAGS)
+  assert [e for e in errors if e.startswith(line)], errors
+  with pytest.raises(ValueError, match="invalid flags: "):
+    metatest.run(FLAGS)
+
+
+@pytest.mark.parametrize("args,line", [
+    (["--meta_learning_rate=inf"],
+     "--meta_learning_rate must be a finite number (got inf)"),
+    (["--max_log_lr=nan"], "--max_log_lr must be a finite number (got nan)"),
+    (["--train_dir="], "--train_dir must not be empty"),
+    (["--train_dir=  "], "--train_dir must not be empty"),
+    (["--task=-1"], "--task must be >= 0 (got -1)"),
+    (["--num_unroll_scale=-1"], "--num_unroll_scale must be >= 0 (got -1)"),
+    (["--fast_forward_fraction=2"],
+     "--fast_forward_fraction must be in [0, 1] (got 2)"),
+    (["--overwrite", "--resume=False",
+      "--train_dir=l2o_scale/pretrained/l2o-scale"],
+     "--train_dir=l2o_scale/pretrained/l2o-scale is inside the package's "
+     "shipped optimizers"),
+])
+def test_metarun_out_of_range_flags_are_one_line(args, line):
+  metarun = _parse_metarun(*args)
+  errors = metarun.check_flags(metarun.FLAGS)
+  assert len([e for e in errors if e.startswith(line)]) == 1, errors
+
+
+def test_recipe_given_twice_is_refused(tmp_path):
+  from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ValueError, match=r"--recipe is given 2 times \(fast, "
+                     r"stable\)"):
+    recipes.expand(["metarun.py", "--recipe=fast", "--recipe", "stable"])
+  assert recipes.expand(["metarun.py", "--recipe=fast"])[1].endswith(
+      "fast.flags")
+  done = _script("metarun.py", "--recipe=fast", "--recipe=stable",
+                 "--train_dir={}".format(tmp_path / "run"))
+  assert done.returncode == 2
+  assert _own_line(done.stderr, "metarun.py") == (
+      "metarun.py: --recipe is given 2 times (fast, stable); give one recipe "
+      "and set other flags on the command line.")
+  assert not (tmp_path / "run").exists()
+
+
+def test_resume_with_other_data_is_refused_unless_allowed(trained, tmp_path,
+                                                          data_dir):
+  """A train dir resumed with another --data_dir: refused naming the flag
+  and nothing changed; --allow_data_change=True takes it (the run is
+  complete, so it only resumes); an inf meta learning rate never starts."""
+  other_data = tmp_path / "other_mnist"
+  shutil.copytree(data_dir, other_data)
+  train_dir, _ = _copy(trained[0], tmp_path, "run")
+  before = _files(train_dir)
+  same = ["--train_dir=" + train_dir, "--num_meta_iterations=2"] + TINY
+  results = _metarun_cases(tmp_path, [
+      ("other", same + ["--data_dir={}".format(other_data)], None),
+      ("allowed", same + ["--data_dir={}".format(other_data),
+                          "--allow_data_change=True"], None),
+      ("inf", same + ["--data_dir={}".format(data_dir),
+                      "--meta_learning_rate=inf"], None),
+  ])
+  status, stderr, _ = results["other"]
+  assert status == 2
+  assert _own_line(stderr, "metarun.py") == (
+      "metarun.py: {} was trained with --data_dir={}; this run gives "
+      "--data_dir={}. Use the same flags, another --train_dir, or "
+      "--resume=False --overwrite to start over (--allow_data_change=True: "
+      "train on the other data).".format(train_dir, data_dir, other_data))
+  status, stderr, _ = results["inf"]
+  assert status == 2 and _own_line(stderr, "metarun.py") == (
+      "metarun.py: invalid flag: --meta_learning_rate must be a finite number "
+      "(got inf)")
+  assert _files(train_dir) == before
+  status, stderr, _ = results["allowed"]
+  assert status == 0, stderr[-3000:]
+
+
+def test_metatest_keeps_results_and_warns_on_identical_splits(
+    tmp_path, data_dir, parse_metatest, capsys):
+  """Result files of the same --model_name are not replaced without
+  --overwrite (refused before any work); a data dir whose test split is a
+  copy of its train split is warned about."""
+  args = ["--test_optimizer=SGD", "--include_mnist_mlp_problems",
+          "--num_testing_itrs=4", "--heldout_every=2", "--seeds=6",
+          "--progress_every=0", "--save_dir={}".format(tmp_path / "out")]
+  parse_metatest(*args, "--data_dir={}".format(data_dir))
+  written = metatest.run(FLAGS)
+  assert len(written) == 2
+  assert "Warning: the train and held-out" not in capsys.readouterr().out
+  before = _files(tmp_path / "out")
+  with pytest.raises(ValueError, match=r"2 result file\(s\) of "
+                     r"--model_name=mt are in --save_dir=.* already \(e.g. "
+                     r"seed6_eval_loss_record.pickle-mt\); add --overwrite"):
+    metatest.run(FLAGS)
+  assert _files(tmp_path / "out") == before
+  same = tmp_path / "same_mnist"
+  same.mkdir()
+  for kind in ("images-idx3", "labels-idx1"):
+    source = os.path.join(data_dir, "train-{}-ubyte.gz".format(kind))
+    shutil.copy(source, same / "train-{}-ubyte.gz".format(kind))
+    shutil.copy(source, same / "t10k-{}-ubyte.gz".format(kind))
+  parse_metatest(*args, "--data_dir={}".format(same), "--overwrite")
+  assert metatest.run(FLAGS) == written
+  assert ("Warning: the train and held-out splits of "
+          "include_mnist_mlp_problems hold the same 5000 rows" in
+          capsys.readouterr().out)
 
 
 # ---------------------------------------------------------------- cluster

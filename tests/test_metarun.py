@@ -103,10 +103,11 @@ def test_default_optimizer_kwargs_are_the_flag_defaults():
   code = (
       "from absl import flags\n"
       "from l2o_scale.config import optimizer_flags as o\n"
-      "o.define_optimizer_flags()\n"
-      "flags.FLAGS(['metarun'])\n"
-      "assert o.optimizer_kwargs(flags.FLAGS) == o.default_optimizer_kwargs()"
-      ", (o.optimizer_kwargs(flags.FLAGS), o.default_optimizer_kwargs())\n"
+      "F = flags.FlagValues()\n"
+      "o.define_optimizer_flags(F, 'metarun')\n"
+      "F(['metarun'])\n"
+      "assert o.optimizer_kwargs(F) == o.default_optimizer_kwargs()"
+      ", (o.optimizer_kwargs(F), o.default_optimizer_kwargs())\n"
       "print('same', len(o.default_optimizer_kwargs()))\n")
   result = _python(code)
   assert result.returncode == 0, result.stderr[-2000:]
@@ -120,7 +121,7 @@ def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
       "import sys\n"
       "import metarun\n"
       "from absl import flags\n"
-      "F = flags.FLAGS\n"
+      "F = metarun.FLAGS\n"
       "F(['metarun', '--gradient_clip_level=0', '--meta_learning_rate=-1',\n"
       "   '--rms_decay=2', '--cell_cls=LSTMFoo',\n"
       "   '--optimizer=CoordinatewiseRNN', '--meta_lr_warmup=-1',\n"
@@ -214,11 +215,11 @@ def fails(message):
 metarun.FLAGS(["metarun.py", "--train_dir={train_dir}",
                "--data_dir={data_dir}"] + {tiny!r})
 logdir = "{train_dir}/HierarchicalRNN_GRUCell_20_2"
-metaopt.train_optimizer = fails(
+metarun.train = fails(
     "{{{{function_node __wrapped__SaveV2}}}} " + logdir +
     "/model.ckpt-1_temp/part-00000; No space left on device [Op:SaveV2]")
 print("disk exit", metarun.main(["metarun.py"]))
-metaopt.train_optimizer = fails(None)
+metarun.train = fails(None)
 metarun.main(["metarun.py"])
 """.format(train_dir=tmp_path / "run", data_dir=data_dir, tiny=TINY)
   out = _python(code)

@@ -13,7 +13,7 @@ import metatest
 from l2o_scale.runs import checkpoints
 from problems import datasets
 
-FLAGS = flags.FLAGS
+FLAGS = metatest.FLAGS
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 
 
@@ -230,7 +230,7 @@ def test_recorded_flags_come_from_the_run_record_unless_given(tmp_path,
 def test_bad_testing_flags_are_named_before_any_work():
   errors = metatest.check_flags(_parse("--num_testing_itrs=0", "--seeds=6,x",
                                        "--cell_cls=LSTMFoo"))
-  assert errors == ["--num_testing_itrs must be >= 1",
+  assert errors == ["--num_testing_itrs must be >= 1 (got 0)",
                     "--seeds must be a comma-separated list of integers "
                     "(got '6,x')",
                     "--cell_cls='LSTMFoo' is not one of GRUCell, LSTMCell, "

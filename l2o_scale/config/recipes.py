@@ -39,25 +39,33 @@ def read(name):
 
 
 def summary(name):
-  """The recipe's first comment line (what it is)."""
+  """The recipe's leading comment (what it is), whole, as one line."""
+  words = []
   with open(path(name)) as f:
     for line in f:
-      if line.startswith("#"):
-        return line.lstrip("# ").strip()
-  return ""
+      if not line.startswith("#"):
+        break
+      words.append(line.lstrip("#").strip())
+  return " ".join(w for w in words if w)
 
 
 def expand(argv):
   """``argv`` with ``--flagfile=<recipe>`` inserted after the program name
   for a ``--recipe=<name>`` (or ``--recipe <name>``) it holds, so that the
   command line's flags, parsed after it, win. An unknown name is left for
-  the flag's own validation to refuse."""
-  name = None
+  the flag's own validation to refuse; ``--recipe`` given twice is a
+  ValueError (which recipe's flags win would be a guess)."""
+  given = []
   for i, arg in enumerate(argv[1:], 1):
     if arg.startswith("--recipe="):
-      name = arg.split("=", 1)[1]
+      given.append(arg.split("=", 1)[1])
     elif arg == "--recipe" and i + 1 < len(argv):
-      name = argv[i + 1]
+      given.append(argv[i + 1])
+  if len(given) > 1:
+    raise ValueError("--recipe is given {} times ({}); give one recipe and "
+                     "set other flags on the command line.".format(
+                         len(given), ", ".join(given)))
+  name = given[0] if given else None
   if name is None or name not in names():
     return list(argv)
   return [argv[0], "--flagfile=" + path(name)] + list(argv[1:])

@@ -10,10 +10,12 @@ their unrolls, when to evaluate and save). A :class:`MetaTrainer
 """
 
 import dataclasses
+import functools
 import typing
 
 from l2o_scale.config import config_flags
 from l2o_scale.meta_training import meta_learner as meta_learner_lib
+from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import selection as selection_lib
 from l2o_scale.meta_training import stability
@@ -40,15 +42,17 @@ class TrainingConfig:
   reg_optimizer, reg_optimizee) and ``problems/problem_generator.py``
   (hessian_itrs, reg_option); names, defaults and help are the original's.
   """
-  mini_batch_size: int = flag(10000, "mini batch size.")
+  mini_batch_size: int = flag(10000, "mini batch size.", ge=1)
   l2_reg: float = flag(0., "Lambda value for parameter regularization.")
   # Defined by the original but unused there too.
   nan_l2_reg: float = flag(
       1e-2, "Strength of l2-reg when NaNs are encountered (unused, as in the "
       "original).")
-  rms_decay: float = flag(0.9, "Decay value for the RMSProp metaoptimizer.")
+  rms_decay: float = flag(0.9, "Decay value for the RMSProp metaoptimizer.",
+                          ge=0, lt=1)
   rms_epsilon: float = flag(1e-20,
-                            "Epsilon value for the RMSProp metaoptimizer.")
+                            "Epsilon value for the RMSProp metaoptimizer.",
+                            gt=0)
   data_freeze: bool = flag(False,
                            "Freeze the data while training the optimizer.")
   reset_rnn_params: bool = flag(
@@ -61,8 +65,9 @@ class TrainingConfig:
       "a typo is not).", REGULARIZE_TIMES)
   reg_scale: float = flag(0.5, "The regularize scale for meta regularization.")
   if_mt: bool = flag(False, "Imitation learning of Adam (MT).")
-  mt_ratio: float = flag(0.1, "Probability of an imitation meta-iteration.")
-  mt_k: int = flag(1, "Teacher steps per imitation step.")
+  mt_ratio: float = flag(0.1, "Probability of an imitation meta-iteration.",
+                         ge=0, le=1)
+  mt_k: int = flag(1, "Teacher steps per imitation step.", ge=1)
   reg_optimizer: bool = flag(False, "Whether to regularize the optimizer.")
   reg_optimizee: bool = flag(False, "Whether to regularize the optimizee.")
   alpha: float = flag(5e-4, "The scale for optimizer regularization.")
@@ -71,7 +76,7 @@ class TrainingConfig:
                          "hessian-ev, hessian-esd, jacob.",
                          regularizer_lib.REG_OPTIONS)
   hessian_itrs: int = flag(
-      10, "Number of iterations for hessian information calculation.")
+      10, "Number of iterations for hessian information calculation.", ge=1)
   # New in the port (defaults = the original's behaviour): meta-training
   # that learns and stays stable (README "Meta-training that learns";
   # l2o_scale/meta_training/stability.py, selection.py).
@@ -92,14 +97,15 @@ class TrainingConfig:
       "non-finite values count.")
   divergence_lr_decay: float = flag(
       0.5, "--on_divergence=rollback multiplies the meta learning rate by "
-      "this.")
+      "this.", gt=0, le=1)
   selection: str = flag(
       "original", "Which evaluation picks model.ckpt-0: 'original' = lowest "
       "evaluation cost (--evaluation_epochs runs of --fix_num_steps_eval "
       "steps from N(0,1) parameters); 'robust' = lowest mean final objective "
       "of --selection_steps-step meta-test runs on fixed --selection_seeds (a "
       "diverging optimizer never wins).", selection_lib.SELECTIONS)
-  selection_steps: int = flag(1000, "Steps of each --selection=robust run.")
+  selection_steps: int = flag(1000, "Steps of each --selection=robust run.",
+                              ge=10)
   # New in the port: speed (README "Speed").
   jit_compile: bool = flag(
       False, "Compile the optimizer's step inside each meta-training unroll "
@@ -117,12 +123,12 @@ class TrainingConfig:
       0, "If > 0: the meta learning rate rises linearly from 1/N of "
       "--meta_learning_rate to it over the first N meta-updates (one per "
       "unroll; counted by the checkpointed update counter). 0: no warm-up "
-      "(the original).")
+      "(the original).", ge=0)
   meta_batch_size: int = flag(
       1, "Optimizee instances trained per partial unroll (a meta-batch): "
       "each with its own initial parameters, batches and mini dataset; the "
       "meta-gradient is that of the mean of their meta-objectives. 1 = the "
-      "original.")
+      "original.", ge=1)
   time_parallel: bool = flag(
       True, "Evaluate the objective on the mini dataset (and a regularizer "
       "that only enters the meta-objective) at all steps of an unroll after "
@@ -144,10 +150,11 @@ class TrainingConfig:
       "meta-gradient; a compiled run on the training data, fresh optimizer "
       "state), S drawn log-uniformly from 1..N with probability "
       "--fast_forward_fraction and 0 otherwise, so that the unrolls see late "
-      "phases of long runs as well as the start. 0: off (the original).")
+      "phases of long runs as well as the start. 0: off (the original).",
+      ge=0)
   fast_forward_fraction: float = flag(
       0.5, "With --fast_forward_max_steps: the share of meta-iterations "
-      "whose series starts after a fast-forward.")
+      "whose series starts after a fast-forward.", ge=0, le=1)
   fast_forward_init: str = flag(
       "same", "With --fast_forward_max_steps: where a fast-forwarded series "
       "starts: 'same' = as every series (--optimizee_init); 'problem' = the "
@@ -169,7 +176,7 @@ class TrainingConfig:
   validation_fraction: float = flag(
       0.2, "With --meta_objective=validation: the share of the training rows "
       "held back for the meta-objective (a fixed draw, the same for every "
-      "seed).")
+      "seed).", gt=0, lt=1)
   selection_seeds: tuple = flag(
       (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
       "the initial parameters, initial learning rates and batches).")
@@ -178,25 +185,61 @@ class TrainingConfig:
 @dataclasses.dataclass(frozen=True)
 class Schedule:
   """The original ``train_optimizer`` arguments (L2O-Entropy
-  ``L2O-Scale-Training/metaopt.py`` l.120-140): the meta-iterations, their
-  partial unrolls, the meta-update's learning rate and clipping, and when to
-  evaluate and save."""
-  num_meta_iterations: int
-  num_unroll_func: typing.Callable[[], int] = lambda: 1
-  num_partial_unroll_itrs_func: typing.Callable[[], int] = lambda: 20
-  learning_rate: float = 1e-4
-  gradient_clip: float = 5.
-  obj_train_max_multiplier: float = -1
-  fix_unroll: bool = False
-  fix_unroll_length: int = 20
-  fix_num_steps: int = 100
-  fix_num_steps_eval: int = 100
-  evaluation_period: int = 1
-  evaluation_epochs: int = 20
-  save_period: int = 1
-  if_cl: bool = False
-  num_problems: int = 1
+  ``L2O-Scale-Training/metaopt.py`` l.117-140) and the ``metarun.py`` flags
+  that set them (l.36-75, 228-235): the meta-iterations, their partial
+  unrolls, the meta-update's learning rate and clipping, and when to
+  evaluate and save. Defaults are the original ``metarun.py``'s.
+
+  ``num_unroll_func`` / ``num_partial_unroll_itrs_func`` draw the number of
+  partial unrolls and their length when ``fix_unroll`` is off; when None
+  they are the original's draws, ``sample_numiter(num_unroll_scale,
+  min_num_unrolls)`` and ``sample_numiter(num_partial_unroll_itr_scale,
+  min_num_itr_partial_unroll)`` (metarun.py l.390-400).
+  """
+  num_meta_iterations: int = flag(
+      5, "Number of meta-iterations to optimize.", ge=1)
+  num_unroll_func: typing.Optional[typing.Callable[[], int]] = None
+  num_partial_unroll_itrs_func: typing.Optional[
+      typing.Callable[[], int]] = None
+  learning_rate: float = flag(
+      1e-6, "The learning rate for the meta-optimizer.",
+      name="meta_learning_rate", gt=0)
+  gradient_clip: float = flag(
+      1e4, "The level to clip gradients to (each meta-gradient entry to "
+      "[-level, level]).", name="gradient_clip_level", gt=0)
+  obj_train_max_multiplier: float = -1  # --objective_training_max_multiplier
+  fix_unroll: bool = flag(False, "Use fixed unroll lengths.")
+  fix_unroll_length: int = flag(20, "Length of a fixed unroll.", ge=1)
+  fix_num_steps: int = flag(100, "Steps per meta-iteration (fixed).", ge=0)
+  fix_num_steps_eval: int = flag(100, "Steps per evaluation run.", ge=1)
+  evaluation_period: int = flag(
+      1, "Meta-iterations between evaluations.", ge=1)
+  evaluation_epochs: int = flag(20, "Runs averaged per evaluation.", ge=1)
+  save_period: int = flag(1, "Meta-iterations between checkpoints.", ge=1)
+  if_cl: bool = flag(False, "Curriculum learning over unroll lengths.")
+  num_problems: int = flag(1, "Number of sub-problems to run.", ge=1)
   select_random_problems: bool = True
+  num_unroll_scale: int = flag(
+      40, "Scale of the exponential distribution of the number of partial "
+      "unrolls.", ge=0)
+  min_num_unrolls: int = flag(
+      10, "The minimum number of unrolls per problem.", ge=1)
+  num_partial_unroll_itr_scale: int = flag(
+      20, "Scale of the exponential distribution of the number of "
+      "iterations per unroll.", ge=0)
+  min_num_itr_partial_unroll: int = flag(
+      10, "The minimum number of iterations for one unroll.", ge=1)
+
+  def __post_init__(self):
+    if self.num_unroll_func is None:
+      object.__setattr__(self, "num_unroll_func", functools.partial(
+          plan_lib.sample_numiter, self.num_unroll_scale,
+          self.min_num_unrolls))
+    if self.num_partial_unroll_itrs_func is None:
+      object.__setattr__(self, "num_partial_unroll_itrs_func",
+                         functools.partial(plan_lib.sample_numiter,
+                                           self.num_partial_unroll_itr_scale,
+                                           self.min_num_itr_partial_unroll))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,6 +42,7 @@ names the others.
 
 import collections
 import contextlib
+import dataclasses
 import json
 import logging as std_logging
 import os
@@ -356,41 +357,30 @@ class ClusterLostError(RuntimeError):
   the chief resumes from the last checkpoint."""
 
 
-def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
-                    num_meta_iterations, num_unroll_func,
-                    num_partial_unroll_itrs_func, learning_rate=1e-4,
-                    gradient_clip=5., is_chief=True,
-                    select_random_problems=True, callbacks=None,
-                    obj_train_max_multiplier=-1, out=sys.stdout,
-                    fix_unroll=True, fix_unroll_length=20, fix_num_steps=100,
-                    fix_num_steps_eval=100, evaluation_period=1,
-                    evaluation_epochs=20, save_period=1, if_cl=False,
-                    config=None, resume=True, summaries=True,
-                    cluster_resolver=None, closures_per_worker=2):
+def train_optimizer(config, optimizer_spec, problems_and_data,
+                    out=sys.stdout, cluster_resolver=None,
+                    closures_per_worker=2):
   """``training.train_optimizer`` on a parameter-server cluster (the chief).
 
-  Same arguments and result dict, plus ``cluster_resolver`` (default: from
-  TF_CONFIG) and ``closures_per_worker``; the result adds ``workers``,
-  ``closure_runs`` (meta-iteration closures executed on workers, counted on
-  the ps: more than scheduled after re-runs) and ``lost_workers``.
+  Same ``config`` (:class:`~l2o_scale.meta_training.config.TrainerConfig`)
+  and result dict, plus ``cluster_resolver`` (default: from TF_CONFIG) and
+  ``closures_per_worker``; the result adds ``workers``, ``closure_runs``
+  (meta-iteration closures executed on workers, counted on the ps: more
+  than scheduled after re-runs) and ``lost_workers``. The cluster runs fixed
+  unrolls without a curriculum or the objective-growth stop
+  (:func:`unsupported` refuses the flags that ask for them).
   """
-  del is_chief, callbacks, obj_train_max_multiplier, fix_unroll, if_cl
+  config = dataclasses.replace(config, schedule=dataclasses.replace(
+      config.schedule, fix_unroll=True, if_cl=False,
+      obj_train_max_multiplier=-1))
   strategy = tf.distribute.experimental.ParameterServerStrategy(
       cluster_resolver or
       tf.distribute.cluster_resolver.TFConfigClusterResolver())
   coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(
       strategy)
   num_workers = strategy.extended._num_workers  # pylint: disable=protected-access
-  trainer = trainer_lib.MetaTrainer(training.trainer_config(
-      logdir, num_problems, num_meta_iterations, num_unroll_func,
-      num_partial_unroll_itrs_func, config, resume, summaries,
-      learning_rate=learning_rate, gradient_clip=gradient_clip,
-      select_random_problems=select_random_problems, fix_unroll=True,
-      fix_unroll_length=fix_unroll_length, fix_num_steps=fix_num_steps,
-      fix_num_steps_eval=fix_num_steps_eval,
-      evaluation_period=evaluation_period,
-      evaluation_epochs=evaluation_epochs, save_period=save_period),
-                                   optimizer_spec, out, strategy.scope())
+  trainer = trainer_lib.MetaTrainer(config, optimizer_spec, out,
+                                    strategy.scope())
   with strategy.scope():
     runs = tf.Variable(0, dtype=tf.int64, trainable=False, name="closure_runs")
   lost = LostWorkerReporter(out)
@@ -401,7 +391,7 @@ def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
                     lost_workers=[])
       _report_placement(trainer, out)
       _run_chief(trainer, coordinator, problems_and_data,
-                 select_random_problems, num_workers,
+                 config.schedule.select_random_problems, num_workers,
                  closures_per_worker * num_workers, runs, out)
     except tf.errors.UnavailableError as e:
       raise ClusterLostError(str(e)) from e
@@ -409,7 +399,7 @@ def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
   closure_runs = int(runs.numpy())
   trainer.log("{} workers ran {} meta-iteration closures for {} scheduled{}."
               .format(num_workers, closure_runs,
-                      num_meta_iterations - trainer.start_k,
+                      config.schedule.num_meta_iterations - trainer.start_k,
                       "; lost workers: " + ", ".join(sorted(lost.lost))
                       if lost.lost else ""))
   return dict(result, workers=num_workers, closure_runs=closure_runs,

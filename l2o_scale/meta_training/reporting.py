@@ -91,6 +91,7 @@ class Reporter(object):
     self.problem_name = problem_name
     self.optimizer = optimizer
     self.num_meta_iterations = num_meta_iterations
+    self._explained = set()
     self.meta_entries = sum(v.shape.num_elements()
                             for v in optimizer.meta_variables)
 
@@ -147,6 +148,13 @@ class Reporter(object):
     self.log("{} broke early at unroll {} of {}: objective grew more than "
              "obj_train_max_multiplier.".format(self.prefix(k),
                                                 unroll_itr + 1, num_unrolls))
+
+  def explain_once(self, key, text):
+    """Logs ``text`` (what a number of the log means) the first time
+    ``key`` comes."""
+    if key not in self._explained:
+      self._explained.add(key)
+      self.log(text)
 
   def evaluation(self, number, cost, step, num_steps=None):
     self.log("evaluation {}, {}cost={:.6g}".format(

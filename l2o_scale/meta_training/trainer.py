@@ -210,6 +210,7 @@ class MetaTrainer(object):
     cost = self._evaluation_cost(k, outcome)
     self.state.values.evaluations += 1
     number = (k + 1) // self.schedule.evaluation_period
+    self.reporter.explain_once("evaluation", self._evaluation_meaning())
     if self.schedule.if_cl:
       self._curriculum_step(k, number, cost, outcome)
       return
@@ -229,8 +230,34 @@ class MetaTrainer(object):
       values.best_model_idx = k + 1
       self.state.save(self.state.checkpoint_path(0))
 
+  def _evaluation_meaning(self):
+    """The line saying what an evaluation's cost is."""
+    schedule = self.schedule
+    if schedule.if_cl:
+      steps, kept = "the curriculum stage's number of", (
+          "the curriculum promotes on it")
+    else:
+      steps = schedule.fix_num_steps_eval
+      kept = ("the lowest is kept as model.ckpt-0"
+              if self.training.selection == "original" else
+              "reported only: the robust score picks model.ckpt-0")
+    return ("The evaluation cost below is the optimizee's training "
+            "objective after {} steps of the learned optimizer from fresh "
+            "parameters, mean of {} run(s) (--fix_num_steps_eval, "
+            "--evaluation_epochs); lower is better, {}.".format(
+                steps, schedule.evaluation_epochs, kept))
+
   def _robust_score(self, number, step):
     """Computes, logs and returns the robust selection score."""
+    self.reporter.explain_once(
+        "selection", "The robust score below is the mean over the seeds of "
+        "the training objective over the last 5% of a {}-step meta-test run "
+        "(--selection_steps; the problem's own initialisation{}); a run that "
+        "diverges scores inf; lower is better, the lowest is kept as "
+        "model.ckpt-0.".format(
+            self.training.selection_steps,
+            "; the held-back rows' objective with --meta_objective=validation"
+            if self.training.meta_objective == "validation" else ""))
     start = time.time()
     result = self.task.robust_score()
     self.reporter.selection(number, result, self.training.selection_seeds,

@@ -36,57 +36,78 @@ rule fails. Adam's runs are reused from ``<out>`` when present.
       --out=/tmp/check --data_dir=<MNIST folder>
 """
 
+import dataclasses
 import json
 import os
 import pickle
 import subprocess
 import sys
+import typing
 
 from absl import app
 from absl import flags
 import numpy as np
 
-from l2o_scale.steps import step_schedule
+from l2o_scale.config import config_flags
+from l2o_scale.config import programs
+from l2o_scale.steps import step_schedule as step_schedule_lib
+from problems import registry
+
+flag = config_flags.flag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-PROBLEMS = (("mnist-mlp-sigmoid", "include_mnist_mlp_problems"),
-            ("mnist-mlp-relu", "include_mnist_mlp_relu_problems"),
-            ("mnist-mlp-deeper", "include_mnist_mlp_deeper_problems"))
+# (name, metatest flag) of every registered test problem.
+PROBLEMS = tuple((p.name, p.flag) for p in registry.PROBLEMS)
 ADAM = "Adam-lr1e-3"
 WINDOW = 100
 
 
-def define_flags():
-  """The command line's flags; defined only when run as a program, so that
-  importing the rules next to metatest.py (which defines --train_dir too)
-  does not clash."""
-  flags.DEFINE_string("train_dir", None, "A metarun.py --train_dir to check "
-                      "(its model.ckpt-0).")
-  flags.DEFINE_string("pretrained", None, "A shipped optimizer to check.")
-  flags.DEFINE_string("name", "learned", "Name of the optimizer in the table.")
-  flags.DEFINE_string("out", None, "Folder for the runs and the report.")
-  flags.DEFINE_string("data_dir", None, "MNIST folder (metatest.py's).")
-  flags.DEFINE_integer("steps", 10000, "Steps of each run.")
-  flags.DEFINE_list("horizons", ["2000", "10000"], "Horizons the rules are "
-                    "applied at (each <= --steps, a multiple of "
-                    "--heldout_every).")
-  flags.DEFINE_integer("heldout_every", 500, "Held-out accuracy every N steps.")
-  flags.DEFINE_list("seeds", ["6", "12", "18"], "Test seeds.")
-  flags.DEFINE_list("problems", [p for p, _ in PROBLEMS], "Problems to check.")
-  flags.DEFINE_float("drift_limit", 1.5, "Largest final / best 100-step mean.")
-  flags.DEFINE_float("accuracy_margin", 0.005, "Held-out accuracy may be this "
-                     "much below Adam's.")
-  flags.DEFINE_enum("step_schedule", "none", list(step_schedule.SCHEDULES),
-                    "metatest.py's --step_schedule for the learned optimizer "
-                    "(a run per horizon when not none).")
-  flags.DEFINE_float("step_decay_start", 0., "metatest.py's "
-                     "--step_decay_start, with --step_schedule.")
-  flags.DEFINE_float("weight_decay", 0., "metatest.py's --weight_decay for "
-                     "the learned optimizer (Adam runs without).")
+@dataclasses.dataclass(frozen=True)
+class HorizonCheckConfig:
+  """The check's flags (its own set: importing the rules next to
+  metatest.py, which has --train_dir too, clashes with nothing)."""
+  train_dir: typing.Optional[str] = flag(
+      None, "A metarun.py --train_dir to check (its model.ckpt-0).", kind=str)
+  pretrained: typing.Optional[str] = flag(
+      None, "A shipped optimizer to check.", kind=str)
+  name: str = flag("learned", "Name of the optimizer in the table.")
+  out: typing.Optional[str] = flag(
+      None, "Folder for the runs and the report.", kind=str)
+  data_dir: typing.Optional[str] = flag(
+      None, "MNIST folder (metatest.py's).", kind=str)
+  steps: int = flag(10000, "Steps of each run.", ge=1)
+  horizons: tuple = flag(
+      ("2000", "10000"), "Horizons the rules are applied at (each <= "
+      "--steps, a multiple of --heldout_every).")
+  heldout_every: int = flag(500, "Held-out accuracy every N steps.", ge=1)
+  seeds: tuple = flag(("6", "12", "18"), "Test seeds.")
+  problems: tuple = flag(
+      tuple(p.name for p in registry.PROBLEMS if p.long_horizon),
+      "Problems to check (names of problems.registry: {}).".format(
+          ", ".join(registry.names())))
+  drift_limit: float = flag(1.5, "Largest final / best 100-step mean.", gt=0)
+  accuracy_margin: float = flag(
+      0.005, "Held-out accuracy may be this much below Adam's.", ge=0)
+  step_schedule: str = flag(
+      "none", "metatest.py's --step_schedule for the learned optimizer (a "
+      "run per horizon when not none).", step_schedule_lib.SCHEDULES)
+  step_decay_start: float = flag(
+      0., "metatest.py's --step_decay_start, with --step_schedule.", ge=0,
+      lt=1)
+  weight_decay: float = flag(
+      0., "metatest.py's --weight_decay for the learned optimizer (Adam "
+      "runs without).", ge=0)
 
 
-FLAGS = flags.FLAGS
+def define_flags(module_name="horizon_check"):
+  """A fresh ``FlagValues`` with the check's flags."""
+  values = flags.FlagValues()
+  config_flags.define_flags(HorizonCheckConfig, module_name, values)
+  return values
+
+
+FLAGS = define_flags()
 
 
 def learned_dir(out, problem, horizon, schedule, decay_start=0.):
@@ -107,6 +128,7 @@ def _metatest(problem_flag, out_dir, model_name, extra, steps=None):
              "--num_testing_itrs={}".format(steps or FLAGS.steps),
              "--seeds=" + ",".join(FLAGS.seeds),
              "--heldout_every={}".format(FLAGS.heldout_every),
+             "--overwrite",  # A check run again replaces its runs.
              "--jit_compile", "--model_name=" + model_name,
              "--save_dir=" + out_dir, "--progress_every=0"] + extra
   if FLAGS.data_dir:
@@ -198,6 +220,14 @@ def markdown(rows, name):
 
 def main(argv):
   del argv
+  FLAGS.mark_as_parsed()
+  errors = config_flags.validate(HorizonCheckConfig, FLAGS)
+  unknown = [p for p in FLAGS.problems if p not in registry.names()]
+  if unknown:
+    errors.append("--problems: unknown {} (known: {})".format(
+        ", ".join(unknown), ", ".join(registry.names())))
+  if errors:
+    raise app.UsageError("; ".join(errors))
   if bool(FLAGS.train_dir) == bool(FLAGS.pretrained):
     raise app.UsageError("give one of --train_dir and --pretrained")
   if not FLAGS.out:
@@ -247,5 +277,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  define_flags()
+  programs.install(FLAGS)
   app.run(main)
