@@ -365,3 +365,34 @@ def test_solution_flatness_of_a_diagonal_quadratic():
                                        num_iters=200, seed=4)
   assert values["hessian_trace"] == pytest.approx(15., rel=1e-6)
   assert values["hessian_top_eigenvalue"] == pytest.approx(5., rel=1e-4)
+
+
+# --- metatest.py --flatness_probes ---------------------------------------------
+
+
+class _DiagonalQuadratic(object):
+  """0.5 * sum(d * x^2), data ignored: Hessian diag(d)."""
+
+  def __init__(self, d):
+    self.d = tf.constant(d, tf.float32)
+
+  def objective(self, params, data=None, labels=None):
+    del data, labels
+    return 0.5 * tf.reduce_sum(self.d * tf.square(params[0]))
+
+
+def test_metatest_flatness_is_the_closed_form_on_a_diagonal_hessian():
+  """What metatest writes as hessian_trace / hessian_top_eigenvalue: for a
+  diagonal Hessian every Rademacher probe gives z^T H z = trace exactly, and
+  power iteration converges to the largest eigenvalue (ratio 0.3 here)."""
+  import collections  # pylint: disable=g-import-not-at-top
+  import metatest  # pylint: disable=g-import-not-at-top
+  d = np.array([1., 2., 3., 10., 0.5], np.float32)
+  dataset = collections.namedtuple("Data", ["data", "labels"])(
+      np.zeros((4, 2), np.float32), np.zeros(4, np.int64))
+  values = metatest.flatness(_DiagonalQuadratic(d),
+                             [tf.constant(np.ones(5, np.float32))], dataset,
+                             num_probes=3)
+  assert values["hessian_trace"] == pytest.approx(d.sum(), rel=1e-6)
+  assert values["hessian_top_eigenvalue"] == pytest.approx(10., rel=1e-4)
+  assert values["flatness_probes"] == 3

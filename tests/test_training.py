@@ -271,6 +271,28 @@ def test_nonfinite_meta_gradients_are_zeroed_and_reported(tmp_path):
   for name, value in after.items():
     assert np.all(np.isfinite(value)), name
     np.testing.assert_array_equal(value, built[0][name], err_msg=name)
+  # The zeroing itself, on the meta-learner every training loop applies
+  # meta-gradients through: NaN and inf entries become 0 (so RMSProp leaves
+  # those meta-parameters exactly in place), finite ones are clipped and
+  # applied, and the count is returned.
+  from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
+  variables = [tf.Variable(np.ones((2, 3), np.float32)),
+               tf.Variable(np.ones(4, np.float32))]
+  learner = meta_learner.MetaLearner(meta_learner.build_meta_optimizer(
+      variables, 0.1, metaopt.TrainingConfig()), gradient_clip=1.)
+  grads = [tf.constant([[np.nan, 0.5, -np.inf], [2., np.nan, -0.25]],
+                       tf.float32),
+           tf.constant([np.inf, 1., np.nan, -3.], tf.float32)]
+  update = learner.apply(grads)
+  assert update.nonfinite == 5 and update.entries == 10
+  np.testing.assert_array_equal(update.clipped[0].numpy(),
+                                [[0., .5, 0.], [1., 0., -.25]])
+  np.testing.assert_array_equal(update.clipped[1].numpy(), [0., 1., 0., -1.])
+  for var, grad in zip(variables, grads):
+    bad = ~np.isfinite(grad.numpy())
+    assert np.all(np.isfinite(var.numpy()))
+    assert np.all(var.numpy()[bad] == 1.)
+    assert np.all(var.numpy()[~bad] != 1.)
 
 
 def _quadratic_inputs(problem, steps=5):
