@@ -198,39 +198,33 @@ def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
       "value after '=', e.g. --fix_unroll=False")
 
 
-def _small_filesystem(path, options):
-  """Mounts a tmpfs with ``options`` at ``path``; None where mounting is not
-  allowed (an unprivileged CI runner)."""
-  os.makedirs(path, exist_ok=True)
-  done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs",
-                         str(path)], capture_output=True)
-  return path if done.returncode == 0 else None
-
-
-@pytest.mark.parametrize("options,failed", [
-    ("size=4k", "HierarchicalRNN_GRUCell_20_2/run_record.json failed: No "
-                "space left on device"),
+@pytest.mark.parametrize("mode,failed", [
+    ("full", "HierarchicalRNN_GRUCell_20_2/run_record.json failed: No "
+             "space left on device"),
     ("ro", "run failed: Read-only file system")])
 def test_full_or_read_only_disk_is_one_line_naming_the_file(
-    tmp_path, data_dir, options, failed):
-  """A train dir on a full or read-only disk: exit 2, one line naming the
-  file that could not be written and what to do; nothing left behind."""
-  disk = _small_filesystem(tmp_path / "disk", options)
-  if disk is None:
-    pytest.skip("cannot mount a small tmpfs here (needs privileges)")
-  try:
-    out = _metarun("--train_dir={}".format(disk / "run"),
-                   "--data_dir={}".format(data_dir), *TINY)
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2, out.stderr
-    assert lines[-1].startswith("metarun.py: reading or writing "), lines
-    assert failed in lines[-1]
-    assert "free space or give another --train_dir" in lines[-1]
-    left = [os.path.join(d, f) for d, _, files in os.walk(disk / "run")
-            for f in files]
-    assert left == [], left
-  finally:
-    subprocess.run(["umount", str(disk)], capture_output=True)
+    tmp_path, data_dir, mode, failed):
+  """A train dir on a full (one 4 KiB page) or read-only disk: exit 2, one
+  line naming the file that could not be written and what to do; nothing
+  left behind. The disk is a fault-injected folder (tests/faultfs.py), so
+  this runs everywhere, without mount or privileges."""
+  import faultfs  # tests/faultfs.py  # pylint: disable=g-import-not-at-top
+  disk = tmp_path / "disk"
+  disk.mkdir()
+  out = subprocess.run(
+      faultfs.command(disk, mode, os.path.join(ROOT, "metarun.py"),
+                      ["--train_dir={}".format(disk / "run"),
+                       "--data_dir={}".format(data_dir), *TINY]),
+      capture_output=True, text=True, cwd=ROOT, timeout=600,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  lines = out.stderr.strip().splitlines()
+  assert out.returncode == 2, out.stderr
+  assert lines[-1].startswith("metarun.py: reading or writing "), lines
+  assert failed in lines[-1]
+  assert "free space or give another --train_dir" in lines[-1]
+  left = [os.path.join(d, f) for d, _, files in os.walk(disk / "run")
+          for f in files]
+  assert left == [], left
 
 
 def test_only_errors_of_the_train_dir_are_reported_as_disk_errors(
