@@ -6,14 +6,75 @@ It is the oracle the optimizer's packed step (``HierarchicalRNN
 .compute_updates_packed``, the one step the port runs) is tested against over
 the whole option grid (tests/test_hierarchical_rnn.py), so it lives with the
 tests: nothing in the product calls it. The functions take the optimizer
-(``opt``) for its meta-parameters and options.
+(``opt``) for its meta-parameters, options and RNN cells (the cells are
+checked on their own against the TF1 fixtures); every other piece of the
+step -- the RMS scaling and its mean square, asinh, the projections, the
+parameter and attention updates, the global RNN's input -- is written here
+from the original's text (``optimizer/utils.py`` and
+``optimizer/hierarchical_rnn.py`` of L2O-Scale-Training), not taken from the
+port, so a change to the port's versions shows up as a difference.
 """
 
 import math
 
 import tensorflow as tf
 
-from optimizer import utils
+
+# --- the original's optimizer/utils.py, transcribed ----------------------------
+
+
+def _asinh(x):
+  """utils.py l.31-33: log(x + sqrt(1 + x^2))."""
+  return tf.math.log(x + tf.sqrt(1. + x ** 2))
+
+
+def _project(inputs, weights, bias=0., activation=tf.identity):
+  """utils.py l.90-105: activation(inputs @ weights + bias)."""
+  return activation(tf.matmul(inputs, weights) + bias)
+
+
+def _new_mean_squared(grad_vec, decay, ms):
+  """utils.py l.108-134: the decay is ignored while ms is all zero (the
+  first step); epsilon 1e-12 is added to the squared gradient."""
+  decay = tf.where(tf.reduce_all(tf.equal(ms, 0.)), tf.zeros_like(decay),
+                   decay)
+  return (1. - decay) * (tf.square(grad_vec) + 1e-12) + decay * ms
+
+
+def _rms_scaling(gradient, decay, ms):
+  """utils.py l.137-160 with update_ms=True."""
+  grad_vec = tf.reshape(gradient, [-1, 1])
+  ms = _new_mean_squared(grad_vec, decay, ms)
+  return _asinh(grad_vec / tf.sqrt(ms + 1e-16)), ms
+
+
+def _stepped(opt, param, state, update_step, mode_mt, update_steps_mt, idx,
+             lr_attend, attention_delta):
+  """hierarchical_rnn.py l.393-405: the new parameter (the teacher's step in
+  imitation mode) and the attended location."""
+  if opt.use_attention:
+    truth = state["true_param"]
+    updated_param = truth - update_step
+    if mode_mt is not None:
+      updated_param = tf.where(mode_mt, truth - update_steps_mt[idx],
+                               updated_param)
+    attention_step = tf.reshape(lr_attend * attention_delta, truth.shape)
+    return updated_param, truth - attention_step
+  updated_param = param - update_step
+  if mode_mt is not None:
+    updated_param = tf.where(mode_mt, param - update_steps_mt[idx],
+                             updated_param)
+  return updated_param, updated_param
+
+
+def _updated_global_state(opt, layer_states, global_state):
+  """hierarchical_rnn.py l.708-727 (the caller's list around it, l.427-430):
+  with three levels, the global RNN reads the mean of the layer states."""
+  if opt.num_layers != 3:
+    return []
+  global_input = tf.reduce_mean(tf.concat(layer_states, 0), 0, keepdims=True)
+  updated, _ = opt.cells[2](global_input, global_state[0])
+  return [updated]
 
 
 def compute_updates_reference(opt, params, grads, states, global_state,
@@ -32,18 +93,16 @@ def compute_updates_reference(opt, params, grads, states, global_state,
      attention_delta) = _tensor_step_reference(opt, 
          grad, state, global_state, mean_log_lr)
     steps.append(update_step)
-    base = state["true_param"] if opt.use_attention else param
-    updated_param, attended = opt._stepped(
-        base, update_step, mode_mt, update_steps_mt, idx, lr_attend,
-        attention_delta)
+    updated_param, attended = _stepped(
+        opt, param, state, update_step, mode_mt, update_steps_mt, idx,
+        lr_attend, attention_delta)
     new_attend.append(attended)
     new_params.append(updated_param)
     new_state["true_param"] = updated_param
     new_states.append(new_state)
   # Quirk kept from the original (l.429): the global RNN reads the state of
   # the *last* tensor's layer RNN only, not a mean over all tensors.
-  new_global = opt._compute_updated_global_state([layer_state],
-                                                  global_state)
+  new_global = _updated_global_state(opt, [layer_state], global_state)
   return new_params, new_states, new_global, new_attend, steps
 
 def _tensor_step_reference(opt, grad_unflat, state, global_state,
@@ -105,9 +164,8 @@ def _compute_scaled_and_ms_grads(opt, grad, state):
       grad_accum = grad * (1. - decay) + old_accum * decay
     grads_accum.append(grad_accum)
     sd = scale_decays[i if opt.use_multiple_scale_decays else 0]
-    grad_scaled, ms = utils.rms_scaling(grad_accum, sd,
-                                        state["ms{}".format(i + 1)],
-                                        update_ms=True)
+    grad_scaled, ms = _rms_scaling(grad_accum, sd,
+                                   state["ms{}".format(i + 1)])
     grads_scaled.append(grad_scaled)
     mean_squared.append(ms)
   return grads_scaled, mean_squared, grads_accum
@@ -163,7 +221,7 @@ def _update_rnn_cells(opt, state, global_state, rnn_input_tensor):
 def _compute_rnn_state_projections(opt, state, new_param_state,
                                    grads_scaled):
   """Update direction, decays and learning rate from the RNN state (l.602-660)."""
-  update_delta = utils.project(new_param_state, opt.update_weights)
+  update_delta = _project(new_param_state, opt.update_weights)
   grads_scaled_tensor = None
   if opt.use_gradient_shortcut:
     grads_scaled_tensor = tf.concat(grads_scaled, 1)
@@ -173,17 +231,17 @@ def _compute_rnn_state_projections(opt, state, new_param_state,
 
   attention_delta = None
   if opt.use_attention:
-    attention_delta = utils.project(new_param_state, opt.attention_weights)
+    attention_delta = _project(new_param_state, opt.attention_weights)
     if opt.use_gradient_shortcut:
       attention_delta += opt.grads_to_attn_delta(grads_scaled_tensor)
     if opt.dynamic_output_scale:
       attention_delta /= tf.sqrt(
           tf.reduce_mean(attention_delta ** 2) + 1e-16)
 
-  scl_decay = utils.project(new_param_state, opt.scl_decay_weights,
+  scl_decay = _project(new_param_state, opt.scl_decay_weights,
                             bias=opt.scl_decay_bias,
                             activation=tf.nn.sigmoid)
-  inp_decay = utils.project(new_param_state, opt.inp_decay_weights,
+  inp_decay = _project(new_param_state, opt.inp_decay_weights,
                             bias=opt.inp_decay_bias,
                             activation=tf.nn.sigmoid)
   lr_param, lr_attend, new_log_lr = _compute_new_learning_rate(opt, 
@@ -196,11 +254,11 @@ def _compute_rnn_state_projections(opt, state, new_param_state,
 def _compute_new_learning_rate(opt, state, new_param_state):
   """Learning rate with momentum and a straight-through clip (l.662-705)."""
   if not opt.dynamic_output_scale:
-    lr_param = 2. * utils.project(new_param_state, opt.lr_weights,
+    lr_param = 2. * _project(new_param_state, opt.lr_weights,
                                   bias=opt.lr_bias,
                                   activation=tf.nn.sigmoid)
     return lr_param, lr_param, None
-  lr_change = utils.project(new_param_state, opt.lr_weights,
+  lr_change = _project(new_param_state, opt.lr_weights,
                             bias=opt.lr_bias)
   step_log_lr = state["log_learning_rate"] + lr_change
   # Clip the value but let the gradient of the unclipped value through.

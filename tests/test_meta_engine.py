@@ -181,9 +181,15 @@ def test_time_parallel_unroll_falls_back_where_the_stop_rules_fire():
   inputs = make_inputs(True)
   parallel = meta_step_lib.make_meta_step(problem, optimizer, reg,
                                           time_parallel=True)
-  out, grads = parallel(inputs, None, False)
-  assert bool(out.early_stop)
-  assert out.problem_objectives.shape[0] == 1
+  sequential = meta_step_lib.make_meta_step(problem, optimizer, reg)
+  a, b = sequential(inputs, None, False), parallel(inputs, None, False)
+  assert bool(a[0].early_stop) and bool(b[0].early_stop)
+  assert b[0].problem_objectives.shape[0] == 1
+  np.testing.assert_array_equal(b[0].problem_objectives,
+                                a[0].problem_objectives)
+  np.testing.assert_allclose(b[0].metaobj, a[0].metaobj, rtol=1e-6)
+  for ga, gb in zip(a[1], b[1]):
+    np.testing.assert_allclose(gb, ga, rtol=1e-5, atol=1e-8)
   optimizer.obj_train_max_multiplier = -1
   nan_inputs = inputs._replace(init_tensors=[
       np.full(s, np.nan, np.float32) for s in problem.param_shapes])

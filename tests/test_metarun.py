@@ -1,6 +1,7 @@
 """metarun.py as a user runs it: bad input fails early with one clear message
 and loses nothing (subprocesses: the script defines absl flags globally)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -96,22 +97,62 @@ def test_paper_command_quirk_is_reported(tmp_path, data_dir):
   assert "[meta-iteration 1/1] unroll 1/1" in result.stdout
 
 
-def test_default_optimizer_kwargs_are_the_flag_defaults():
-  """``optimizer_flags.default_optimizer_kwargs`` (what the Keras optimizer
-  assumes a checkpoint was trained with) equals ``optimizer_kwargs`` of the
-  absl flags as metarun.py defines them, with no flag given."""
+# The optimizer defaults of the original, transcribed as literals from its
+# flag definitions (L2O-Scale-Training/metarun.py and
+# L2O-Scale-Training/optimizer/hierarchical_rnn.py, file:line of each).
+ORIGINAL_OPTIMIZER_DEFAULTS = {
+    "init_lr_range": (1e-6, 1e-2),  # metarun.py:154 min_lr, :156 max_lr
+    "zero_init_lr_weights": True,  # metarun.py:160
+    "use_relative_lr": True,  # metarun.py:164
+    "use_extreme_indicator": False,  # metarun.py:168
+    "use_log_means_squared": True,  # metarun.py:172
+    "use_problem_lr_mean": True,  # metarun.py:175
+    "learnable_decay": True,  # metarun.py:181
+    "dynamic_output_scale": True,  # metarun.py:184
+    "use_log_objective": True,  # metarun.py:187
+    "use_attention": False,  # metarun.py:190
+    "use_second_derivatives": True,  # metarun.py:192
+    "num_gradient_scales": 4,  # metarun.py:194
+    "max_log_lr": 33,  # metarun.py:198
+    "obj_train_max_multiplier": -1,  # metarun.py:200 objective_training_max_multiplier
+    "use_gradient_shortcut": True,  # metarun.py:205
+    "use_lr_shortcut": False,  # metarun.py:209
+    "use_grad_products": True,  # metarun.py:213
+    "use_multiple_scale_decays": False,  # metarun.py:217
+    "use_numerator_epsilon": False,  # metarun.py:219
+    "learnable_inp_decay": True,  # metarun.py:222
+    "learnable_rnn_init": True,  # metarun.py:224
+    "biasgrucell_scale": 0.5,  # hierarchical_rnn.py:33
+    "biasgrucell_gate_bias_init": 2.2,  # hierarchical_rnn.py:36
+    "hrnn_rnn_readout_scale": 0.5,  # hierarchical_rnn.py:40
+    "hrnn_default_decay_var_init": 2.2,  # hierarchical_rnn.py:42
+    "scale_decay_bias_init": 3.2,  # hierarchical_rnn.py:47
+    "learning_rate_momentum_logit_init": 3.2,  # hierarchical_rnn.py:51
+    "hrnn_affine_scale": 0.5,  # hierarchical_rnn.py:54
+}
+
+
+def test_default_optimizer_kwargs_are_the_original_flag_defaults():
+  """What metarun.py builds the optimizer with when no flag is given, and
+  ``optimizer_flags.default_optimizer_kwargs`` (what the Keras optimizer
+  assumes a checkpoint was trained with), both equal the original's flag
+  defaults (the literals above)."""
   code = (
+      "import json\n"
       "from absl import flags\n"
       "from l2o_scale.config import optimizer_flags as o\n"
       "F = flags.FlagValues()\n"
       "o.define_optimizer_flags(F, 'metarun')\n"
       "F(['metarun'])\n"
-      "assert o.optimizer_kwargs(F) == o.default_optimizer_kwargs()"
-      ", (o.optimizer_kwargs(F), o.default_optimizer_kwargs())\n"
-      "print('same', len(o.default_optimizer_kwargs()))\n")
+      "print(json.dumps([o.optimizer_kwargs(F),"
+      " o.default_optimizer_kwargs()]))\n")
   result = _python(code)
   assert result.returncode == 0, result.stderr[-2000:]
-  assert result.stdout.startswith("same ")
+  expected = {k: list(v) if isinstance(v, tuple) else v
+              for k, v in ORIGINAL_OPTIMIZER_DEFAULTS.items()}
+  from_flags, defaults = json.loads(result.stdout.strip().splitlines()[-1])
+  assert from_flags == expected
+  assert defaults == expected
 
 
 def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
@@ -158,39 +199,33 @@ def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
       "value after '=', e.g. --fix_unroll=False")
 
 
-def _small_filesystem(path, options):
-  """Mounts a tmpfs with ``options`` at ``path``; None where mounting is not
-  allowed (an unprivileged CI runner)."""
-  os.makedirs(path, exist_ok=True)
-  done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs",
-                         str(path)], capture_output=True)
-  return path if done.returncode == 0 else None
-
-
-@pytest.mark.parametrize("options,failed", [
-    ("size=4k", "HierarchicalRNN_GRUCell_20_2/run_record.json failed: No "
-                "space left on device"),
+@pytest.mark.parametrize("mode,failed", [
+    ("full", "HierarchicalRNN_GRUCell_20_2/run_record.json failed: No "
+             "space left on device"),
     ("ro", "run failed: Read-only file system")])
 def test_full_or_read_only_disk_is_one_line_naming_the_file(
-    tmp_path, data_dir, options, failed):
-  """A train dir on a full or read-only disk: exit 2, one line naming the
-  file that could not be written and what to do; nothing left behind."""
-  disk = _small_filesystem(tmp_path / "disk", options)
-  if disk is None:
-    pytest.skip("cannot mount a small tmpfs here (needs privileges)")
-  try:
-    out = _metarun("--train_dir={}".format(disk / "run"),
-                   "--data_dir={}".format(data_dir), *TINY)
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2, out.stderr
-    assert lines[-1].startswith("metarun.py: reading or writing "), lines
-    assert failed in lines[-1]
-    assert "free space or give another --train_dir" in lines[-1]
-    left = [os.path.join(d, f) for d, _, files in os.walk(disk / "run")
-            for f in files]
-    assert left == [], left
-  finally:
-    subprocess.run(["umount", str(disk)], capture_output=True)
+    tmp_path, data_dir, mode, failed):
+  """A train dir on a full (one 4 KiB page) or read-only disk: exit 2, one
+  line naming the file that could not be written and what to do; nothing
+  left behind. The disk is a fault-injected folder (tests/faultfs.py), so
+  this runs everywhere, without mount or privileges."""
+  import faultfs  # tests/faultfs.py  # pylint: disable=g-import-not-at-top
+  disk = tmp_path / "disk"
+  disk.mkdir()
+  out = subprocess.run(
+      faultfs.command(disk, mode, os.path.join(ROOT, "metarun.py"),
+                      ["--train_dir={}".format(disk / "run"),
+                       "--data_dir={}".format(data_dir), *TINY]),
+      capture_output=True, text=True, cwd=ROOT, timeout=600,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  lines = out.stderr.strip().splitlines()
+  assert out.returncode == 2, out.stderr
+  assert lines[-1].startswith("metarun.py: reading or writing "), lines
+  assert failed in lines[-1]
+  assert "free space or give another --train_dir" in lines[-1]
+  left = [os.path.join(d, f) for d, _, files in os.walk(disk / "run")
+          for f in files]
+  assert left == [], left
 
 
 def test_only_errors_of_the_train_dir_are_reported_as_disk_errors(

@@ -1,6 +1,7 @@
 """The shipped pretrained optimizers (l2o_scale/pretrained/, package data):
-they load by name with their cards (no extra flags), optimize the MNIST MLP
-better than a tuned Adam from the same start and batches over 300 steps
+they load by name with their cards (no extra flags), end 300 steps on the
+MNIST MLP below half of a tuned Adam's training loss from the same start
+and batches, on each of three test seeds
 (at 2,000 and 10,000 steps: l2o_scale.tools.horizon_check, whose results
 their cards hold), and their cards' settings for long runs reach Keras."""
 
@@ -45,20 +46,32 @@ def test_card_describes_the_checkpoint(variant):
   assert "/work/" not in json.dumps(record)  # no local paths shipped
 
 
+# Each shipped optimizer's final training loss (mean of the last 10 of 300
+# steps) on the MNIST MLP is below this fraction of Adam's (lr 1e-3) from
+# the same start and batches, on every test seed. Measured on test seeds
+# 6, 12, 18, 24, 30 (2026-11-25, a 2-core AMD EPYC VM): Adam 1.12-1.18, the
+# learned ones 0.24-0.32, ratios 0.20-0.28; 0.5 leaves a margin of 1.8x
+# over the worst.
+BEATS_ADAM_BY = 0.5
+SEEDS = (6, 12, 18)
+
+
 def test_pretrained_beat_tuned_adam_on_the_mlp(data_dir):
   spec, dataset, batch_size = problem_sets.get("test_mnist_mlp_problems",
                                                data_dir=data_dir)[0]
   problem = spec.build()
-  adam = {}
+  steps = {steps for _, steps in VARIANTS.values()}
+  adam = {(n, seed): _final(baselines.build("Adam", 1e-3), problem, dataset,
+                            batch_size, n, seed)
+          for n in steps for seed in SEEDS}
   for variant, (max_log_lr, steps) in VARIANTS.items():
-    if steps not in adam:
-      adam[steps] = _final(baselines.build("Adam", 1e-3), problem, dataset,
-                           batch_size, steps)
     learned = keras_optimizer.LearnedOptimizer.pretrained(variant)
     assert learned.learned_optimizer.max_log_lr == max_log_lr  # the card's
-    final = _final(learned.learned_optimizer, problem, dataset, batch_size,
-                   steps)
-    assert final < adam[steps], (variant, steps, final, adam[steps])
+    for seed in SEEDS:
+      final = _final(learned.learned_optimizer, problem, dataset, batch_size,
+                     steps, seed)
+      assert final < BEATS_ADAM_BY * adam[(steps, seed)], (
+          variant, seed, final, adam[(steps, seed)])
 
 
 def test_names_and_cards_are_listed():

@@ -2,6 +2,7 @@
 
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -184,12 +185,28 @@ def test_restore_errors(fixtures_dir, tmp_path):
                            progress=False)
 
 
-def test_run_wall_clock_test(data_dir):
+def test_run_wall_clock_test_is_the_median_per_step_chunk_time(data_dir,
+                                                               monkeypatch):
+  """The rule, on a scripted clock: one untimed warm-up chunk, then the
+  steps in chunks of ``timing_chunk`` (the last one shorter), each timed
+  and divided by its own length; the median of those is returned."""
+  readings = [0., 1., 10., 14., 20., 21.5]  # chunk durations 1, 4, 1.5
+  calls = []
+
+  def clock():
+    calls.append(len(calls))
+    return readings[len(calls) - 1]
+
+  monkeypatch.setattr(testing, "time", types.SimpleNamespace(time=clock))
   dataset = datasets.mnist(train=False, data_dir=data_dir)
   problem = pg.FullyConnected(784, 10, hidden_sizes=(20,))
-  t = metaopt.run_wall_clock_test(baselines.build("SGD"), problem, 20,
-                                  dataset=dataset, seed=1, batch_size=128)
-  assert 0. < t < 1.
+  t = metaopt.run_wall_clock_test(baselines.build("SGD"), problem, 25,
+                                  dataset=dataset, seed=1, batch_size=128,
+                                  timing_chunk=10)
+  # Per-step times 1/10, 4/10, 1.5/5: median 0.3 (mean 0.267; dividing
+  # the last chunk by 10 would give a median of 0.15).
+  assert len(calls) == len(readings)
+  assert t == pytest.approx(0.3, rel=1e-12)
 
 
 @pytest.mark.parametrize("name", ["cosine", "linear"])

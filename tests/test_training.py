@@ -115,10 +115,40 @@ def _optimizer_spec(init_lr_range=(1e-3, 1e-3)):
                             "use_second_derivatives": False})
 
 
-def _train(logdir, iterations, init_lr_range=(1e-3, 1e-3), **kwargs):
+def _recording_spec(built, init_lr_range=(1e-3, 1e-3)):
+  """``_optimizer_spec`` whose builds append their initial meta-parameters
+  (by TF1 name) to ``built``: the values training starts from."""
+  def build(*args, **kwargs):
+    opt = hierarchical_rnn.HierarchicalRNN(*args, **kwargs)
+    built.append({n: v.numpy().copy()
+                  for n, v in opt.tf1_variables().items()})
+    return opt
+  spec = _optimizer_spec(init_lr_range)
+  return problem_spec.Spec(build, spec.args, spec.kwargs)
+
+
+def _restored(path):
+  """The meta-parameters of checkpoint ``path``, by TF1 name."""
+  from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
+  opt = _optimizer_spec().build()
+  checkpoints.restore_optimizer(path, opt)
+  return {n: v.numpy() for n, v in opt.tf1_variables().items()}
+
+
+def _moved(before, after):
+  """Names of the meta-parameters that differ (beyond float noise)."""
+  assert sorted(before) == sorted(after)
+  return [n for n in before
+          if not np.allclose(before[n], after[n], rtol=0., atol=1e-7)]
+
+
+def _train(logdir, iterations, init_lr_range=(1e-3, 1e-3), built=None,
+           **kwargs):
   out = io.StringIO()
+  spec = (_optimizer_spec(init_lr_range) if built is None
+          else _recording_spec(built, init_lr_range))
   result = metaopt.train_optimizer(
-      logdir, _optimizer_spec(init_lr_range), _quadratic_spec(), 1,
+      logdir, spec, _quadratic_spec(), 1,
       iterations,
       lambda: 2, lambda: 5, learning_rate=1e-3, gradient_clip=1e4,
       fix_unroll=True, fix_unroll_length=5, fix_num_steps=10,
@@ -128,15 +158,21 @@ def _train(logdir, iterations, init_lr_range=(1e-3, 1e-3), **kwargs):
 
 def test_train_writes_checkpoints_and_resumes(tmp_path):
   logdir = str(tmp_path / "HierarchicalRNN_GRUCell_20_2")
-  result, log = _train(logdir, 2)
+  built = []
+  result, log = _train(logdir, 2, built=built)
   names = sorted(f for f in os.listdir(logdir) if f.endswith(".index"))
   assert names == ["model.ckpt-0.index", "model.ckpt-1.index",
                    "model.ckpt-2.index"]
   assert "[meta-iteration 2/2] unroll 2/2" in log and "meta-objective" in log
   assert any(f.startswith("events.out.tfevents") and f.endswith(".v2")
              for f in os.listdir(logdir))
-  # Meta-parameters moved.
   assert result["meta_iterations"] == 2
+  # Meta-parameters moved: each meta-iteration's checkpoint differs from the
+  # values training started from, and the second from the first.
+  assert len(built) == 1
+  first = _restored(os.path.join(logdir, "model.ckpt-1"))
+  second = _restored(os.path.join(logdir, "model.ckpt-2"))
+  assert _moved(built[0], first) and _moved(first, second)
   result, log = _train(logdir, 3)
   assert "Resuming from" in log and "at meta-iteration 2 of 3" in log
   assert "[meta-iteration 1/3]" not in log and "[meta-iteration 3/3]" in log
@@ -220,16 +256,43 @@ class _NanQuadratic(pg.Quadratic):
 def test_nonfinite_meta_gradients_are_zeroed_and_reported(tmp_path):
   spec = [(problem_spec.Spec(_NanQuadratic, (3,), {"random_seed": 1}), None,
            None)]
-  opt_before = _optimizer_spec().build()
-  result, log = None, None
+  """Every meta-gradient of an unroll whose objective turns NaN is NaN; the
+  original zeroes them, so the meta-update (RMSProp with a zero gradient)
+  leaves every meta-parameter exactly where it was, and the log says so."""
+  built = []
   out = io.StringIO()
   result = metaopt.train_optimizer(
-      str(tmp_path), _optimizer_spec(), spec, 1, 1, lambda: 1, lambda: 2,
-      fix_unroll=True, fix_unroll_length=2, fix_num_steps=2,
+      str(tmp_path), _recording_spec(built), spec, 1, 1, lambda: 1,
+      lambda: 2, fix_unroll=True, fix_unroll_length=2, fix_num_steps=2,
       fix_num_steps_eval=2, evaluation_epochs=1, out=out, summaries=False)
   log = out.getvalue()
-  del opt_before
   assert "non-finite" in log and result["nonfinite_unrolls"] >= 1
+  after = _restored(str(tmp_path / "model.ckpt-1"))
+  for name, value in after.items():
+    assert np.all(np.isfinite(value)), name
+    np.testing.assert_array_equal(value, built[0][name], err_msg=name)
+  # The zeroing itself, on the meta-learner every training loop applies
+  # meta-gradients through: NaN and inf entries become 0 (so RMSProp leaves
+  # those meta-parameters exactly in place), finite ones are clipped and
+  # applied, and the count is returned.
+  from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
+  variables = [tf.Variable(np.ones((2, 3), np.float32)),
+               tf.Variable(np.ones(4, np.float32))]
+  learner = meta_learner.MetaLearner(meta_learner.build_meta_optimizer(
+      variables, 0.1, metaopt.TrainingConfig()), gradient_clip=1.)
+  grads = [tf.constant([[np.nan, 0.5, -np.inf], [2., np.nan, -0.25]],
+                       tf.float32),
+           tf.constant([np.inf, 1., np.nan, -3.], tf.float32)]
+  update = learner.apply(grads)
+  assert update.nonfinite == 5 and update.entries == 10
+  np.testing.assert_array_equal(update.clipped[0].numpy(),
+                                [[0., .5, 0.], [1., 0., -.25]])
+  np.testing.assert_array_equal(update.clipped[1].numpy(), [0., 1., 0., -1.])
+  for var, grad in zip(variables, grads):
+    bad = ~np.isfinite(grad.numpy())
+    assert np.all(np.isfinite(var.numpy()))
+    assert np.all(var.numpy()[bad] == 1.)
+    assert np.all(var.numpy()[~bad] != 1.)
 
 
 def _quadratic_inputs(problem, steps=5):
@@ -276,23 +339,20 @@ def test_imitation_meta_iteration_with_k_teacher_steps(tmp_path):
   """An MT meta-iteration (mt_ratio=1) with mt_k=2 trains on the imitation
   objective and moves the meta-parameters."""
   config = metaopt.TrainingConfig(if_mt=True, mt_ratio=1.0, mt_k=2)
-  spec = _optimizer_spec()
+  built = []
   out = io.StringIO()
   metaopt.train_optimizer(
-      str(tmp_path), spec, _quadratic_spec(), 1, 1, lambda: 1, lambda: 2,
+      str(tmp_path), _recording_spec(built), _quadratic_spec(), 1, 1,
+      lambda: 1, lambda: 2,
       learning_rate=1e-2, fix_unroll=True, fix_unroll_length=3,
       fix_num_steps=6, fix_num_steps_eval=3, evaluation_epochs=1, out=out,
       config=config, summaries=False)
   log = out.getvalue()
   assert "imitation on Quadratic: 2 unrolls of 3 steps" in log
   assert "(3 steps, imitation) meta-objective" in log
-  restored = spec.build()
-  from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
-  before = {n: v.numpy() for n, v in restored.tf1_variables().items()}
-  checkpoints.restore_optimizer(str(tmp_path / "model.ckpt-1"), restored)
-  moved = [n for n, v in restored.tf1_variables().items()
-           if not np.allclose(v.numpy(), before[n])]
-  assert moved
+  # The checkpoint differs from the values this training started from.
+  assert len(built) == 1
+  assert _moved(built[0], _restored(str(tmp_path / "model.ckpt-1")))
 
 
 def test_meta_training_sees_the_problems_gradient_transform():
