@@ -53,13 +53,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
 import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import problems  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-PROBLEM_LABELS = {
-    "mnist-mlp-sigmoid": "MNIST MLP 784-20-10, sigmoid",
-    "mnist-mlp-relu": "MNIST MLP 784-20-10, ReLU",
-    "mnist-mlp-deeper": "MNIST MLP 784-20-20-10, sigmoid",
-    "mnist-conv": "MNIST ConvNet",
-}
+PROBLEM_LABELS = problems.labels()
 # Markers on the loss curves: about this many per line, each line's
 # shifted so that lines lying on top of each other still show theirs.
 MARKERS_PER_LINE = 8
@@ -330,6 +326,17 @@ def write_results(path, title, sections):
         f.write("\n## {}\n\n{}".format(heading, text.lstrip("\n")))
 
 
+def write_manifest(out_dir, paths):
+  """``outputs.json``: the names of the files written, results.md first
+  (the pipeline's last line names them)."""
+  # A stable sort: the figures keep the order they were drawn in.
+  names = sorted((os.path.basename(p) for p in paths),
+                 key=lambda n: n != "results.md")
+  with open(os.path.join(out_dir, "outputs.json"), "w") as f:
+    json.dump(names, f)
+    f.write("\n")
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--results_dir", required=True,
@@ -401,9 +408,9 @@ def main(argv=None):
       ("Per problem", medium.medium_tables(stats, problem_label)),
   ])
   paths.append(table_path)
-  print(open(table_path).read())
   for p in paths:
     print("wrote", p)
+  write_manifest(args.out_dir, paths)
   return 0
 
 
