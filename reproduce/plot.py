@@ -27,7 +27,8 @@ mean); ``<Opt>-lr<value>`` are tuned baselines, of which only the best per
 optimizer and problem is drawn (all are listed in results.md's learning-rate
 sweep). Further outputs: ``heldout_accuracy``, ``accuracy_flatness`` (held-out
 accuracy, ``hessian_trace``, ``hessian_top_eigenvalue`` of the JSONs;
-figures.py) and, with ``--logs_dir`` (metarun logs ``train-<name>.log``),
+figures.py) and, with ``--train_dir`` (one metarun train dir per learned
+optimizer, with its events file),
 ``meta_training``. results.md has the sections "The run" (with
 ``--run_dir``: settings, machine, wall time), "Meta-training" (one row per
 training run), "Regularizer verdicts", "All results" and "Per problem"
@@ -351,8 +352,10 @@ def main(argv=None):
   parser.add_argument("--title", default=None)
   parser.add_argument("--name", default="loss_curves",
                       help="file name of the figure, without extension")
-  parser.add_argument("--logs_dir", default=None,
-                      help="folder with metarun logs train-<name>.log: "
+  parser.add_argument("--train_dir", default=None,
+                      help="folder with one metarun train dir per learned "
+                      "optimizer (<name>/<subdir>/"
+                      "meta_training_events.jsonl): "
                       "draws meta_training.png/.pdf and tabulates each "
                       "meta-training run")
   parser.add_argument("--run_dir", default=None,
@@ -386,7 +389,8 @@ def main(argv=None):
                                          problem_label, args.title)
   paths += figures.plot_accuracy_flatness(stats, out("accuracy_flatness"),
                                           problem_label, args.title)
-  logs = medium.load_train_logs(args.logs_dir) if args.logs_dir else {}
+  logs = (medium.load_train_records(args.train_dir) if args.train_dir
+          else {})
   if logs:
     paths += figures.plot_meta_training(logs, out("meta_training"),
                                         args.title)

@@ -227,12 +227,16 @@ def plot_argv(size, settings, data_short):
       problems.PROBLEMS[p].conv for p in size.problems):
     steps += ", {} on the conv net".format(size.test_steps_conv)
   out = settings.out
+  # The meta-training runs' own records (none for the shipped optimizers).
+  train = ([] if size.pretrained_only else
+           ["--train_dir=" + os.path.join(out, "train")])
   return [settings.python, "reproduce/plot.py",
           "--results_dir=" + os.path.join(out, "test"),
-          "--out_dir=" + os.path.join(out, "figures"),
-          "--logs_dir=" + os.path.join(out, "logs"), "--run_dir=" + out,
-          "--title=L2O-Entropy reproduction, {} size ({} meta-iteration(s), "
-          "{}); {}".format(size.name, size.meta_iters, steps, data_short)]
+          "--out_dir=" + os.path.join(out, "figures")] + train + [
+              "--run_dir=" + out,
+              "--title=L2O-Entropy reproduction, {} size ({} meta-iteration"
+              "(s), {}); {}".format(size.name, size.meta_iters, steps,
+                                    data_short)]
 
 
 def record_invocation(out, python, started, stages_run):
@@ -275,8 +279,12 @@ def summary_lines(run, figures_dir):
   lines.append("stage times: {}; logs: {}".format(
       run.times, run.logs))
   manifest = os.path.join(figures_dir, "outputs.json")
-  with open(manifest) as f:
-    names = json.load(f)
+  if os.path.exists(manifest):
+    with open(manifest) as f:
+      names = json.load(f)
+  else:  # a plot of an older version
+    names = sorted(os.listdir(figures_dir)) if os.path.isdir(
+        figures_dir) else ["none"]
   lines.append("outputs in {}: {}".format(figures_dir, ", ".join(names)))
   return lines
 
