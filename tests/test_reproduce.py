@@ -1148,3 +1148,11 @@ def test_runner_keeps_the_others_after_a_failure_and_limits_jobs(
   assert max(most) == 2
   assert not run.done("b") and all(run.done(n) for n in "acde")
   assert not os.listdir(run.running_dir)
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-2", "1.5"])
+def test_bad_job_counts_are_refused_in_one_line(value):
+  with pytest.raises(pipeline_cli.Refused, match="REPRO_JOBS={} is no whole "
+                     "number of at least 1".format(re.escape(value))):
+    pipeline_cli.positive_int({"REPRO_JOBS": value}, "REPRO_JOBS", 2)
+  assert pipeline_cli.positive_int({}, "REPRO_JOBS", 2) == 2

@@ -104,6 +104,14 @@ def parse_args(argv, env):
   return data_dir, out
 
 
+def positive_int(env, key, default):
+  """``env[key]`` as a whole number of at least 1 (``default`` if unset)."""
+  text = env.get(key, "") or str(default)
+  if not text.isdigit() or int(text) < 1:
+    raise Refused("{}={} is no whole number of at least 1".format(key, text))
+  return int(text)
+
+
 def shipped_names(python):
   """The shipped optimizers, as the package lists them."""
   names = subprocess.run(
@@ -294,9 +302,9 @@ def run_stages(size, settings, env, data_short):
   stages = plan.build(size, settings, plot_argv(size, settings, data_short))
   counted = [s for s in stages if s.name != plan.PLOT]
   kind_of = lambda name: plan.kind_of(name, size.problems, size.baselines)
-  jobs = int(env.get("REPRO_JOBS", "2"))
-  run = runner.Runner(settings.out, ROOT, counted, kind_of, jobs=jobs,
-                      heartbeat=int(env.get("REPRO_HEARTBEAT", "15")),
+  run = runner.Runner(settings.out, ROOT, counted, kind_of,
+                      jobs=positive_int(env, "REPRO_JOBS", 2),
+                      heartbeat=positive_int(env, "REPRO_HEARTBEAT", 15),
                       env=env)
   for name in os.listdir(run.running_dir):
     os.remove(os.path.join(run.running_dir, name))
@@ -324,6 +332,8 @@ def start(argv, env):
   """Everything before the first stage: checks, the header, the plan."""
   python = env.get("PYTHON", "python")
   data_dir, out = parse_args(argv, env)
+  jobs = positive_int(env, "REPRO_JOBS", 2)
+  positive_int(env, "REPRO_HEARTBEAT", 15)
   size = sizes.select(env, lambda: shipped_names(python))
   size = choose(size, env)
   if data_dir:
@@ -345,7 +355,7 @@ def start(argv, env):
   print(line)
   with open(os.path.join(settings.out, "data.txt"), "w") as f:
     f.write(line + "\n")
-  for text in plan_lines(size, settings, env.get("REPRO_JOBS", "2")):
+  for text in plan_lines(size, settings, jobs):
     print(text)
   print(flush=True)
   return size, settings, short
@@ -362,7 +372,7 @@ def main(argv=None, env=None):
   except Refused as e:
     print("all.sh: {}".format(e), file=sys.stderr)
     return e.status
-  except runner.Interrupted:
+  except (runner.Interrupted, KeyboardInterrupt):
     print("all.sh: interrupted; finished stages are kept: run the same "
           "command again to continue", file=sys.stderr)
     return 130
