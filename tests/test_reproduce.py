@@ -944,7 +944,7 @@ def test_horizon_verdicts_compare_training_seed_means(tmp_path):
 # ------------------------------------------------- the pipeline, in-process
 from pipeline import cli as pipeline_cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 from pipeline import plan as pipeline_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import problems as pipeline_problems  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import problem_list as pipeline_problems  # pylint: disable=g-import-not-at-top,wrong-import-position
 from pipeline import progress as pipeline_progress  # pylint: disable=g-import-not-at-top,wrong-import-position
 from pipeline import runner as pipeline_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
 from pipeline import sizes as pipeline_sizes  # pylint: disable=g-import-not-at-top,wrong-import-position

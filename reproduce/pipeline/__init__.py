@@ -4,7 +4,7 @@ One module per job:
 
 * :mod:`variants`: the learned variants (their ``metarun.py`` flags, label
   and look), one entry each;
-* :mod:`problems`: the test problems the reproduction meta-tests on;
+* :mod:`problem_list`: the test problems the reproduction meta-tests on;
 * :mod:`sizes`: the sizes (tiny, quick, medium, pretrained, full) as data;
 * :mod:`plan`: a size x variants x problems -> the stages, with their
   commands, in the order they run;

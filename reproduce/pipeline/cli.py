@@ -70,7 +70,7 @@ import sys
 import time
 
 from . import plan
-from . import problems
+from . import problem_list as problems
 from . import progress
 from . import runner
 from . import sizes

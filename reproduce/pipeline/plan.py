@@ -10,7 +10,7 @@ meta-tests, which need queue 0 done. The plot comes last, on its own.
 import dataclasses
 import os
 
-from . import problems as problem_registry
+from . import problem_list as problem_registry
 from . import variants as variant_registry
 
 PLOT = "plot"

@@ -9,7 +9,7 @@ REPRO_PRETRAINED, else full) and applies REPRO_RECIPE and REPRO_META_LR.
 
 import dataclasses
 
-from . import problems
+from . import problem_list as problems
 
 # The learned variants of the medium and full sizes, 3 training seeds each
 # (the conv net: training seed 1 only), and their tuned baselines.
