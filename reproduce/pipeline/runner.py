@@ -111,7 +111,7 @@ class Runner(object):
       json.dump(record, f, indent=1)
     os.replace(tmp, self.marker(name))
     text = (self.progress_text() if any(s.name == name for s in self.counted)
-            else "not counted as a stage")
+            else "figures and tables")
     self.say("[done] {} in {:.1f} s ({})".format(name, secs, text))
     return True
 
