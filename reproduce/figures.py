@@ -185,6 +185,57 @@ def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
   return save_figure(fig, plt, out_prefix)
 
 
+def _meta_training_panel(plt, ax, v, runs):
+  """Variant ``v``'s panel, ``runs``: {training seed: events}. Returns
+  whether it shows a rollback or a divergence (the subtitle explains
+  them)."""
+  cmap = plt.get_cmap("viridis")
+  notes = False
+  seeds = sorted(runs, key=lambda s: -1 if s is None else s)
+  finite_max = 0.
+  infs = []
+  for j, s in enumerate(seeds):
+    log = runs[s]
+    color = cmap(j / max(1, len(seeds) - 1) * 0.85)
+    lab = "training seed {}".format(s if s is not None else log["seed"])
+    for pts, style, what in ((log["selections"], "-", "selection"),
+                             ([(k, c) for k, _, c in log["evaluations"]],
+                              ":", "evaluation")):
+      if not pts:
+        continue
+      k = np.asarray([p[0] for p in pts], np.float64)
+      y = np.asarray([p[1] for p in pts], np.float64)
+      ok = np.isfinite(y) & (y > 0)
+      # One marker shape per training seed: equal scores stay visible.
+      ax.plot(k[ok], y[ok], style, marker="os^Dv"[j % 5], ms=3.5,
+              color=color, lw=1.2, label="{}, {}".format(lab, what))
+      if np.any(ok):
+        finite_max = max(finite_max, float(np.max(y[ok])))
+      infs += [(kk, color) for kk in k[~np.isfinite(y)]]
+    for r in log["rollbacks"]:
+      ax.axvline(r, color=color, ls=":", lw=0.8, alpha=0.7)
+      notes = True
+  ax.set_yscale("log")
+  lo, hi = ax.get_ylim()
+  if 0 < lo < hi:
+    format_log_axis(ax, lo, hi)
+  if infs and finite_max > 0:
+    top = finite_max * 2
+    for kk, color in infs:
+      ax.plot([kk], [top], "x", color=color, ms=7, clip_on=False)
+    ax.set_ylim(top=top * 1.2)
+    notes = True
+  ax.set_title("{}\n({} training seed{})".format(
+      styles.label(v), len(seeds), "" if len(seeds) == 1 else "s"),
+               fontsize=10)
+  ax.xaxis.set_major_locator(plt.MaxNLocator(6, integer=True))
+  ax.set_xlabel("meta-iteration")
+  ax.set_ylabel("score (lower is better)")
+  ax.grid(True, which="major", alpha=0.3)
+  ax.legend(fontsize=6.5, frameon=False)
+  return notes
+
+
 def plot_meta_training(logs, out_prefix, title=None):
   """One panel per variant: robust selection score (or evaluation cost)
   against the meta-iteration it was taken at, one colour per training
@@ -197,51 +248,9 @@ def plot_meta_training(logs, out_prefix, title=None):
     return []
   plt = pyplot()
   fig, axes = grid(plt, len(variants), 5.0, 3.4, ncols=3)
-  cmap = plt.get_cmap("viridis")
   notes = False
   for ax, v in zip(axes.flat, variants):
-    seeds = sorted(logs[v], key=lambda s: -1 if s is None else s)
-    finite_max = 0.
-    infs = []
-    for j, s in enumerate(seeds):
-      log = logs[v][s]
-      color = cmap(j / max(1, len(seeds) - 1) * 0.85)
-      lab = "training seed {}".format(s if s is not None else log["seed"])
-      for pts, style, what in ((log["selections"], "-", "selection"),
-                               ([(k, c) for k, _, c in log["evaluations"]],
-                                ":", "evaluation")):
-        if not pts:
-          continue
-        k = np.asarray([p[0] for p in pts], np.float64)
-        y = np.asarray([p[1] for p in pts], np.float64)
-        ok = np.isfinite(y) & (y > 0)
-        # One marker shape per training seed: equal scores stay visible.
-        ax.plot(k[ok], y[ok], style, marker="os^Dv"[j % 5], ms=3.5,
-                color=color, lw=1.2, label="{}, {}".format(lab, what))
-        if np.any(ok):
-          finite_max = max(finite_max, float(np.max(y[ok])))
-        infs += [(kk, color) for kk in k[~np.isfinite(y)]]
-      for r in log["rollbacks"]:
-        ax.axvline(r, color=color, ls=":", lw=0.8, alpha=0.7)
-        notes = True
-    ax.set_yscale("log")
-    lo, hi = ax.get_ylim()
-    if 0 < lo < hi:
-      format_log_axis(ax, lo, hi)
-    if infs and finite_max > 0:
-      top = finite_max * 2
-      for kk, color in infs:
-        ax.plot([kk], [top], "x", color=color, ms=7, clip_on=False)
-      ax.set_ylim(top=top * 1.2)
-      notes = True
-    ax.set_title("{}\n({} training seed{})".format(
-        styles.label(v), len(seeds), "" if len(seeds) == 1 else "s"),
-                 fontsize=10)
-    ax.xaxis.set_major_locator(plt.MaxNLocator(6, integer=True))
-    ax.set_xlabel("meta-iteration")
-    ax.set_ylabel("score (lower is better)")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=6.5, frameon=False)
+    notes = _meta_training_panel(plt, ax, v, logs[v]) or notes
   kinds = []
   if any(l["selections"] for v in variants for l in logs[v].values()):
     kinds.append("solid: robust selection score (mean final objective of "
@@ -257,6 +266,42 @@ def plot_meta_training(logs, out_prefix, title=None):
 FLATNESS_MISSING = ("not measured for this problem\n(metatest.py ran without "
                     "--flatness_probes;\nreproduce/all.sh measures "
                     "flatness\non the MLPs only)")
+
+
+def _flatness_row(row, st, metrics, problem_label):
+  """One problem's panels (one per metric): a point per optimizer shown
+  (tuned baselines: the best learning rate only)."""
+  best = set(medium.best_tuned({v: st[v]["loss"]["values"]
+                                for v in st}).values())
+  shown = [v for v in styles.ordered(st)
+           if not styles.tuned_lr(v) or v in best]
+  for ax, (metric, name, log) in zip(row, metrics):
+    for x, v in enumerate(shown):
+      s = st[v][metric]
+      if not (s["n_train"] and math.isfinite(s["mean"])):
+        continue
+      kw = styles.line_kwargs(v)
+      over_training_seeds = s["n_train"] >= 2
+      # Points, not bars: the axes zoom in on the differences.
+      ax.errorbar(x, s["mean"], yerr=s["std"], color=kw["color"],
+                  capsize=4, marker=kw["marker"], ms=7, mew=1.5,
+                  mec=kw["color"], linestyle="none",
+                  mfc=kw["color"] if over_training_seeds else "white")
+    ax.set_xticks(range(len(shown)))
+    ax.set_xticklabels([styles.label(v) for v in shown], rotation=45,
+                       ha="right", rotation_mode="anchor", fontsize=7.5)
+    if not ax.has_data():
+      ax.set_yticks([])
+      ax.text(0.5, 0.5, FLATNESS_MISSING if metric != "accuracy" else
+              "no held-out accuracy recorded", transform=ax.transAxes,
+              ha="center", va="center", fontsize=9, color="0.35")
+    elif log:
+      ax.set_yscale("log")
+      lo, hi = ax.get_ylim()
+      if 0 < lo < hi:
+        format_log_axis(ax, lo, hi)
+    ax.set_title("{}: {}".format(problem_label, name), fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
 
 
 def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):
@@ -285,38 +330,8 @@ def plot_accuracy_flatness(stats, out_prefix, problem_label, title=None):
     fig, axes = grid(plt, len(problems), 6.0, 4.8)
     rows = [[ax] for ax in axes.flat]
   for row, problem in zip(rows, problems):
-    st = stats[problem]
-    best = set(medium.best_tuned({v: st[v]["loss"]["values"]
-                                  for v in st}).values())
-    shown = [v for v in styles.ordered(st)
-             if not styles.tuned_lr(v) or v in best]
-    for ax, (metric, name, log) in zip(row, metrics):
-      for x, v in enumerate(shown):
-        s = st[v][metric]
-        if not (s["n_train"] and math.isfinite(s["mean"])):
-          continue
-        kw = styles.line_kwargs(v)
-        over_training_seeds = s["n_train"] >= 2
-        # Points, not bars: the axes zoom in on the differences.
-        ax.errorbar(x, s["mean"], yerr=s["std"], color=kw["color"],
-                    capsize=4, marker=kw["marker"], ms=7, mew=1.5,
-                    mec=kw["color"], linestyle="none",
-                    mfc=kw["color"] if over_training_seeds else "white")
-      ax.set_xticks(range(len(shown)))
-      ax.set_xticklabels([styles.label(v) for v in shown], rotation=45,
-                         ha="right", rotation_mode="anchor", fontsize=7.5)
-      if not ax.has_data():
-        ax.set_yticks([])
-        ax.text(0.5, 0.5, FLATNESS_MISSING if metric != "accuracy" else
-                "no held-out accuracy recorded", transform=ax.transAxes,
-                ha="center", va="center", fontsize=9, color="0.35")
-      elif log:
-        ax.set_yscale("log")
-        lo, hi = ax.get_ylim()
-        if 0 < lo < hi:
-          format_log_axis(ax, lo, hi)
-      ax.set_title("{}: {}".format(problem_label(problem), name), fontsize=10)
-      ax.grid(True, axis="y", alpha=0.3)
+    _flatness_row(row, stats[problem], metrics,
+                  problem_label(problem))
   sub = ("mean ± 1 std; filled markers: std over training seeds of the "
          "per-training-seed mean; open markers: one training run (the "
          "baselines, and learned optimizers tested with one training seed), "

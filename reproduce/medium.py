@@ -9,14 +9,15 @@ Conventions (reproduce/all.sh, medium size; names and looks in styles.py):
 * ``<Opt>-lr<value>``: baseline ``Opt`` (SGD, Adam) at a tuned learning rate;
   only the best (lowest mean final train loss) is drawn per problem.
 * held-out JSONs may carry ``hessian_trace`` and ``hessian_top_eigenvalue``.
-* ``<logs_dir>/train-<name>.log``: ``[meta-iteration K/N] ...`` progress
-  lines, ``evaluation J[, num_steps=N], cost=X``, ``selection J, robust
-  score=Y``, ``... rolled back``.
+* ``<train_root>/<name>/<subdir>/meta_training_events.jsonl``: the
+  meta-training run's evaluations, selections, rollbacks and best model
+  (written by metarun.py).
 
 Plain numpy (no scipy) so it is unit-tested in tests/test_reproduce.py.
 """
 
 import glob
+import json
 import math
 import os
 import re
@@ -29,14 +30,9 @@ from styles import ordered as ordered_variants
 from styles import split_name
 from styles import tuned_lr
 
-EVAL_LINE = re.compile(
-    r"evaluation (\d+),(?: num_steps=(\d+),)? cost=([-+0-9.eEinfa]+)")
-SELECT_LINE = re.compile(r"selection (\d+), robust score=([-+0-9.eEinfa]+)")
-PROGRESS_LINE = re.compile(r"^\[meta-iteration (\d+)/(\d+)\]")
-ROLLBACK_LINE = re.compile(r"\[meta-iteration (\d+)/(\d+)\].*rolled back")
-BEST_LINE = re.compile(r"best model index=(-?\d+)")
-PERIOD_FLAG = re.compile(r"--evaluation_period=(\d+)")
-SEED_FLAG = re.compile(r"--seed=(\d+)")
+# metarun.py's events file in a train dir
+# (l2o_scale/meta_training/reporting.py).
+EVENTS = "meta_training_events.jsonl"
 # The verdict rule, quoted in results.md.
 VERDICT_RULE = ("a difference counts as real when |Δ| > 2 × pooled std "
                 "(sqrt of the mean of the two sample variances, ddof=1) and "
@@ -128,63 +124,59 @@ def best_tuned(final_loss_by_variant):
   return {k: v for k, (v, _) in best.items()}
 
 
-def _number(text):
-  return float(text)  # float() reads inf / -inf / nan
-
-
-def parse_train_log(path):
-  """Reads a metarun.py log. Returns dict of lists ``evaluations``
+def read_events(path):
+  """Reads a metarun.py events file (``meta_training_events.jsonl``, one
+  JSON object a line). Returns dict of lists ``evaluations``
   [(meta-iteration, num_steps or None, cost)], ``selections``
-  [(meta-iteration, score)], ``rollbacks`` [meta-iteration], ``best``
-  (int or None) and ``seed`` (the logged command's ``--seed``, or None).
+  [(meta-iteration, score)], ``rollbacks`` [meta-iteration] and ``best``
+  (int or None).
 
-  An evaluation's meta-iteration is that of the progress line before it;
-  without one (a log of only evaluation lines), evaluation J of a run with
-  ``--evaluation_period=P`` in its logged command is meta-iteration J * P.
+  A resumed run repeats the meta-iterations after its last checkpoint: an
+  event at an earlier meta-iteration than the one before it drops the
+  events it repeats, and a repeated event replaces the earlier one.
   """
-  out = {"evaluations": [], "selections": [], "rollbacks": [], "best": None,
-         "seed": None}
-  period, current = 1, None
-  with open(path, errors="replace") as f:
+  events = []
+  with open(path) as f:
     for line in f:
-      if line.startswith("+ "):
-        m = PERIOD_FLAG.search(line)
-        period = int(m.group(1)) if m else period
-        m = SEED_FLAG.search(line)
-        out["seed"] = int(m.group(1)) if m else None
+      if not line.strip():
         continue
-      m = ROLLBACK_LINE.search(line)
-      if m:
-        out["rollbacks"].append(int(m.group(1)))
-        continue
-      m = PROGRESS_LINE.search(line)
-      if m:
-        current = int(m.group(1))
-        continue
-      m = EVAL_LINE.search(line)
-      if m:
-        at = current if current is not None else int(m.group(1)) * period
-        out["evaluations"].append((at, None if m.group(2) is None
-                                   else int(m.group(2)), _number(m.group(3))))
-        continue
-      m = SELECT_LINE.search(line)
-      if m:
-        at = current if current is not None else int(m.group(1)) * period
-        out["selections"].append((at, _number(m.group(2))))
-        continue
-      m = BEST_LINE.search(line)
-      if m:
-        out["best"] = int(m.group(1))
+      e = json.loads(line)
+      if events and e["meta_iteration"] < events[-1]["meta_iteration"]:
+        events = [x for x in events
+                  if x["meta_iteration"] < e["meta_iteration"]]
+      key = lambda x: (x["event"], x["meta_iteration"], x.get("number"),
+                       x.get("num_steps"))
+      events = [x for x in events if key(x) != key(e)] + [e]
+  out = {"evaluations": [], "selections": [], "rollbacks": [], "best": None}
+  for e in events:
+    k = e["meta_iteration"]
+    if e["event"] == "evaluation":
+      out["evaluations"].append((k, e.get("num_steps"), float(e["cost"])))
+    elif e["event"] == "selection":
+      out["selections"].append((k, float(e["score"])))
+    elif e["event"] == "rollback":
+      out["rollbacks"].append(k)
+    elif e["event"] == "best":
+      out["best"] = e["index"]
   return out
 
 
-def load_train_logs(logs_dir):
-  """``{variant: {train_seed: parsed log}}`` from ``train-<name>.log``."""
+def load_train_records(train_root):
+  """``{variant: {train_seed: events}}`` from the train dirs
+  ``<train_root>/<name>/<checkpoint subdir>/`` (their events file, and
+  ``seed``: the training seed of their run_record.json)."""
   out = {}
-  for path in sorted(glob.glob(os.path.join(logs_dir, "train-*.log"))):
-    name = os.path.basename(path)[len("train-"):-len(".log")]
+  pattern = os.path.join(train_root, "*", "*", EVENTS)
+  for path in sorted(glob.glob(pattern)):
+    name = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    record = read_events(path)
+    record["seed"] = None
+    run_record = os.path.join(os.path.dirname(path), "run_record.json")
+    if os.path.exists(run_record):
+      with open(run_record) as f:
+        record["seed"] = json.load(f).get("training_flags", {}).get("seed")
     variant, tseed = split_name(name)
-    out.setdefault(variant, {})[tseed] = parse_train_log(path)
+    out.setdefault(variant, {})[tseed] = record
   return out
 
 

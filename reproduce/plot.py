@@ -27,7 +27,8 @@ mean); ``<Opt>-lr<value>`` are tuned baselines, of which only the best per
 optimizer and problem is drawn (all are listed in results.md's learning-rate
 sweep). Further outputs: ``heldout_accuracy``, ``accuracy_flatness`` (held-out
 accuracy, ``hessian_trace``, ``hessian_top_eigenvalue`` of the JSONs;
-figures.py) and, with ``--logs_dir`` (metarun logs ``train-<name>.log``),
+figures.py) and, with ``--train_dir`` (one metarun train dir per learned
+optimizer, with its events file),
 ``meta_training``. results.md has the sections "The run" (with
 ``--run_dir``: settings, machine, wall time), "Meta-training" (one row per
 training run), "Regularizer verdicts", "All results" and "Per problem"
@@ -53,13 +54,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
 import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import problem_list as pipeline_problems  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-PROBLEM_LABELS = {
-    "mnist-mlp-sigmoid": "MNIST MLP 784-20-10, sigmoid",
-    "mnist-mlp-relu": "MNIST MLP 784-20-10, ReLU",
-    "mnist-mlp-deeper": "MNIST MLP 784-20-20-10, sigmoid",
-    "mnist-conv": "MNIST ConvNet",
-}
+PROBLEM_LABELS = pipeline_problems.labels()
 # Markers on the loss curves: about this many per line, each line's
 # shifted so that lines lying on top of each other still show theirs.
 MARKERS_PER_LINE = 8
@@ -232,6 +229,74 @@ def identical_groups(curves_by_optimizer, rtol=1e-4):
   return groups
 
 
+def _curve(ax, opt, curves, place, with_band, band, smooth_window,
+           handles):
+  """One optimizer's mean curve (and band) in a panel; ``place``: (its
+  index, the panel's optimizers), which shifts its markers. Returns the
+  band's (lowest, highest) value and the moving-average window."""
+  agg = aggregate_curves(curves)
+  n = len(agg["steps"])
+  window = (max(1, n // 100) if smooth_window is None
+            else max(1, int(smooth_window)))
+  mean = smooth(agg["mean"], window)
+  if band == "minmax":
+    lo, hi = smooth(agg["min"], window), smooth(agg["max"], window)
+  else:
+    lo = smooth(agg["mean"] - agg["std"], window)
+    hi = smooth(agg["mean"] + agg["std"], window)
+  floor = max(np.min(mean[mean > 0]) if np.any(mean > 0) else 1e-8,
+              1e-12) * 0.5
+  lo = np.maximum(lo, floor)
+  kw = styles.line_kwargs(opt)
+  every = max(1, n // MARKERS_PER_LINE)
+  offset = (place[0] * every) // max(1, place[1])
+  (line,) = ax.plot(agg["steps"], mean, linewidth=1.5, ms=5,
+                    markevery=(offset, every),
+                    label=styles.label(opt), **kw)
+  if with_band:  # one band per group of identical curves
+    ax.fill_between(agg["steps"], lo, hi, color=kw["color"], alpha=0.12,
+                    linewidth=0)
+  handles.setdefault(opt, line)
+  return float(np.min(lo)), float(np.max(hi)), window
+
+
+def _curves_panel(ax, problem, by_opt, band, smooth_window, handles):
+  """Problem ``problem``'s panel: ``by_opt[optimizer][seed]`` curves;
+  fills ``handles`` (one line per optimizer, for the legend). Returns the
+  largest moving-average window used."""
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
+  used_window = 1
+  opts = styles.ordered(by_opt)
+  y_lo, y_hi = np.inf, 0.
+  groups = identical_groups(by_opt)
+  hidden = {o for g in groups for o in g[1:]}
+  for i, opt in enumerate(opts):
+    lo, hi, window = _curve(ax, opt, by_opt[opt], (i, len(opts)),
+                            opt not in hidden, band, smooth_window, handles)
+    used_window = max(used_window, window)
+    y_lo, y_hi = min(y_lo, lo), max(y_hi, hi)
+  for k, group in enumerate(groups):
+    ax.text(0.02, 0.03 + 0.07 * k, "identical (rel. diff. < 1e-4): " +
+            " = ".join(styles.short_label(o) for o in group),
+            transform=ax.transAxes, fontsize=8, color="0.25",
+            va="bottom", ha="left",
+            bbox=dict(facecolor="white", alpha=0.8, edgecolor="none"))
+  counts = {o: figures.run_counts(by_opt[o]) for o in opts}
+  ax.set_title("{}\n({})".format(problem_label(problem),
+                                 figures.runs_text(counts)), fontsize=10)
+  ax.set_yscale("log")
+  if 0 < y_lo < y_hi < np.inf:
+    figures.format_log_axis(ax, y_lo, y_hi)
+  ax.xaxis.set_major_locator(ticker.MaxNLocator(6, integer=True))
+  ax.set_xlabel("optimizee training step")
+  ax.set_ylabel("training loss (minibatch)")
+  ax.grid(True, which="major", alpha=0.3)
+  ax.grid(True, which="minor", alpha=0.1)
+  ax.set_xlim(1, max(len(aggregate_curves(by_opt[o])["steps"])
+                     for o in opts))
+  return used_window
+
+
 def plot_curves(losses, out_prefix, band="std", smooth_window=None,
                 title=None):
   """Draws one panel per problem; writes ``out_prefix``.png and .pdf.
@@ -242,8 +307,6 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
   Returns the written paths.
   """
   plt = figures.pyplot()
-  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
-
   problems = _ordered_problems(losses)
   if not problems:
     raise ValueError("no results to plot")
@@ -254,56 +317,8 @@ def plot_curves(losses, out_prefix, band="std", smooth_window=None,
   handles = {}
   used_window = 1
   for ax, problem in zip(axes.flat, problems):
-    opts = styles.ordered(losses[problem])
-    y_lo, y_hi = np.inf, 0.
-    groups = identical_groups(losses[problem])
-    hidden = {o for g in groups for o in g[1:]}
-    for i, opt in enumerate(opts):
-      agg = aggregate_curves(losses[problem][opt])
-      n = len(agg["steps"])
-      window = (max(1, n // 100) if smooth_window is None
-                else max(1, int(smooth_window)))
-      used_window = max(used_window, window)
-      mean = smooth(agg["mean"], window)
-      if band == "minmax":
-        lo, hi = smooth(agg["min"], window), smooth(agg["max"], window)
-      else:
-        lo = smooth(agg["mean"] - agg["std"], window)
-        hi = smooth(agg["mean"] + agg["std"], window)
-      floor = max(np.min(mean[mean > 0]) if np.any(mean > 0) else 1e-8,
-                  1e-12) * 0.5
-      lo = np.maximum(lo, floor)
-      kw = styles.line_kwargs(opt)
-      every = max(1, n // MARKERS_PER_LINE)
-      offset = (i * every) // max(1, len(opts))
-      (line,) = ax.plot(agg["steps"], mean, linewidth=1.5, ms=5,
-                        markevery=(offset, every),
-                        label=styles.label(opt), **kw)
-      if opt not in hidden:  # one band per group of identical curves
-        ax.fill_between(agg["steps"], lo, hi, color=kw["color"], alpha=0.12,
-                        linewidth=0)
-      handles.setdefault(opt, line)
-      y_lo = min(y_lo, float(np.min(lo)))
-      y_hi = max(y_hi, float(np.max(hi)))
-    for k, group in enumerate(groups):
-      ax.text(0.02, 0.03 + 0.07 * k, "identical (rel. diff. < 1e-4): " +
-              " = ".join(styles.short_label(o) for o in group),
-              transform=ax.transAxes, fontsize=8, color="0.25",
-              va="bottom", ha="left",
-              bbox=dict(facecolor="white", alpha=0.8, edgecolor="none"))
-    counts = {o: figures.run_counts(losses[problem][o]) for o in opts}
-    ax.set_title("{}\n({})".format(problem_label(problem),
-                                   figures.runs_text(counts)), fontsize=10)
-    ax.set_yscale("log")
-    if 0 < y_lo < y_hi < np.inf:
-      figures.format_log_axis(ax, y_lo, y_hi)
-    ax.xaxis.set_major_locator(ticker.MaxNLocator(6, integer=True))
-    ax.set_xlabel("optimizee training step")
-    ax.set_ylabel("training loss (minibatch)")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.grid(True, which="minor", alpha=0.1)
-    ax.set_xlim(1, max(len(aggregate_curves(losses[problem][o])["steps"])
-                       for o in opts))
+    used_window = max(used_window, _curves_panel(
+        ax, problem, losses[problem], band, smooth_window, handles))
   for ax in list(axes.flat)[len(problems):]:
     ax.axis("off")
   figures.legend(fig, handles, 4 if ncols > 1 else 2)
@@ -330,7 +345,18 @@ def write_results(path, title, sections):
         f.write("\n## {}\n\n{}".format(heading, text.lstrip("\n")))
 
 
-def main(argv=None):
+def write_manifest(out_dir, paths):
+  """``outputs.json``: the names of the files written, results.md first
+  (the pipeline's last line names them)."""
+  # A stable sort: the figures keep the order they were drawn in.
+  names = sorted((os.path.basename(p) for p in paths),
+                 key=lambda n: n != "results.md")
+  with open(os.path.join(out_dir, "outputs.json"), "w") as f:
+    json.dump(names, f)
+    f.write("\n")
+
+
+def _parser():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--results_dir", required=True,
                       help="folder with one sub-folder of metatest outputs "
@@ -344,15 +370,21 @@ def main(argv=None):
   parser.add_argument("--title", default=None)
   parser.add_argument("--name", default="loss_curves",
                       help="file name of the figure, without extension")
-  parser.add_argument("--logs_dir", default=None,
-                      help="folder with metarun logs train-<name>.log: "
+  parser.add_argument("--train_dir", default=None,
+                      help="folder with one metarun train dir per learned "
+                      "optimizer (<name>/<subdir>/"
+                      "meta_training_events.jsonl): "
                       "draws meta_training.png/.pdf and tabulates each "
                       "meta-training run")
   parser.add_argument("--run_dir", default=None,
                       help="all.sh output folder: results.md states its "
                       "settings, machine and wall time (config.txt, "
                       "invocations.tsv, timings.tsv)")
-  args = parser.parse_args(argv)
+  return parser
+
+
+def main(argv=None):
+  args = _parser().parse_args(argv)
   raw_losses, raw_heldout = load_results(args.results_dir)
   if not raw_losses:
     sys.exit("plot.py: error: no seed*_eval_loss_record.pickle-* files under "
@@ -379,12 +411,25 @@ def main(argv=None):
                                          problem_label, args.title)
   paths += figures.plot_accuracy_flatness(stats, out("accuracy_flatness"),
                                           problem_label, args.title)
-  logs = medium.load_train_logs(args.logs_dir) if args.logs_dir else {}
+  logs = (medium.load_train_records(args.train_dir) if args.train_dir
+          else {})
   if logs:
     paths += figures.plot_meta_training(logs, out("meta_training"),
                                         args.title)
+  table_path = out("results.md")
+  write_results(table_path, args.title,
+                _sections(args.run_dir, logs, stats, losses, heldout))
+  paths.append(table_path)
+  for p in paths:
+    print("wrote", p)
+  write_manifest(args.out_dir, paths)
+  return 0
+
+
+def _sections(run_dir, logs, stats, losses, heldout):
+  """results.md's sections: (heading, Markdown)."""
   timings = medium.read_timings(
-      os.path.join(args.run_dir, "timings.tsv") if args.run_dir else None)
+      os.path.join(run_dir, "timings.tsv") if run_dir else None)
   verdicts = medium.verdict_table(stats, problem_label)
   if verdicts:
     verdicts = ("Held-out accuracy of each regularized variant against "
@@ -392,19 +437,13 @@ def main(argv=None):
                 "per-training-seed means; " + medium.VERDICT_RULE +
                 ". Per-problem details, flatness included, are under "
                 "\"Per problem\".\n\n" + verdicts)
-  table_path = out("results.md")
-  write_results(table_path, args.title, [
-      ("The run", medium.run_section(args.run_dir) if args.run_dir else ""),
+  return [
+      ("The run", medium.run_section(run_dir) if run_dir else ""),
       ("Meta-training", medium.training_table(logs, timings) if logs else ""),
       ("Regularizer verdicts", verdicts),
       ("All results", results_table(losses, heldout)),
       ("Per problem", medium.medium_tables(stats, problem_label)),
-  ])
-  paths.append(table_path)
-  print(open(table_path).read())
-  for p in paths:
-    print("wrote", p)
-  return 0
+  ]
 
 
 if __name__ == "__main__":

@@ -29,8 +29,6 @@ those settings (``--weight_decay``, ``--step_schedule``,
 import argparse
 import json
 import os
-import re
-import shlex
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -50,15 +49,26 @@ from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wro
 FLAGS = metarun.FLAGS  # metarun.py's own flags (l2o_scale.config.programs)
 
 
-def training_command(log_path):
-  """The metarun.py argument list from the first line all.sh logged."""
-  with open(log_path) as f:
-    first = f.readline()
-  if not first.startswith("+ "):
-    raise ValueError("{} does not start with the logged command".format(
-        log_path))
-  words = shlex.split(first[2:])
-  return words[words.index("metarun.py"):]
+def stage_record(out_dir, stage):
+  """The pipeline's record of stage ``train-<stage>`` (its marker in
+  ``.stages/``): the command it ran and its wall time."""
+  path = os.path.join(out_dir, ".stages", "train-{}.done".format(stage))
+  if not os.path.exists(path):
+    raise ValueError("{} has no finished stage train-{}".format(out_dir,
+                                                              stage))
+  with open(path) as f:
+    text = f.read()
+  if not text.strip():
+    raise ValueError("{} is empty (a stage finished by an older "
+                     "reproduce/all.sh): delete it and run all.sh again to "
+                     "record the stage".format(path))
+  return json.loads(text)
+
+
+def training_command(record):
+  """The metarun.py argument list of a stage record."""
+  argv = record["argv"]
+  return argv[argv.index("metarun.py"):]
 
 
 def parse_training_flags(argv):
@@ -68,24 +78,13 @@ def parse_training_flags(argv):
   FLAGS(recipes.expand(argv))
 
 
-def log_facts(log_path):
-  text = open(log_path).read()
-  best = re.findall(r"^best model index=(\d+)", text, re.M)
-  scores = re.findall(r"^selection (\d+), robust score=(\S+)", text, re.M)
-  rollbacks = len(re.findall(r"rolled back to", text))
-  return {"best_meta_iteration": int(best[-1]) if best else None,
-          "robust_scores": [float(s) for _, s in scores],
-          "rollbacks": rollbacks}
-
-
-def stage_seconds(timings_path, stage):
-  if not os.path.exists(timings_path):
-    return None
-  for line in open(timings_path):
-    name, _, secs = line.strip().partition("\t")
-    if name == stage:
-      return float(secs)
-  return None
+def run_facts(train_dir):
+  """The best model's meta-iteration, the robust scores and the rollbacks,
+  from the run's events file (metarun.py writes it in its train dir)."""
+  events = medium.read_events(os.path.join(train_dir, medium.EVENTS))
+  return {"best_meta_iteration": events["best"],
+          "robust_scores": [score for _, score in events["selections"]],
+          "rollbacks": len(events["rollbacks"])}
 
 
 def meta_test_metrics(results_dir, model_name):
@@ -115,8 +114,8 @@ def meta_test_metrics(results_dir, model_name):
 
 def ship(out_dir, stage, name, description, dest_root,
          trained_by="reproduce/all.sh (REPRO_MEDIUM=1)"):
-  log = os.path.join(out_dir, "logs", "train-{}.log".format(stage))
-  argv = training_command(log)
+  stage_run = stage_record(out_dir, stage)
+  argv = training_command(stage_run)
   parse_training_flags(argv)
   subdir = optimizer_flags.checkpoint_subdir(FLAGS)
   source = os.path.join(out_dir, "train", stage, subdir, "model.ckpt-0")
@@ -133,10 +132,9 @@ def ship(out_dir, stage, name, description, dest_root,
       trained_by="{}, stage train-{}".format(trained_by, stage),
       data=data, training_seed=FLAGS.seed,
       meta_iterations=FLAGS.num_meta_iterations,
-      wall_time_seconds=stage_seconds(os.path.join(out_dir, "timings.tsv"),
-                                      "train-" + stage),
+      wall_time_seconds=stage_run["seconds"],
       meta_test=meta_test_metrics(os.path.join(out_dir, "test"), stage),
-      **log_facts(log))
+      **run_facts(os.path.dirname(source)))
   record = _without_local_paths(
       dict(optimizer_flags=optimizer_values, training_flags=training_values,
            command=" ".join(argv), card=card), out_dir, FLAGS.data_dir,

@@ -12,39 +12,24 @@ that lie on top of each other must still be told apart. Hence:
 * tuned baselines (``<Opt>-lr<value>``): dash-dotted, open markers, the
   marker telling the learning rate apart.
 
-Names follow reproduce/all.sh: ``<variant>`` or ``<variant>.t<k>``
-(training seed ``k``; same look as the variant), the original baselines
-``SGD``, ``Adam``, ``Adagrad`` and tuned ones such as ``Adam-lr1e-3``.
+Names follow the pipeline (reproduce/all.sh): ``<variant>`` or
+``<variant>.t<k>`` (training seed ``k``; same look as the variant), the
+original baselines ``SGD``, ``Adam``, ``Adagrad`` and tuned ones such as
+``Adam-lr1e-3``. The learned variants' labels and looks are declared once,
+in the variant registry (reproduce/pipeline/variants.py).
 """
 
 import math
+import os
 import re
+import sys
 
-TRAIN_SEED_PATTERN = re.compile(r"^(.+)\.t(\d+)$")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pipeline import variants  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+TRAIN_SEED_PATTERN = variants.TRAIN_SEED_PATTERN
 TUNED_PATTERN = re.compile(r"^(SGD|Adam|Adagrad)-lr(.+)$")
-REGULARIZER_PATTERN = re.compile(r"^(hess|jacob)-(.+)$")
 
-# variant: (label, short label for notes inside a panel, colour, marker)
-LEARNED = {
-    "l2o-scale": ("L2O-Scale (no reg.)", "L2O-Scale", "#1f77b4", "o"),
-    "l2o-entropy-paper-cmd": ("Hessian-ESD α=1e-4, paper's cmd (reg. off)",
-                              "paper cmd", "#17becf", "v"),
-    "l2o-entropy-reg": ("L2O-Entropy reg. (Hessian-ESD α=1e-4)",
-                        "reg. active", "#ff7f0e", "h"),
-    "l2o-entropy-reg-cl-mt": ("L2O-Entropy (reg. + CL + MT)", "reg.+CL+MT",
-                              "#d62728", "*"),
-}
-# Regularizer kind: (label prefix, {alpha: (colour, marker)}, other alphas).
-REGULARIZERS = {
-    "hess": ("Hessian-ESD reg.", {"1e-4": ("#fd8d3c", "^"),
-                                  "1e-3": ("#e6550d", ">"),
-                                  "1e-2": ("#a63603", "<")},
-             ("#fdbe85", "d")),
-    "jacob": ("Jacobian reg.", {"1e-4": ("#74c476", "s"),
-                                "1e-3": ("#31a354", "D"),
-                                "1e-2": ("#006d2c", "p")},
-              ("#bae4b3", "H")),
-}
 # Original baselines: (label, colour, marker). Learning rates as in the
 # original's metatest.py.
 BASELINES = {
@@ -59,10 +44,7 @@ TUNED_MARKERS = ("^", "v", "<", ">", "P", "X")
 _OTHER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 
-def split_name(name):
-  """``(variant, train_seed)``; train_seed None without ``.t<k>``."""
-  m = TRAIN_SEED_PATTERN.match(name)
-  return (m.group(1), int(m.group(2))) if m else (name, None)
+split_name = variants.split_name
 
 
 def tuned_lr(name):
@@ -83,13 +65,11 @@ def is_baseline(name):
 def label(name):
   """The display name (training-seed suffixes dropped)."""
   variant = split_name(name)[0]
-  if variant in LEARNED:
-    return LEARNED[variant][0]
+  learned = variants.lookup(variant, strict=False)
+  if learned:
+    return learned.label
   if variant in BASELINES:
     return BASELINES[variant][0]
-  m = REGULARIZER_PATTERN.match(variant)
-  if m:
-    return "{} α={}".format(REGULARIZERS[m.group(1)][0], m.group(2))
   t = tuned_lr(variant)
   if t:
     return "{} (tuned, lr {})".format(t[0], variant.split("-lr", 1)[1])
@@ -97,10 +77,8 @@ def label(name):
 
 
 def short_label(name):
-  variant = split_name(name)[0]
-  if variant in LEARNED:
-    return LEARNED[variant][1]
-  return label(variant)
+  learned = variants.lookup(name, strict=False)
+  return learned.short if learned else label(name)
 
 
 def _stable_index(text, n):
@@ -111,14 +89,10 @@ def style(name):
   """dict(color, linestyle, marker, filled) for ``name``; the same for every
   figure and every run."""
   variant = split_name(name)[0]
-  if variant in LEARNED:
-    _, _, color, marker = LEARNED[variant]
-    return dict(color=color, linestyle="-", marker=marker, filled=True)
-  m = REGULARIZER_PATTERN.match(variant)
-  if m:
-    _, by_alpha, other = REGULARIZERS[m.group(1)]
-    color, marker = by_alpha.get(m.group(2), other)
-    return dict(color=color, linestyle="-", marker=marker, filled=True)
+  learned = variants.lookup(variant, strict=False)
+  if learned:
+    return dict(color=learned.color, linestyle="-", marker=learned.marker,
+                filled=True)
   if variant in BASELINES:
     _, color, marker = BASELINES[variant]
     return dict(color=color, linestyle="--", marker=marker, filled=False)
@@ -142,16 +116,15 @@ def line_kwargs(name):
 
 
 def _order_key(variant):
-  if variant in LEARNED:
-    return (0, list(LEARNED).index(variant) if variant !=
-            "l2o-entropy-reg-cl-mt" else 90, "", 0.)
-  m = REGULARIZER_PATTERN.match(variant)
-  if m:
+  learned = variants.lookup(variant, strict=False)
+  if learned:
+    family = variants.family_of(variant) if variant not in \
+        variants.VARIANTS else None
     try:
-      alpha = float(m.group(2))
+      alpha = float(family[1]) if family else 0.
     except ValueError:
       alpha = math.inf
-    return (0, 10 + list(REGULARIZERS).index(m.group(1)), "", alpha)
+    return (0, learned.order, "", alpha)
   if variant in BASELINES:
     return (2, list(BASELINES).index(variant), "", 0.)
   t = tuned_lr(variant)

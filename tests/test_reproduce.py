@@ -208,19 +208,35 @@ def medium_results(tmp_path):
                         ("SGD", 4.), ("SGD-lr0.1", 3.5), ("SGD-lr0.3", 0.5)):
       _write_final(mlp, s, name, final)
       _write_flat(mlp, s, name, 0.7)
-  logs = tmp_path / "logs"
-  logs.mkdir()
-  (logs / "train-hess-1e-3.t1.log").write_text(
-      "evaluation 1, cost=2.5\n"
-      "selection 1, robust score=0.75 (mean of 2 runs)\n"
-      "[meta-iteration 2/3] objective diverged: rolled back to iteration 1\n"
-      "evaluation 2, cost=inf\nselection 2, robust score=inf (diverged)\n"
-      "evaluation 3, cost=1.5e-1\nselection 3, robust score=0.5 (ok)\n"
-      "best model index=3\n")
-  (logs / "train-l2o-entropy-reg-cl-mt.t2.log").write_text(
-      "evaluation 1, num_steps=100, cost=3.0\n"
-      "evaluation 2, num_steps=200, cost=2.0\n")
-  return str(tmp_path / "test"), str(logs)
+  train = str(tmp_path / "train")
+  inf = float("inf")
+  _write_events(train, "hess-1e-3.t1", [
+      ("evaluation", 1, dict(number=1, cost=2.5)),
+      ("selection", 1, dict(number=1, score=0.75)),
+      ("rollback", 2, dict(to="model.ckpt-1")),
+      ("evaluation", 2, dict(number=2, cost=inf)),
+      ("selection", 2, dict(number=2, score=inf)),
+      ("evaluation", 3, dict(number=3, cost=1.5e-1)),
+      ("selection", 3, dict(number=3, score=0.5)),
+      ("best", 3, dict(index=3))], seed=1)
+  _write_events(train, "l2o-entropy-reg-cl-mt.t2", [
+      ("evaluation", 1, dict(number=1, num_steps=100, cost=3.0)),
+      ("evaluation", 2, dict(number=2, num_steps=200, cost=2.0))], seed=2)
+  return str(tmp_path / "test"), train
+
+
+def _write_events(train_root, name, events, seed=None):
+  """A train dir's events file (as metarun.py writes it) and its run
+  record's training seed."""
+  folder = os.path.join(train_root, name, "HierarchicalRNN_GRUCell_20_2")
+  os.makedirs(folder, exist_ok=True)
+  with open(os.path.join(folder, medium.EVENTS), "a") as f:
+    for kind, k, fields in events:
+      f.write(json.dumps(dict(event=kind, meta_iteration=k, **fields)) + "\n")
+  if seed is not None:
+    with open(os.path.join(folder, "run_record.json"), "w") as f:
+      json.dump({"training_flags": {"seed": seed}}, f)
+  return folder
 
 
 def test_split_and_tuned_names():
@@ -360,35 +376,38 @@ def test_regularizer_verdict_counts_training_seeds_not_test_seeds():
   assert "differs" not in clmt[0]
 
 
-def test_parse_train_logs(medium_results):
-  logs = medium.load_train_logs(medium_results[1])
+def test_read_train_events(medium_results):
+  logs = medium.load_train_records(medium_results[1])
   hess = logs["hess-1e-3"][1]
   assert hess["evaluations"] == [(1, None, 2.5), (2, None, math.inf),
                                  (3, None, 0.15)]
   assert hess["selections"] == [(1, 0.75), (2, math.inf), (3, 0.5)]
   assert hess["rollbacks"] == [2]
-  assert hess["best"] == 3
+  assert hess["best"] == 3 and hess["seed"] == 1
   cl = logs["l2o-entropy-reg-cl-mt"][2]
   assert cl["evaluations"] == [(1, 100, 3.0), (2, 200, 2.0)]
   assert cl["selections"] == [] and cl["best"] is None
 
 
-def test_train_log_points_at_meta_iterations(tmp_path):
-  """Evaluations are placed at the meta-iteration they were taken at: that
-  of the progress line before them, else evaluation J times the logged
-  --evaluation_period."""
-  log = tmp_path / "train-x.t2.log"
-  log.write_text(
-      "+ python metarun.py --evaluation_period=2 --seed=2\n"
-      "evaluation 1, cost=3\nselection 1, robust score=1.5 (x)\n"
-      "[meta-iteration 4/6] training on FullyConnected: 5 unrolls\n"
-      "[meta-iteration 4/6] unroll 1/5 (20 steps) meta-objective 1\n"
-      "evaluation 2, cost=2\nselection 2, robust score=0.04 (x)\n"
-      "[meta-iteration 5/6] objective diverged: rolled back to x\n")
-  parsed = medium.parse_train_log(str(log))
+def test_events_of_a_resumed_run_count_once(tmp_path):
+  """A run killed after meta-iteration 5 and resumed from its checkpoint
+  at 3 repeats meta-iterations 4 and 5: each event counts once, as the
+  resumed run wrote it."""
+  folder = _write_events(str(tmp_path), "x.t2", [
+      ("evaluation", 2, dict(number=1, cost=3.)),
+      ("selection", 2, dict(number=1, score=1.5)),
+      ("evaluation", 4, dict(number=2, cost=9.)),
+      ("rollback", 5, dict(to="x"))])
+  _write_events(str(tmp_path), "x.t2", [
+      ("evaluation", 4, dict(number=2, cost=2.)),
+      ("selection", 4, dict(number=2, score=0.04)),
+      ("rollback", 5, dict(to="x"))], seed=2)
+  parsed = medium.read_events(os.path.join(folder, medium.EVENTS))
   assert parsed["evaluations"] == [(2, None, 3.0), (4, None, 2.0)]
   assert parsed["selections"] == [(2, 1.5), (4, 0.04)]
-  assert parsed["rollbacks"] == [5] and parsed["seed"] == 2
+  assert parsed["rollbacks"] == [5]
+  parsed = medium.load_train_records(str(tmp_path))["x"][2]
+  assert parsed["seed"] == 2
   table = medium.training_table({"x": {2: parsed}}, {"train-x.t2": 95.})
   assert "| x | 2 | robust selection | 0.04 (4) | 4 | 1 | 95 s |" in table
 
@@ -396,13 +415,13 @@ def test_train_log_points_at_meta_iterations(tmp_path):
 def test_medium_cli_writes_everything(medium_results, tmp_path):
   out = tmp_path / "fig"
   assert plot.main(["--results_dir", medium_results[0], "--out_dir", str(out),
-                    "--logs_dir", medium_results[1], "--title", "medium"]) == 0
+                    "--train_dir", medium_results[1], "--title", "medium"]) == 0
   for name in ("loss_curves", "heldout_accuracy", "meta_training",
                "accuracy_flatness"):
     for ext in ("png", "pdf"):
       assert (out / (name + "." + ext)).stat().st_size > 1000, name
   text = (out / "results.md").read_text()
-  # One row per meta-training run, from its log.
+  # One row per meta-training run, from its events.
   assert ("| Hessian-ESD reg. α=1e-3 | 1 | robust selection | 0.5 (3) | "
           "not reached | 1 | — |") in text
   assert ("| L2O-Entropy (reg. + CL + MT) | 2 | evaluation cost | 2 (2) | — "
@@ -637,8 +656,8 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
   # of the time left until the last; a line while meta-training runs (it
   # imports TensorFlow and compiles the unroll: seconds on any machine).
   progress = _progress(proc.stdout)
-  assert [k for k, _, _ in progress] == list(range(1, 7)), proc.stdout
-  assert all(n == 6 for _, n, _ in progress)
+  assert [k for k, _, _ in progress] == list(range(1, 6)), proc.stdout
+  assert all(n == 5 for _, n, _ in progress)
   assert all(re.fullmatch(r"about \d+ (s|min) left", rest)
              for _, _, rest in progress[:-1]), progress
   assert progress[-1][2] == "all done"
@@ -650,7 +669,16 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
   assert "| wall time, end to end |" in results and ": 5 stages in " in results
   invocations = (out / "invocations.tsv").read_text().splitlines()
   assert len(invocations) == 1 and invocations[0].split("\t")[2] == "5"
+  # The last line names every figure and table; no table on the terminal.
   figures = out / "figures"
+  written = sorted(p.name for p in figures.iterdir()
+                   if p.name != "outputs.json")
+  last = proc.stdout.rstrip("\n").splitlines()[-1]
+  assert last.startswith("outputs in {}: ".format(figures)), last
+  assert sorted(last.split(": ", 1)[1].split(", ")) == written
+  assert len(written) == 9 and "| MNIST" not in proc.stdout
+  # The meta-training table, from the run's own events file.
+  assert "| L2O-Scale (no reg.) | 1 | evaluation cost |" in results
   assert (figures / "loss_curves.png").stat().st_size > 1000
   assert (figures / "loss_curves.pdf").stat().st_size > 1000
   rows = _table_rows(figures / "results.md")
@@ -667,8 +695,8 @@ def test_all_sh_tiny_end_to_end_and_resume(tmp_path, data_dir):
                         timeout=300)
   assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
   assert "[run ]" not in proc.stdout
-  assert proc.stdout.count("[skip]") == 6
-  assert "stages: 6 (6 done earlier)" in proc.stdout
+  assert proc.stdout.count("[skip]") == 6  # the plot too
+  assert "stages: 5 (5 done earlier)" in proc.stdout
   assert len((out / "invocations.tsv").read_text().splitlines()) == 1
   # Other settings into the same folder are refused.
   env["REPRO_QUICK"], env["REPRO_TINY"] = "1", "0"
@@ -791,19 +819,34 @@ def test_horizon_summary_means_and_seeds_holding(tmp_path):
   assert line.endswith("| 2 of 4 |")
 
 
-def test_shipping_records_the_flags_a_recipe_trained_with():
-  """ship_pretrained.py reads the logged metarun.py command as metarun.py
-  does: the recipe expands first, the command line wins over it."""
-  code = ("import ship_pretrained as s\n"
-          "s.parse_training_flags(['metarun.py', '--recipe=long',\n"
-          "                        '--train_dir=x', '--seed=2'])\n"
-          "print(s.FLAGS.max_log_lr, s.FLAGS.selection_steps, s.FLAGS.seed)\n")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                       text=True, cwd=os.path.join(ROOT, "reproduce"),
-                       timeout=300,
+def test_shipping_records_the_flags_a_recipe_trained_with(tmp_path):
+  """ship_pretrained.py reads the stage's command from the pipeline's
+  record and parses it as metarun.py does: the recipe expands first, the
+  command line wins over it; the run's facts come from its events file."""
+  marks = tmp_path / ".stages"
+  marks.mkdir()
+  (marks / "train-v.t2.done").write_text(json.dumps(
+      {"argv": ["python", "metarun.py", "--recipe=long", "--train_dir=x",
+                "--seed=2"], "seconds": 12.5}))
+  folder = _write_events(str(tmp_path / "train"), "v.t2", [
+      ("selection", 1, dict(number=1, score=0.5)),
+      ("rollback", 2, dict(to="x")), ("best", 3, dict(index=1))])
+  (marks / "train-old.done").write_text("")
+  code = ("import sys, ship_pretrained as s\n"
+          "r = s.stage_record(sys.argv[1], 'v.t2')\n"
+          "s.parse_training_flags(s.training_command(r))\n"
+          "print(s.FLAGS.max_log_lr, s.FLAGS.selection_steps, s.FLAGS.seed,\n"
+          "      r['seconds'], s.run_facts(sys.argv[2]))\n"
+          "s.stage_record(sys.argv[1], 'old')\n")
+  out = subprocess.run([sys.executable, "-c", code, str(tmp_path), folder],
+                       capture_output=True, text=True,
+                       cwd=os.path.join(ROOT, "reproduce"), timeout=300,
                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-  assert out.returncode == 0, out.stderr[-2000:]
-  assert out.stdout.split() == ["-6.9", "10000", "2"]
+  assert out.stdout.split(None, 4) == [
+      "-6.9", "10000", "2", "12.5", "{'best_meta_iteration': 1, "
+      "'robust_scores': [0.5], 'rollbacks': 1}\n"], out.stderr[-2000:]
+  assert out.returncode != 0 and "is empty (a stage finished by an older" in (
+      out.stderr)
 
 
 @pytest.mark.parametrize("setting,message", [
@@ -896,3 +939,220 @@ def test_horizon_verdicts_compare_training_seed_means(tmp_path):
       styles.label("l2o-entropy-reg")) in accuracy
   assert "| {} | +0.0000 (within) |".format(
       styles.label("l2o-entropy-reg-cl-mt")) in accuracy
+
+
+# ------------------------------------------------- the pipeline, in-process
+from pipeline import cli as pipeline_cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import plan as pipeline_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import problem_list as pipeline_problems  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import progress as pipeline_progress  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import runner as pipeline_runner  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import sizes as pipeline_sizes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import variants as pipeline_variants  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+_SETTINGS = pipeline_plan.Settings(python="python", out="/o", root="/r",
+                                   data_dir="/d")
+
+
+def _flag(argv, name):
+  values = [a.split("=", 1)[1] for a in argv if a.startswith(name + "=")]
+  assert len(values) == 1, (name, argv)
+  return values[0]
+
+
+def test_quick_plan_is_sizes_times_variants_times_problems():
+  """The quick size: 4 meta-trainings, 3 baselines and 4 learned optimizers
+  on each of 4 problems, the plot last; learned tests after every training
+  (queue 1), each reading the train dir its training writes."""
+  size = pipeline_sizes.SIZES["quick"]
+  stages = pipeline_plan.build(size, _SETTINGS, ["python", "plot.py"])
+  names = [s.name for s in stages]
+  assert len(names) == len(set(names)) == 4 + 4 * 3 + 4 * 4 + 1
+  assert names[-1] == "plot" and stages[-1].queue == 2
+  assert [s.queue for s in stages] == sorted(s.queue for s in stages)
+  trains = {_flag(s.argv, "--train_dir"): s for s in stages
+            if s.name.startswith("train-")}
+  learned = [s for s in stages if "--test_optimizer=L2o" in s.argv]
+  assert len(learned) == 16 and all(s.queue == 1 for s in learned)
+  for s in learned:
+    assert trains[_flag(s.argv, "--train_dir")].queue == 0
+  # The commands all.sh ran before the pipeline (from its logs).
+  assert " ".join(next(s for s in stages if s.name ==
+                       "train-l2o-entropy-reg-cl-mt").argv) == (
+      "python metarun.py --train_dir=/o/train/l2o-entropy-reg-cl-mt "
+      "--num_meta_iterations=3 --fix_unroll=True --fix_unroll_length=20 "
+      "--fix_num_steps=40 --fix_num_steps_eval=40 --evaluation_epochs=1 "
+      "--evaluation_period=1 --meta_learning_rate=1e-3 --seed=1 "
+      "--reg_optimizer=True --reg_option=hessian-esd --alpha=1e-4 "
+      "--regularize_time=always --if_cl=True --if_mt=True --mt_ratio=0.1 "
+      "--mt_k=1 --data_dir=/d")
+  assert " ".join(next(s for s in stages if s.name ==
+                       "test-mnist-conv-Adam").argv) == (
+      "python metatest.py --test_optimizer=Adam --model_name=Adam "
+      "--include_mnist_conv_problems --num_testing_itrs=100 "
+      "--save_dir=/o/test/mnist-conv --seeds=6,12,18 --heldout_every=50 "
+      "--progress_every=1000000 --jit_compile=False --data_dir=/d")
+  assert size.config_line("/d") == (
+      "size=quick meta_iters=3 meta_lr=1e-3 recipe= fix_num_steps=40 "
+      "fix_num_steps_eval=40 evaluation_epochs=1 test_steps=300 "
+      "test_steps_conv=100 seeds=6,12,18 heldout_every=50 train_seed=1 "
+      "data_dir=/d")
+
+
+def test_full_plan_conv_subset_paper_schedule_and_tuned_baselines():
+  size = pipeline_sizes.select({"REPRO_RECIPE": "stable"})
+  assert size.name == "full" and size.recipe == "stable"
+  stages = {s.name: s for s in pipeline_plan.build(size, _SETTINGS, ["p"])}
+  paper = stages["train-l2o-entropy-paper-cmd.t1"].argv
+  assert "--meta_learning_rate=1e-6" in paper and "--recipe=stable" not in paper
+  assert _flag(stages["train-hess-1e-2.t3"].argv, "--seed") == "3"
+  assert _flag(stages["train-hess-1e-2.t3"].argv, "--alpha") == "1e-2"
+  conv = [n for n in stages if n.startswith("test-mnist-conv-")]
+  assert "test-mnist-conv-hess-1e-2.t1" in conv
+  assert "test-mnist-conv-hess-1e-2.t2" not in conv
+  tuned = stages["test-mnist-mlp-relu-SGD-lr0.3"].argv
+  assert "--test_optimizer=SGD" in tuned
+  assert "--baseline_learning_rate=0.3" in tuned
+  assert _flag(tuned, "--flatness_probes") == "10"
+  assert not any(a.startswith("--flatness_probes")
+                 for a in stages["test-mnist-conv-SGD"].argv)
+
+
+def test_a_new_variant_is_one_registry_entry(monkeypatch):
+  """An entry in VARIANTS is trained with its flags, accepted by
+  REPRO_VARIANTS, and drawn with its own label and look."""
+  import styles  # pylint: disable=g-import-not-at-top
+  new = pipeline_variants.Variant(
+      "l2o-entropy-jacob", ("--reg_optimizer=True", "--reg_option=jacob"),
+      "Jacobian test variant", "jacob", "#123456", "X", 3)
+  monkeypatch.setitem(pipeline_variants.VARIANTS, new.name, new)
+  size = pipeline_cli.choose(pipeline_sizes.SIZES["quick"],
+                             {"REPRO_VARIANTS": "l2o-entropy-jacob.t2"})
+  stages = {s.name: s for s in pipeline_plan.build(size, _SETTINGS, ["p"])}
+  argv = stages["train-l2o-entropy-jacob.t2"].argv
+  assert argv[-3:] == ("--reg_optimizer=True", "--reg_option=jacob",
+                       "--data_dir=/d") and "--seed=2" in argv
+  assert "test-mnist-conv-l2o-entropy-jacob.t2" in stages
+  assert styles.label("l2o-entropy-jacob.t2") == "Jacobian test variant"
+  assert styles.style("l2o-entropy-jacob")["color"] == "#123456"
+  assert styles.ordered(["l2o-entropy-reg-cl-mt", "l2o-entropy-jacob", "SGD",
+                         "l2o-scale"]) == [
+                             "l2o-scale", "l2o-entropy-jacob",
+                             "l2o-entropy-reg-cl-mt", "SGD"]
+
+
+def test_variant_names_and_families():
+  assert pipeline_variants.lookup("hess-1e-3.t2").flags == (
+      "--reg_optimizer=True", "--reg_option=hessian-esd", "--alpha=1e-3",
+      "--regularize_time=always")
+  assert pipeline_variants.lookup("jacob-2.5e-4").flags[2] == "--alpha=2.5e-4"
+  for bad in ("hess-x", "hess-1e-4.t", "l2o", "SGD", "jacob-"):
+    assert pipeline_variants.lookup(bad) is None, bad
+  with pytest.raises(pipeline_cli.Refused, match="no known variant"):
+    pipeline_cli.choose(pipeline_sizes.SIZES["tiny"],
+                        {"REPRO_VARIANTS": "l2o-scale hess-x"})
+  looks = {(v.label, v.color, v.marker)
+           for v in pipeline_variants.VARIANTS.values()}
+  assert len(looks) == len(pipeline_variants.VARIANTS)
+
+
+def test_problem_list_is_the_one_plot_and_plan_read():
+  assert list(plot.PROBLEM_LABELS) == list(pipeline_problems.PROBLEMS)
+  assert pipeline_sizes.SIZES["full"].problems == pipeline_problems.names()
+
+
+def test_stage_kinds_for_the_estimate():
+  kind = lambda n: pipeline_plan.kind_of(n, ["mnist-conv"], ["SGD"])
+  assert kind("train-l2o-entropy-reg-cl-mt.t2") == "train-cl"
+  assert kind("train-hess-1e-2.t1") == "train"
+  assert kind("test-mnist-conv-SGD") == "test-mnist-conv-baseline"
+  assert kind("test-mnist-conv-l2o-scale") == "test-mnist-conv-learned"
+  assert kind("plot") == "plot"
+
+
+def test_estimate_of_the_time_left():
+  """Mean of the same kind, else of the family, else of all; divided by
+  the stages run side by side (or by those left, when fewer)."""
+  left = pipeline_progress.remaining_seconds
+  finished = [("train", 100.), ("train", 200.), ("test-p-baseline", 10.)]
+  # 150 (train) + 150 (train-cl: family train) + 10 + 10 (test family)
+  assert left(["train", "train-cl", "test-p-baseline", "test-q-learned"],
+              finished, jobs=2) == 160
+  assert left(["plot"], finished, jobs=2) == round(310 / 3)
+  assert left(["train"], finished, jobs=4) == 150  # fewer left than jobs
+  assert left(["train"], [], jobs=2) is None
+  text = pipeline_progress.progress_text
+  assert text(3, 5, 160) == "stage 3/5; about 3 min left"
+  assert text(5, 5, None) == "stage 5/5; all done"
+  assert text(1, 5, None) == "stage 1/5"
+  fmt = pipeline_progress.format_seconds
+  assert [fmt(s) for s in (89, 90, 5399, 5400, 7290)] == [
+      "89 s", "2 min", "90 min", "1 h 30 min", "2 h 02 min"]
+
+
+def _fake_stages(tmp_path, spec):
+  """Cheap stages: each appends its name to ran.txt, then exits with the
+  given status."""
+  ran = tmp_path / "ran.txt"
+  return [pipeline_plan.Stage(name, ("sh", "-c", "echo {n} >> {f}; sleep "
+                                     "0.2; exit {c}".format(n=name, f=ran,
+                                                            c=code)),
+                              kind, 0) for name, kind, code in spec], ran
+
+
+def _runner(tmp_path, stages, jobs=2):
+  lines = []
+  run = pipeline_runner.Runner(str(tmp_path / "out"), str(tmp_path), stages,
+                               lambda n: n.split("-")[0], jobs=jobs,
+                               heartbeat=1000, say=lines.append, poll=0.05)
+  return run, lines
+
+
+def test_runner_resumes_by_skipping_finished_stages(tmp_path):
+  stages, ran = _fake_stages(tmp_path, [("train-a", "train", 0),
+                                        ("test-b", "test", 0),
+                                        ("test-c", "test", 0)])
+  run, lines = _runner(tmp_path, stages)
+  assert run.run(stages)
+  assert sorted(ran.read_text().split()) == ["test-b", "test-c", "train-a"]
+  record = json.loads((tmp_path / "out" / ".stages" /
+                       "test-b.done").read_text())
+  assert record["argv"] == list(stages[1].argv) and record["seconds"] > 0
+  assert [l.split()[-1] for l in lines if l.startswith("[done]")][-1] == (
+      "done)")
+  assert len(open(run.times).read().splitlines()) == 3
+  os.remove(run.marker("test-c"))  # a deleted marker redoes its stage
+  run, lines = _runner(tmp_path, stages)
+  assert run.run(stages)
+  assert ran.read_text().split().count("test-c") == 2
+  assert ran.read_text().split().count("train-a") == 1
+  assert lines[:2] == ["[skip] train-a (done earlier)",
+                       "[skip] test-b (done earlier)"]
+  assert lines[-1].startswith("[done] test-c in ") and lines[-1].endswith(
+      "(stage 3/3; all done)")
+
+
+def test_runner_keeps_the_others_after_a_failure_and_limits_jobs(
+    tmp_path, monkeypatch):
+  stages, ran = _fake_stages(tmp_path, [(n, "test", 1 if n == "b" else 0)
+                                        for n in "abcde"])
+  run, _ = _runner(tmp_path, stages, jobs=2)
+  most = []
+  start = run._start  # pylint: disable=protected-access
+  def counting_start(stage):
+    start(stage)
+    most.append(len(run.running))
+  monkeypatch.setattr(run, "_start", counting_start)
+  assert not run.run(stages)
+  assert sorted(ran.read_text().split()) == list("abcde")
+  assert max(most) == 2
+  assert not run.done("b") and all(run.done(n) for n in "acde")
+  assert not os.listdir(run.running_dir)
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-2", "1.5"])
+def test_bad_job_counts_are_refused_in_one_line(value):
+  with pytest.raises(pipeline_cli.Refused, match="REPRO_JOBS={} is no whole "
+                     "number of at least 1".format(re.escape(value))):
+    pipeline_cli.positive_int({"REPRO_JOBS": value}, "REPRO_JOBS", 2)
+  assert pipeline_cli.positive_int({}, "REPRO_JOBS", 2) == 2

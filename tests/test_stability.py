@@ -3,6 +3,7 @@ optimizee initialisation of meta-training (l2o_scale/meta_training/stability.py,
 selection.py; the opt-in flags of metarun.py)."""
 
 import io
+import json
 import os
 import random
 
@@ -18,6 +19,7 @@ from l2o_scale.meta_training import stability
 from l2o_scale.steps import tf1_optimizers
 from l2o_scale.meta_training import config as training_config
 from l2o_scale.meta_training import plan as plan_lib
+from l2o_scale.meta_training import reporting
 from optimizer import hierarchical_rnn
 from problems import problem_sets
 from problems import problem_spec
@@ -139,6 +141,12 @@ def test_rollback_lowers_the_meta_learning_rate_and_a_resume_keeps_it(
   _, log = _train(tmp_path, spec, 4, 1e-3, data_dir, on_divergence="rollback")
   assert "Meta learning rate 0.000125 (as lowered by rollbacks" in log
   assert "meta learning rate now 6.25e-05" in log
+  # The run's events file has each rollback at its meta-iteration, the
+  # resumed run's after the first run's.
+  with open(tmp_path / reporting.EVENTS) as f:
+    events = [json.loads(line) for line in f]
+  assert [e["meta_iteration"] for e in events
+          if e["event"] == "rollback"] == [1, 2, 3, 4]
 
 
 def test_default_keeps_the_original_behaviour_but_warns(tmp_path, data_dir):

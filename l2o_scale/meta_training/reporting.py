@@ -11,6 +11,7 @@ unroll's line and at the end of the run.
 """
 
 import collections
+import json
 import resource
 import sys
 import time
@@ -72,6 +73,10 @@ class Progress(object):
         self.what, count, self.total, left))
 
 
+# The events file in a train dir: one JSON object a line, each with
+# ``event`` (evaluation, selection, rollback, best) and ``meta_iteration``.
+EVENTS = "meta_training_events.jsonl"
+
 DIVERGENCE_ACTIONS = {
     "continue": ("its meta-gradients are applied as the original does "
                  "(--on_divergence=rollback undoes such meta-iterations)"),
@@ -85,8 +90,13 @@ class Reporter(object):
   None) for one problem named ``problem_name``."""
 
   def __init__(self, out, summary_writer, problem_name, optimizer,
-               num_meta_iterations):
+               num_meta_iterations, events_path=None):
     self.out = out
+    # The run's events as JSON lines (evaluations, selections, rollbacks,
+    # the best model): what its log says, for programs to read
+    # (reproduce/medium.py, reproduce/ship_pretrained.py).
+    self.events_path = events_path
+    self.k = 0
     self.summary_writer = summary_writer
     self.problem_name = problem_name
     self.optimizer = optimizer
@@ -99,6 +109,15 @@ class Reporter(object):
     self.out.write(message + "\n")
     self.out.flush()
 
+  def event(self, kind, **fields):
+    """Appends one event of the current meta-iteration (1-based) to the
+    events file (none without ``events_path``)."""
+    if self.events_path is None:
+      return
+    record = dict(event=kind, meta_iteration=self.k + 1, **fields)
+    with open(self.events_path, "a") as f:
+      f.write(json.dumps(record) + "\n")
+
   def prefix(self, k):
     return "[meta-iteration {}/{}]".format(k + 1, self.num_meta_iterations)
 
@@ -108,6 +127,7 @@ class Reporter(object):
         tf.summary.scalar(tag, value)
 
   def meta_iteration(self, plan):
+    self.k = plan.k
     lengths = plan.lengths
     self.log("{} {} on {}: {} unrolls of {} steps".format(
         self.prefix(plan.k), "imitation" if plan.mt_training else "training",
@@ -160,6 +180,8 @@ class Reporter(object):
     self.log("evaluation {}, {}cost={:.6g}".format(
         number, "" if num_steps is None else "num_steps={}, ".format(
             num_steps), cost))
+    self.event("evaluation", number=number, num_steps=num_steps,
+               cost=float(cost))
     if num_steps is None:
       self._scalar("EvaluationCost", cost, step)
 
@@ -170,8 +192,22 @@ class Reporter(object):
                  ", ".join("{:.4g}".format(f) for f in result.finals),
                  "; diverged on seeds {}".format(result.diverged_runs)
                  if result.diverged_runs else "", seconds))
+    self.event("selection", number=number, score=float(result.score))
     if np.isfinite(result.score):
       self._scalar("SelectionScore", result.score, step)
+
+  def promoted(self, number, num_steps, cost):
+    """The curriculum's promotion and the evaluation at its new length."""
+    self.log("curriculum: promoted to num_steps={}; evaluation {}, "
+             "num_steps={}, cost={:.6g}".format(num_steps, number, num_steps,
+                                                cost))
+    self.event("evaluation", number=number, num_steps=num_steps,
+               cost=float(cost))
+
+  def rolled_back(self, k, to, learning_rate):
+    self.log("{} rolled back to {}; meta learning rate now {:.3g}.".format(
+        self.prefix(k), to, learning_rate))
+    self.event("rollback", to=str(to))
 
   def histograms(self, state, grads, step):
     """The original's histogram summaries (states, raw/clipped grads, vars).

@@ -18,6 +18,7 @@ New in the port (defaults keep the original): divergence handling
 exact resume, progress lines and TensorBoard summaries.
 """
 
+import os
 import time
 
 import tensorflow as tf
@@ -119,9 +120,11 @@ class MetaTrainer(object):
     self.task = task_lib.MetaTrainingTask(problem, name, dataset, batch_size,
                                           self.optimizer, self.training,
                                           self.log)
-    self.reporter = reporting.Reporter(self.out, self.summary_writer, name,
-                                       self.optimizer,
-                                       self.schedule.num_meta_iterations)
+    self.reporter = reporting.Reporter(
+        self.out, self.summary_writer, name, self.optimizer,
+        self.schedule.num_meta_iterations,
+        os.path.join(self.config.logdir, reporting.EVENTS)
+        if self.config.logdir else None)
     self.problem_itr = problem_itr
     resuming = bool(self.latest) and problem_itr == 0 and self.start_k > 0
     lr = self.state.meta_optimizer.learning_rate
@@ -183,9 +186,8 @@ class MetaTrainer(object):
       self.stopped = "divergence"
       return
     best = state.roll_back(self.training.divergence_lr_decay)
-    self.log("{} rolled back to {}; meta learning rate now {:.3g}.".format(
-        prefix, best or "the start of this meta-iteration",
-        state.meta_optimizer.learning_rate))
+    self.reporter.rolled_back(k, best or "the start of this meta-iteration",
+                              state.meta_optimizer.learning_rate)
     state.progress.meta_iteration.assign(k + 1)
 
   def best_model_line(self):
@@ -292,10 +294,8 @@ class MetaTrainer(object):
                                     self.optimizer)
       new_cost = self._evaluation_cost(k, outcome)
       curriculum.reset_best(new_cost)
-      steps = curriculum.num_steps[curriculum.stage]
-      self.log("curriculum: promoted to num_steps={}; evaluation {}, "
-               "num_steps={}, cost={:.6g}".format(steps, number, steps,
-                                                  new_cost))
+      self.reporter.promoted(number, curriculum.num_steps[curriculum.stage],
+                             new_cost)
     elif decision.action == "stop":
       self.log("no improve during curriculum {} --> stop".format(
           decision.stage))
@@ -320,6 +320,7 @@ class MetaTrainer(object):
     if self.task is not None:
       if not self.schedule.if_cl:
         self.log("best model index={}".format(values.best_model_idx))
+        self.reporter.event("best", index=values.best_model_idx)
       if values.nonfinite:
         self.log("{} unroll(s) had non-finite values (gradients zeroed)."
                  .format(values.nonfinite))
