@@ -174,12 +174,13 @@ def _header(results):
       "size {}, training loss measured on the whole training split every "
       "budget/{} steps; baselines tuned over their learning-rate grids "
       "({} grid) on the validation {}. Wall time {:.0f} s ({} stored runs "
-      "reused), peak memory {:.0f} MiB.".format(
+      "reused; the runs took {:.0f} s in all), peak memory {:.0f} MiB."
+      .format(
           c["size"], len(c["tasks"]), ", ".join(
               "{:,}".format(b) for b in c["budgets"]), c["seeds"],
           c["batch_size"], c["eval_points"], c["grid"], c["select_on"],
           results["wall_time_s"], results.get("runs_reused", 0),
-          results["peak_memory_mib"]),
+          results.get("runs_wall_s_sum", 0.), results["peak_memory_mib"]),
       ""]
 
 

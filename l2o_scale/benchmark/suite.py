@@ -122,6 +122,7 @@ class RunStore:
     self.folder = folder
     os.makedirs(folder, exist_ok=True)
     self.reused = 0
+    self.wall_s_sum = 0.  # of every run returned, stored ones included
 
   def get_or_run(self, key, run):
     text = json.dumps(dict(key, run_version=RUN_VERSION), sort_keys=True)
@@ -132,8 +133,10 @@ class RunStore:
         stored = json.load(f)
       if stored.get("key") == text:
         self.reused += 1
+        self.wall_s_sum += stored["record"]["wall_s"]
         return stored["record"]
     record = _json_safe(run())
+    self.wall_s_sum += record["wall_s"]
     with atomic_file.replace(path) as f:
       json.dump({"key": text, "record": record}, f)
     return record
@@ -183,12 +186,17 @@ class TaskRunner:
     return record
 
   def _progress(self, label):
-    quarter = max(self.budget // 4, 1)
+    """A line at each quarter of a run of 2,000 steps or more."""
     if self.budget < 2000:
       return None
-    return lambda step, loss: step % quarter == 0 and step < self.budget and \
+    quarter = self.budget // 4
+    every = self.eval_every
+
+    def log(step, loss):
+      if step < self.budget and step // quarter > (step - every) // quarter:
         self.log("    {} step {}/{}: train loss {}".format(
             label, step, self.budget, _fmt(loss)))
+    return log
 
   def under_test(self, factory, spec):
     def run(seed):
@@ -233,7 +241,8 @@ class TaskRunner:
                 at_grid_edge=chosen in (min(lrs), max(lrs)),
                 grid=[dict(lr=lr, **{k: grid[lr][k] for k in (
                     "final_train_loss", "validation_loss",
-                    "validation_metric", "diverged")}) for lr in lrs],
+                    "validation_metric", "diverged", "wall_s")})
+                      for lr in lrs],
                 runs=runs, summary=scoring.summarize(runs) if runs else None)
 
 
@@ -279,7 +288,8 @@ def run(config, log=print):
     results["entries"].append(run_task(task_registry.get(name), budget, config,
                                        factory, store, log))
   results.update(wall_time_s=time.perf_counter() - start,
-                 runs_reused=store.reused, peak_memory_mib=peak_memory_mib())
+                 runs_reused=store.reused, peak_memory_mib=peak_memory_mib(),
+                 runs_wall_s_sum=store.wall_s_sum)
   results = _json_safe(results)
   with atomic_file.replace(os.path.join(config.out, "results.json")) as f:
     json.dump(results, f, indent=1)
