@@ -211,6 +211,9 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
                "curves_logreg_mnist_50.png"):
     assert os.path.join(out, name) in written
     assert os.path.getsize(os.path.join(out, name)) > 100
+  events = [n for _, _, names in os.walk(os.path.join(out, "tensorboard"))
+            for n in names if n.startswith("events.out.tfevents")]
+  assert len(events) >= 2 * 2 * (1 + 3 * 2)  # a START marker and a writer
   page = open(os.path.join(out, "results.md"), encoding="utf-8").read()
   assert "speedup over tuned Adam" in page and "regression_synthetic" in page
   # Interrupted or not, a second run resumes from the stored runs: nothing

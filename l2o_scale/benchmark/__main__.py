@@ -61,6 +61,7 @@ def parse_args(argv):
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
   from l2o_scale.benchmark import suite, tasks  # pylint: disable=g-import-not-at-top
+  from problems import datasets  # pylint: disable=g-import-not-at-top
   if args.list_tasks:
     for task in tasks.REGISTRY.values():
       print("{:22s} {:34s} {}".format(task.name, task.family,
@@ -74,7 +75,7 @@ def main(argv=None):
         batch_size=args.batch_size, data_dir=args.data_dir,
         jit_compile=args.jit_compile)
     results = suite.run(config, log=lambda line: print(line, flush=True))
-  except (ValueError, FileNotFoundError) as e:
+  except (ValueError, FileNotFoundError, datasets.DataNotFoundError) as e:
     print("error: {}".format(e), file=sys.stderr)
     return 2
   print("results: {} ({:.0f} s, peak memory {:.0f} MiB)".format(

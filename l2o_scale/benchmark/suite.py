@@ -8,7 +8,8 @@ the lowest final validation loss) is chosen, never looking at the test
 split; that learning rate then runs at every other seed (the first seed's
 run is the grid run itself).
 
-Every finished run is stored under ``OUT/runs/`` (one JSON file, written
+Each run's training-loss curve goes to TensorBoard
+(``OUT/tensorboard/``). Every finished run is stored under ``OUT/runs/`` (one JSON file, written
 atomically, named by a hash of what determines it), so a suite interrupted
 at any moment resumes where it stopped, with the same numbers.
 """
@@ -26,12 +27,14 @@ import time
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from l2o_scale.benchmark import optimizers
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
 from l2o_scale.benchmark import training
 from l2o_scale.runs import atomic_file
+from l2o_scale.runs import summaries
 
 FORMAT = "l2o-scale task-suite benchmark"
 VERSION = 1
@@ -179,11 +182,28 @@ class TaskRunner:
   def _train(self, trainer, seed, label):
     record = trainer.run(self.indices[seed], self.eval_every,
                          log=self._progress(label))
+    self._summaries(record, "{} seed {}".format(label, seed))
     self.log("  {} seed {}: train loss {}, validation {} {}, {:.1f} s".format(
         label, seed, _fmt(record["final_train_loss"]), self.task.metric,
         _fmt(record["validation_metric"]), record["wall_s"]) +
              (" DIVERGED" if record["diverged"] else ""))
     return record
+
+  def _summaries(self, record, run_name):
+    """The run's training-loss curve for TensorBoard, under
+    ``OUT/tensorboard/<task>_<budget>/<run>`` (a rerun of a run killed
+    before it was stored replaces the killed one's events)."""
+    logdir = os.path.join(self.config.out, "tensorboard", "{}_{}".format(
+        self.task.name, self.budget), run_name.replace(" ", "_"))
+    tf.io.gfile.makedirs(logdir)
+    writer = summaries.create_writer(logdir)
+    with writer.as_default():
+      for step, loss in zip(record["steps"], record["train_loss"]):
+        tf.summary.scalar("train_loss", loss, step=step)
+      for key in ("validation_metric", "test_metric"):
+        if record[key] is not None:
+          tf.summary.scalar(key, record[key], step=record["steps"][-1])
+    writer.close()
 
   def _progress(self, label):
     """A line at each quarter of a run of 2,000 steps or more."""
