@@ -120,6 +120,41 @@ def test_tuned_baseline_chooses_on_validation_and_runs_every_seed(data_dir):
   assert "test_metric" not in result["grid"][0]
 
 
+class _RecordingStore:
+  """Runs every run and keeps its record by (lr, seed)."""
+
+  def __init__(self):
+    self.records = {}
+
+  def get_or_run(self, key, run):
+    record = run()
+    self.records[(key["lr"], key["seed"])] = record
+    return record
+
+
+def test_reused_baseline_trainer_starts_each_run_afresh(tmp_path, data_dir):
+  # One compiled trainer serves the whole grid: each run must start from
+  # fresh weights, a fresh optimizer state and step 0 of its schedule, as
+  # a trainer built for that run alone does.
+  task = tasks.get("regression_synthetic")
+  config = suite.Config.for_size("small", data_dir=data_dir,
+                                 out=str(tmp_path))
+  store = _RecordingStore()
+  runner = suite.TaskRunner(task, 20, config, store, log=lambda line: None)
+  adam = optimizers.baseline("adam")
+  runner.tuned(adam)
+  for lr in adam.small_grid:
+    model = task.build(True)
+    model.set_weights(runner.initial[0])
+    optimizer, schedule = adam.make(20)
+    schedule.set_base(lr)
+    alone = training.Trainer(task, runner.splits, model, optimizer,
+                             jit_compile=False).run(runner.indices[0],
+                                                    runner.eval_every)
+    np.testing.assert_allclose(store.records[(lr, 0)]["train_loss"],
+                               alone["train_loss"], rtol=1e-5)
+
+
 # ------------------------------------------------------------- registry
 def test_registry_has_the_families_the_suite_promises():
   assert len(tasks.REGISTRY) >= 8
