@@ -1,0 +1,129 @@
+"""One training run of one task with one optimizer, compiled.
+
+A :class:`Trainer` holds a task's model, an optimizer and two compiled
+functions: ``K`` training steps in one XLA-compiled loop (the minibatches are
+gathered on the device from precomputed indices), and the mean loss and
+metric over a whole split. A run records the training loss on the *whole*
+training split every ``eval_every`` steps (and at step 0), so the step at
+which a curve crosses a level can be read off; it stops early, marked
+diverged, when that loss is not finite.
+
+Gradients are made dense before the update (an embedding's gradient is
+otherwise a sparse ``IndexedSlices``), so every optimizer sees the same kind
+of gradient. The models are called with ``training=True`` in the steps
+(batch normalisation uses batch statistics and updates its moving ones) and
+``training=False`` for the recorded losses and metrics.
+"""
+
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+EVAL_CHUNK = 1000
+
+
+def loss_fn(kind):
+  """Mean loss of a batch: ``sparse_ce`` (logits) or ``mse``."""
+  if kind == "sparse_ce":
+    return lambda y, out: tf.reduce_mean(
+        keras.losses.sparse_categorical_crossentropy(y, out, from_logits=True))
+  if kind == "mse":
+    return lambda y, out: tf.reduce_mean(tf.square(y - out))
+  raise ValueError("unknown loss {!r}".format(kind))
+
+
+def metric_sum(kind, y, out):
+  """Sum over the batch of ``accuracy`` (correct argmax) or ``mse``."""
+  if kind == "accuracy":
+    hit = tf.equal(tf.argmax(out, axis=-1, output_type=tf.int32),
+                   tf.cast(y, tf.int32))
+    return tf.reduce_sum(tf.cast(hit, tf.float32))
+  if kind == "mse":
+    return tf.reduce_sum(tf.reduce_mean(tf.square(y - out), axis=-1))
+  raise ValueError("unknown metric {!r}".format(kind))
+
+
+def batch_indices(seed, steps, batch_size, n):
+  """Minibatch indices [steps, batch_size]: shuffled epochs, the same for
+  every optimizer at a seed (common random numbers)."""
+  rng = np.random.default_rng(10007 + seed)
+  epochs = -(-steps * batch_size // n)
+  order = np.concatenate([rng.permutation(n) for _ in range(epochs)])
+  return order[:steps * batch_size].reshape(steps, batch_size).astype(
+      np.int32)
+
+
+def initial_weights(task, seed, tiny):
+  """The weights a model of ``task`` starts from at ``seed`` (the same for
+  every optimizer)."""
+  keras.utils.set_random_seed(seed)
+  return task.build(tiny).get_weights()
+
+
+class Trainer:
+  """A task's model and one optimizer with their compiled step loop."""
+
+  def __init__(self, task, splits, model, optimizer, jit_compile=True):
+    self.task, self.model, self.optimizer = task, model, optimizer
+    self.splits = {name: tuple(tf.constant(a) for a in arrays)
+                   for name, arrays in (("train", splits.train),
+                                        ("validation", splits.validation),
+                                        ("test", splits.test))}
+    optimizer.build(model.trainable_variables)
+    self._loss = loss_fn(task.loss)
+    self._steps = tf.function(self._steps_py, jit_compile=jit_compile)
+    self._evaluate = tf.function(self._evaluate_py, jit_compile=jit_compile)
+
+  def _steps_py(self, indices):
+    x, y = self.splits["train"]
+    variables = self.model.trainable_variables
+    for i in tf.range(tf.shape(indices)[0]):
+      batch = indices[i]
+      with tf.GradientTape() as tape:
+        loss = self._loss(tf.gather(y, batch),
+                          self.model(tf.gather(x, batch), training=True))
+      grads = [tf.convert_to_tensor(g)
+               for g in tape.gradient(loss, variables)]
+      self.optimizer.apply_gradients(zip(grads, variables))
+    return tf.constant(0)
+
+  def _evaluate_py(self, x, y):
+    out = self.model(x, training=False)
+    n = tf.cast(tf.shape(x)[0], tf.float32)
+    return (self._loss(y, out) * n,
+            metric_sum(self.task.metric, y, out))
+
+  def evaluate(self, split):
+    """(mean loss, mean metric) over the whole split."""
+    x, y = self.splits[split]
+    n = int(x.shape[0])
+    loss = metric = 0.
+    for start in range(0, n, EVAL_CHUNK):
+      l, m = self._evaluate(x[start:start + EVAL_CHUNK],
+                            y[start:start + EVAL_CHUNK])
+      loss, metric = loss + float(l), metric + float(m)
+    return loss / n, metric / n
+
+  def run(self, indices, eval_every, log=None):
+    """Trains for ``len(indices)`` steps; returns the run's record."""
+    start = time.perf_counter()
+    steps, losses = [0], [self.evaluate("train")[0]]
+    diverged = not np.isfinite(losses[0])
+    total = len(indices)
+    while steps[-1] < total and not diverged:
+      stop = min(steps[-1] + eval_every, total)
+      self._steps(tf.constant(indices[steps[-1]:stop]))
+      steps.append(stop)
+      losses.append(self.evaluate("train")[0])
+      diverged = not np.isfinite(losses[-1])
+      if log is not None:
+        log(stop, losses[-1])
+    record = dict(steps=steps, train_loss=losses, diverged=bool(diverged),
+                  final_train_loss=losses[-1] if not diverged else None)
+    for split in ("validation", "test"):
+      loss, metric = (None, None) if diverged else self.evaluate(split)
+      record[split + "_loss"], record[split + "_metric"] = loss, metric
+    record["wall_s"] = time.perf_counter() - start
+    return record

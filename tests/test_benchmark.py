@@ -1,0 +1,264 @@
+"""The task-suite benchmark (``python -m l2o_scale.benchmark``).
+
+Why: its numbers decide whether a learned optimizer beats tuned baselines,
+so its arithmetic and its tuning protocol must be right: the speedup over
+tuned Adam against closed forms, the learning rate chosen on the validation
+split only (a case where the test split would choose otherwise), every task
+of the registry building and training, and the small size end to end (JSON,
+tables, figures, resume).
+"""
+
+import json
+import math
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from l2o_scale.benchmark import __main__ as cli
+from l2o_scale.benchmark import optimizers
+from l2o_scale.benchmark import report
+from l2o_scale.benchmark import scoring
+from l2o_scale.benchmark import suite
+from l2o_scale.benchmark import tasks
+from l2o_scale.benchmark import training
+
+
+# ------------------------------------------------------------ arithmetic
+def _exp_curve(rate, budget=1000, every=40):
+  steps = list(range(0, budget + 1, every))
+  return steps, [math.exp(-rate * s) for s in steps]
+
+
+def test_speedup_closed_form_on_exponential_curves():
+  # Adam's loss exp(-a t) reaches exp(-a t*) at t* exactly: log-linear
+  # interpolation between recorded steps is exact for it.
+  steps, adam = _exp_curve(0.01)
+  for t_star in (0., 13., 333., 999.):
+    s = scoring.speedup(steps, adam, math.exp(-0.01 * t_star), 1000)
+    assert s["adam_steps"] == pytest.approx(t_star, abs=1e-6)
+    assert s["value"] == pytest.approx(t_star / 1000, abs=1e-9)
+    assert not s["lower_bound"]
+  # A loss above Adam's start: Adam is there at step 0.
+  assert scoring.speedup(steps, adam, 2., 1000)["value"] == 0.
+  # Never reached within the budget: only a lower bound of 1.
+  never = scoring.speedup(steps, adam, math.exp(-0.01 * 1500), 1000)
+  assert never == {"value": 1.0, "lower_bound": True, "adam_steps": None}
+  # A diverged optimizer has no speedup.
+  assert scoring.speedup(steps, adam, None, 1000)["value"] is None
+  assert scoring.speedup(steps, adam, float("nan"), 1000)["value"] is None
+
+
+def test_task_speedup_uses_geometric_means_over_seeds():
+  steps, a1 = _exp_curve(0.01)
+  _, a2 = _exp_curve(0.02)
+  adam = [dict(steps=steps, train_loss=a1), dict(steps=steps, train_loss=a2)]
+  # Geometric mean of the two curves: exp(-0.015 t); of the finals:
+  # exp(-0.015 * 400) when the finals are exp(-0.01*400), exp(-0.02*400).
+  learned = [dict(final_train_loss=math.exp(-4.)),
+             dict(final_train_loss=math.exp(-8.))]
+  s = scoring.task_speedup(learned, adam, 1000)
+  assert s["value"] == pytest.approx(0.4, abs=1e-9)
+  assert [p["value"] for p in s["per_seed"]] == pytest.approx([0.4, 0.4])
+
+
+# -------------------------------------------------------------- tuning
+def _record(val_metric, val_loss, test_metric, diverged=False):
+  return dict(validation_metric=val_metric, validation_loss=val_loss,
+              test_metric=test_metric, test_loss=1., final_train_loss=val_loss,
+              diverged=diverged, steps=[0, 1], train_loss=[2., val_loss],
+              wall_s=0.)
+
+
+def test_select_lr_reads_the_validation_split_only():
+  # The test split would choose 1e-2 in every sense; validation says 1e-3.
+  grid = {1e-4: _record(0.90, 0.40, 0.91), 1e-3: _record(0.95, 0.20, 0.80),
+          1e-2: _record(0.93, 0.30, 0.99),
+          1e-1: _record(None, None, None, diverged=True)}
+  assert scoring.select_lr(grid, higher_is_better=True) == 1e-3
+  assert scoring.select_lr(grid, True, select_on="loss") == 1e-3
+  # Lower is better (a squared error): the smallest validation metric.
+  assert scoring.select_lr(grid, higher_is_better=False) == 1e-4
+  # Ties on the metric are broken by the validation loss.
+  tie = {1e-3: _record(0.95, 0.30, 0.99), 1e-2: _record(0.95, 0.20, 0.50)}
+  assert scoring.select_lr(tie, True) == 1e-2
+  assert scoring.select_lr({1.: _record(None, None, None, True)}, True) \
+      is None
+  with pytest.raises(ValueError, match="select_on"):
+    scoring.select_lr(grid, True, select_on="test")
+
+
+class _CannedStore:
+  """Returns a constructed record per learning rate instead of training."""
+
+  def __init__(self, by_lr):
+    self.by_lr, self.keys = by_lr, []
+
+  def get_or_run(self, key, run):
+    del run
+    self.keys.append(key)
+    return dict(self.by_lr[key["lr"]], seed=key["seed"])
+
+
+def test_tuned_baseline_chooses_on_validation_and_runs_every_seed(data_dir):
+  grid = optimizers.baseline("adam").grid
+  # Validation prefers grid[1]; the test split would prefer grid[3].
+  by_lr = {lr: _record(0.5, 1., 0.5) for lr in grid}
+  by_lr[grid[1]] = _record(0.9, 0.5, 0.1)
+  by_lr[grid[3]] = _record(0.6, 0.9, 1.0)
+  config = suite.Config.for_size("small", data_dir=data_dir, seeds=3,
+                                 grid="full")
+  store = _CannedStore(by_lr)
+  runner = suite.TaskRunner(tasks.get("logreg_mnist"), 50, config, store,
+                            log=lambda line: None)
+  result = runner.tuned(optimizers.baseline("adam"))
+  assert result["chosen_lr"] == grid[1]
+  assert [r["seed"] for r in result["runs"]] == [0, 1, 2]
+  assert all(k["lr"] == grid[1] for k in store.keys[len(grid):])
+  assert not result["at_grid_edge"]
+  assert "test_metric" not in result["grid"][0]
+
+
+class _RecordingStore:
+  """Runs every run and keeps its record by (lr, seed)."""
+
+  def __init__(self):
+    self.records = {}
+
+  def get_or_run(self, key, run):
+    record = run()
+    self.records[(key["lr"], key["seed"])] = record
+    return record
+
+
+def test_reused_baseline_trainer_starts_each_run_afresh(tmp_path, data_dir):
+  # One compiled trainer serves the whole grid: each run must start from
+  # fresh weights, a fresh optimizer state and step 0 of its schedule, as
+  # a trainer built for that run alone does.
+  task = tasks.get("regression_synthetic")
+  config = suite.Config.for_size("small", data_dir=data_dir,
+                                 out=str(tmp_path))
+  store = _RecordingStore()
+  runner = suite.TaskRunner(task, 20, config, store, log=lambda line: None)
+  adam = optimizers.baseline("adam")
+  runner.tuned(adam)
+  for lr in adam.small_grid:
+    model = task.build(True)
+    model.set_weights(runner.initial[0])
+    optimizer, schedule = adam.make(20)
+    schedule.set_base(lr)
+    alone = training.Trainer(task, runner.splits, model, optimizer,
+                             jit_compile=False).run(runner.indices[0],
+                                                    runner.eval_every)
+    np.testing.assert_allclose(store.records[(lr, 0)]["train_loss"],
+                               alone["train_loss"], rtol=1e-5)
+
+
+# ------------------------------------------------------------- registry
+def test_registry_has_the_families_the_suite_promises():
+  assert len(tasks.REGISTRY) >= 8
+  families = " ".join(t.family for t in tasks.REGISTRY.values())
+  for family in ("convex", "MLP", "normalization", "convolutional",
+                 "recurrent", "autoencoder", "regression", "generated"):
+    assert family in families
+
+
+def _images(x):
+  return {np.round(image * 255).astype(np.uint8).tobytes() for image in x}
+
+
+def test_validation_is_carved_from_the_training_split(data_dir):
+  from problems import datasets  # pylint: disable=g-import-not-at-top
+  splits = tasks.mnist_data(False, data_dir)
+  x_train, _ = datasets.load_mnist_arrays("train", data_dir)
+  x_test, _ = datasets.load_mnist_arrays("test", data_dir)
+  train, validation = _images(splits.train[0]), _images(splits.validation[0])
+  assert len(validation) == tasks.VALIDATION_SIZE
+  assert not train & validation
+  assert train | validation == {image.tobytes() for image in x_train}
+  assert np.array_equal(splits.test[0], x_test / np.float32(255.))
+
+
+@pytest.mark.parametrize("name", sorted(tasks.REGISTRY))
+def test_every_task_builds_and_trains_two_steps(name, data_dir):
+  task = tasks.get(name)
+  splits = task.data(True, data_dir)
+  model = task.build(True)
+  model.set_weights(training.initial_weights(task, 0, True))
+  trainer = training.Trainer(task, splits, model, keras.optimizers.Adam(1e-2),
+                             jit_compile=False)
+  record = trainer.run(training.batch_indices(0, 2, 16,
+                                              len(splits.train[0])), 1)
+  assert record["steps"] == [0, 1, 2] and not record["diverged"]
+  assert all(np.isfinite(record["train_loss"]))
+  assert record["train_loss"][2] < record["train_loss"][0]
+  for split in ("validation", "test"):
+    assert np.isfinite(record[split + "_metric"])
+
+
+# ----------------------------------------------------------- optimizers
+def test_optimizer_specs():
+  adam = optimizers.factory("adam:3e-4")(100)
+  assert isinstance(adam, keras.optimizers.Adam)
+  assert float(adam.learning_rate) == pytest.approx(3e-4)
+  learned = optimizers.factory("l2o-scale")(100)
+  assert type(learned).__name__ == "LearnedOptimizer"
+  with pytest.raises(ValueError, match="names no optimizer"):
+    optimizers.factory("no-such-optimizer")
+  schedule = optimizers.CosineToZero(100, base=0.1)
+  assert float(schedule(0)) == pytest.approx(0.1)
+  assert float(schedule(50)) == pytest.approx(0.05)
+  assert float(schedule(100)) == pytest.approx(0.)
+
+
+def test_help_names_it_apart_from_the_speed_benchmark(capsys):
+  with pytest.raises(SystemExit):
+    cli.parse_args(["--help"])
+  text = capsys.readouterr().out
+  assert "Task-suite benchmark: training quality" in text
+  assert "l2o_scale.bench`" in text
+
+
+# ---------------------------------------------------------- end to end
+def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
+  out = str(tmp_path / "bench")
+  config = suite.Config.for_size("small", out=out, data_dir=data_dir)
+  results = suite.run(config, log=lambda line: None)
+  with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
+    assert json.load(f) == results
+  for key in ("date", "machine", "config", "wall_time_s", "peak_memory_mib"):
+    assert results[key]
+  assert results["machine"]["tensorflow"] and results["config"]["seeds"] == 1
+  assert len(results["entries"]) == 2
+  for entry in results["entries"]:
+    runs = entry["optimizer"]["runs"]
+    assert runs[0]["steps"][-1] == 50 and len(runs[0]["steps"]) == 6
+    for name, baseline in entry["baselines"].items():
+      assert baseline["chosen_lr"] in optimizers.baseline(name).small_grid
+      run = baseline["runs"][0]
+      # Every optimizer starts from the same weights at a seed.
+      assert run["train_loss"][0] == runs[0]["train_loss"][0]
+      assert run["final_train_loss"] < run["train_loss"][0]
+    assert entry["speedup"]["value"] is not None
+  written = report.write(results, out)
+  for name in ("table.md", "results.md", "speedups.png",
+               "curves_logreg_mnist_50.png"):
+    assert os.path.join(out, name) in written
+    assert os.path.getsize(os.path.join(out, name)) > 100
+  events = [n for _, _, names in os.walk(os.path.join(out, "tensorboard"))
+            for n in names if n.startswith("events.out.tfevents")]
+  assert len(events) >= 2 * 2 * (1 + 3 * 2)  # a START marker and a writer
+  page = open(os.path.join(out, "results.md"), encoding="utf-8").read()
+  assert "speedup over tuned Adam" in page and "regression_synthetic" in page
+  # Interrupted or not, a second run resumes from the stored runs: nothing
+  # retrains and the numbers are the same.
+  again = suite.run(config, log=lambda line: None)
+  assert again["runs_reused"] == 2 * (1 + 3 * 2)
+  assert again["entries"] == results["entries"]
+
+
+def test_report_command_refuses_a_missing_file(tmp_path, capsys):
+  assert report.main([str(tmp_path / "none.json"), "--out",
+                      str(tmp_path)]) == 2
+  assert "cannot read" in capsys.readouterr().err
