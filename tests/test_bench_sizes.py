@@ -6,8 +6,8 @@ import json
 import keras
 import numpy as np
 
-from l2o_scale.benchmarks import bench
-from l2o_scale.benchmarks import bench_sizes
+from l2o_scale.speed import bench
+from l2o_scale.speed import bench_sizes
 
 
 def test_parameter_count_is_the_keras_model_s():

@@ -1,5 +1,5 @@
 """Tests of the reproduction harness (reproduce/all.sh, reproduce/plot.py)
-and of the benchmark's report writing (l2o_scale/benchmarks/bench.py).
+and of the benchmark's report writing (l2o_scale/speed/bench.py).
 
 Why: the harness is how a reader checks the paper's claim; it must run end to
 end from a clean clone (a reduced REPRO_TINY run here, ~1 minute), resume
@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 import horizon_results  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from l2o_scale.benchmarks import bench_core  # pylint: disable=g-import-not-at-top,wrong-import-position
-from l2o_scale.benchmarks import bench_report  # pylint: disable=g-import-not-at-top,wrong-import-position
-from l2o_scale.benchmarks import bench_steps  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.speed import bench_core  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.speed import bench_report  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.speed import bench_steps  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def _write_pickle(folder, seed, name, values):

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from l2o_scale.benchmarks import time_to_trained as ttt
+from l2o_scale.speed import time_to_trained as ttt
 
 FAKE_TRAINING = textwrap.dedent("""
     import os, sys, time

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from l2o_scale.benchmarks import bench_core as core
+from l2o_scale.speed import bench_core as core
 
 # Widths H of 784-H-H-10: 26,506 / 118,282 / 269,322 / 669,706 / 3,581,962
 # parameters.

@@ -1,6 +1,6 @@
 """The benchmark's pieces every measurement shares: its settings, timing
 (medians over repeats, functions taking turns), and the data and optimizer
-it runs (:mod:`l2o_scale.benchmarks.bench` is the command)."""
+it runs (:mod:`l2o_scale.speed.bench` is the command)."""
 
 import os
 import statistics

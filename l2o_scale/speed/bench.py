@@ -44,7 +44,7 @@ on the machine at hand:
     meta-updates and progress lines, no evaluation).
 
 (e) with ``--sizes [WIDTHS]`` instead: the learned step's cost across model
-    sizes (:mod:`l2o_scale.benchmarks.bench_sizes`): Keras ``fit`` steps with
+    sizes (:mod:`l2o_scale.speed.bench_sizes`): Keras ``fit`` steps with
     XLA of MLPs 784-H-H-10, learned (``pretrained("l2o-scale")``) against
     Adam in the same run, per width the ratio and the nanoseconds per
     parameter; ``--markdown PATH`` also writes the results page.
@@ -59,7 +59,7 @@ separately and reported). Usage::
   python -m l2o_scale.bench [--quick] [--json PATH] [--no_xla]
                             [--data_dir DIR] [--original SCRIPT]
   python -m l2o_scale.bench --sizes [32,128,...] [--json PATH] [--markdown PATH]
-  python -m l2o_scale.bench --time_to_trained ...   (l2o_scale.benchmarks.time_to_trained)
+  python -m l2o_scale.bench --time_to_trained ...   (l2o_scale.speed.time_to_trained)
 """
 
 
@@ -68,16 +68,16 @@ import os
 import sys
 import time
 
-from l2o_scale.benchmarks import bench_core as core
-from l2o_scale.benchmarks import bench_meta
-from l2o_scale.benchmarks import bench_report
-from l2o_scale.benchmarks import bench_sizes
-from l2o_scale.benchmarks import bench_steps
+from l2o_scale.speed import bench_core as core
+from l2o_scale.speed import bench_meta
+from l2o_scale.speed import bench_report
+from l2o_scale.speed import bench_sizes
+from l2o_scale.speed import bench_steps
 
 
 def build_parser():
   """The command's options (``--time_to_trained`` hands over to
-  :mod:`l2o_scale.benchmarks.time_to_trained`, which has its own)."""
+  :mod:`l2o_scale.speed.time_to_trained`, which has its own)."""
   parser = argparse.ArgumentParser(
       prog="python -m l2o_scale.bench",
       description="Times a learned-optimizer step against a Keras Adam step "
@@ -132,7 +132,7 @@ def measure_all(data_dir, cfg, xla):
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else list(argv)
   if "--time_to_trained" in argv:
-    from l2o_scale.benchmarks import time_to_trained  # pylint: disable=g-import-not-at-top
+    from l2o_scale.speed import time_to_trained  # pylint: disable=g-import-not-at-top
     return time_to_trained.main([a for a in argv if a != "--time_to_trained"])
   args = build_parser().parse_args(argv)
   if args.sizes is not None:

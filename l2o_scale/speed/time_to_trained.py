@@ -40,7 +40,7 @@ Usage::
 an absl flagfile (one ``--flag=value`` per line).
 
 This module holds the schedule, the summary and the command;
-:mod:`l2o_scale.benchmarks.training_snapshots` runs one training and scores its
+:mod:`l2o_scale.speed.training_snapshots` runs one training and scores its
 snapshots (the yardstick).
 """
 
@@ -56,7 +56,7 @@ import time
 
 from l2o_scale.config import recipes
 # The snapshot runner and the yardstick; their names stay reachable here.
-from l2o_scale.benchmarks.training_snapshots import (  # pylint: disable=unused-import
+from l2o_scale.speed.training_snapshots import (  # pylint: disable=unused-import
     FIRST_UNROLL_LINE, THRESHOLD, YARDSTICK_PROBLEMS, YARDSTICK_SEEDS,
     YARDSTICK_STEPS, Yardstick, active_elapsed, run_job,
     seconds_per_meta_iteration, time_to_threshold)
@@ -209,7 +209,7 @@ def main(argv=None):
   data_dir = args.data_dir or os.environ.get("L2O_SCALE_DATA_DIR")
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="time_to_trained-")
   yardstick = Yardstick(data_dir)
-  from l2o_scale.benchmarks import bench_report  # pylint: disable=g-import-not-at-top
+  from l2o_scale.speed import bench_report  # pylint: disable=g-import-not-at-top
   report = dict(machine=bench_report.machine_info(), threshold=args.threshold,
                 yardstick=dict(steps=YARDSTICK_STEPS,
                                seeds=list(YARDSTICK_SEEDS),

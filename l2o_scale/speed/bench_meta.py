@@ -1,6 +1,6 @@
 """(b)-(d) Meta-training: one 20-step unroll with its meta-update (as the
 original's timing script times it), its floor with SGD, and one whole
-meta-iteration (see :mod:`l2o_scale.benchmarks.bench`)."""
+meta-iteration (see :mod:`l2o_scale.speed.bench`)."""
 
 import tempfile
 import time
@@ -8,7 +8,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale.benchmarks import bench_core as core
+from l2o_scale.speed import bench_core as core
 from l2o_scale.meta_training import reporting
 from problems import datasets
 

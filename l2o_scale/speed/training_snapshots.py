@@ -1,5 +1,5 @@
 """One meta-training process of the time-to-trained benchmark
-(:mod:`l2o_scale.benchmarks.time_to_trained`), its snapshots scored while it is
+(:mod:`l2o_scale.speed.time_to_trained`), its snapshots scored while it is
 paused.
 
 :func:`run_job` starts the training, and each time the ``checkpoint`` state
