@@ -152,6 +152,9 @@ def bench_meta_iteration(data_dir, cfg, jit_compile=False,
 
     result = core.measure(call, 1, max(2, cfg["unroll_repeats"] // 2), 1, timer)
   result["unrolls"] = 5
+  # The process's peak so far: the unrolls timed before it included.
+  from l2o_scale.meta_training import reporting  # pylint: disable=g-import-not-at-top
+  result["peak_memory_gib"] = reporting.peak_memory_gib()
   return result
 
 

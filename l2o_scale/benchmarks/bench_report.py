@@ -275,6 +275,10 @@ def _ratio_lines(report):
     lines.append("one meta-iteration (5 unrolls of 20 steps with their "
                  "meta-updates, no evaluation): {}".format(
                      _fmt_seconds(report["meta_iteration_seconds"])))
+  if "peak_memory_gib" in report.get("meta_iteration", {}):
+    lines.append("peak resident memory of the benchmark after the "
+                 "meta-iteration: {:.2f} GiB".format(
+                     report["meta_iteration"]["peak_memory_gib"]))
   if report.get("speedup_over_original"):
     lines.append("original TF1 code, same run: " + ", ".join(
         "{} {:.2f}x".format(k, v)

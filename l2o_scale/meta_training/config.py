@@ -129,6 +129,14 @@ class TrainingConfig:
       "its trajectory, in one vectorized pass, instead of step by step; an "
       "unroll that the original's stop rules end early runs step by step. "
       "The numbers change by float rounding only.")
+  time_parallel_memory_gib: float = flag(
+      2., "With --time_parallel: the memory budget (GiB) of that "
+      "evaluation. Where its estimated size (steps x mini dataset rows x the "
+      "objective's activations per row, twice for the meta-gradient) "
+      "exceeds it, the steps are evaluated a chunk at a time and the "
+      "meta-gradient keeps one gradient per step instead of the "
+      "activations; the numbers change by float rounding only. <= 0: no "
+      "bound (all steps at once).")
   # New in the port: long horizons (docs/meta-training.md, "Long horizons").
   fast_forward_max_steps: int = flag(
       0, "If > 0: before the series of a meta-iteration, train the fresh "

@@ -12,6 +12,8 @@ objective on the mini dataset at all steps after the trajectory
 (:func:`l2o_scale.meta_training.unroll.unroll`); an unroll that the
 original's stop rules end early is then run again sequentially, so the
 result is the original's either way (up to float rounding).
+``memory_budget`` (bytes) bounds the memory of that evaluation
+(:func:`l2o_scale.meta_training.parallel_eval.steps_per_chunk`).
 """
 
 import tensorflow as tf
@@ -47,7 +49,8 @@ def _instances(value):
 
 
 def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
-                   l2_reg=0., jit_compile=False, time_parallel=False):
+                   l2_reg=0., jit_compile=False, time_parallel=False,
+                   memory_budget=None):
   """Returns ``meta_step(inputs, carried, mode_mt) -> (UnrollOutput, grads)``
   compiled with tf.function (``inputs``: unroll.UnrollInputs). For a
   meta-batch, ``inputs`` and ``carried`` are tuples (one item per optimizee
@@ -57,7 +60,8 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
   ``grads`` follow ``optimizer.meta_variables`` (sorted TF1 names); a
   meta-parameter the objective does not depend on gets a zero gradient.
   ``jit_compile``: the optimizer's step inside the unroll compiled with XLA
-  (:func:`unroll.optimizer_update`). ``time_parallel``: see the module doc.
+  (:func:`unroll.optimizer_update`). ``time_parallel``, ``memory_budget``:
+  see the module doc.
   """
   meta_vars = optimizer.meta_variables
   update = unroll_lib.optimizer_update(optimizer, jit_compile)
@@ -67,7 +71,8 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
     def meta_step(inputs, carried, mode_mt):
       with tf.GradientTape() as tape:
         outs = [unroll_lib.unroll(problem, optimizer, i, c, mode_mt, reg,
-                                  update, time_parallel=parallel)
+                                  update, time_parallel=parallel,
+                                  budget_bytes=memory_budget)
                 for i, c in zip(_instances(inputs), _instances(carried))]
         losses = [o.metaobjmt if mode_mt else o.metaobj for o in outs]
         loss = losses[0] if len(losses) == 1 else tf.add_n(losses) / len(
@@ -86,7 +91,8 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
 
 
 def make_eval_unroll(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
-                     jit_compile=False, time_parallel=False):
+                     jit_compile=False, time_parallel=False,
+                     memory_budget=None):
   """Compiled unroll without gradients (validation, original ``validate``)."""
   update = unroll_lib.optimizer_update(optimizer, jit_compile)
 
@@ -94,7 +100,9 @@ def make_eval_unroll(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
     @tf.function(autograph=False)
     def eval_unroll(inputs, carried):
       return unroll_lib.unroll(problem, optimizer, inputs, carried, False,
-                               reg, update, time_parallel=parallel)
+                               reg, update, time_parallel=parallel,
+                               budget_bytes=memory_budget,
+                               differentiable=False)
     return eval_unroll
 
   return _with_fallback(compiled(True) if time_parallel else None,

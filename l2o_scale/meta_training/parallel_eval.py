@@ -8,10 +8,21 @@ time-parallel unroll records the parameters of every step and evaluates
 both here at all steps at once, vectorized over the steps (one read of the
 data, matmuls with T times wider right-hand sides), then applies the
 original's stop rules to the result (:func:`stops_early`).
+
+All steps at once keep the objective's activations on the mini dataset for
+every step (T times those of one evaluation, and as much again for the
+meta-gradient): for a convnet on a 10,000-row mini dataset, tens of GiB.
+:func:`steps_per_chunk` estimates that size from the objective's graph;
+above a memory budget the steps are evaluated a chunk at a time, each chunk
+with its gradient with respect to its parameters right away, so that the
+meta-gradient keeps one gradient per step instead of the activations
+(:func:`objectives_at`). The values are the same; the meta-gradient differs
+by float reassociation only.
 """
 
 import contextlib
 import logging
+import math
 
 import tensorflow as tf
 
@@ -33,14 +44,155 @@ def _without_fallback_warnings():
     logger.setLevel(level)
 
 
-def objectives_at(problem, params_stack, data, labels):
-  """The objective on the mini dataset at each step's parameters, in one
-  vectorized pass ([T]): one read of the data, matmuls with T times wider
-  right-hand sides."""
+# The meta-gradient of the objectives needs about as much again as their
+# forward pass keeps.
+_GRADIENT_FACTOR = 2
+
+
+def _graph_bytes(problem, param_shapes, data_spec, labels_spec):
+  """Bytes of all tensors the objective's graph computes on the given
+  shapes (its intermediates, as many as it keeps alive at most)."""
+  def objective(params, data, labels):
+    return problem.objective(list(params), data, labels)
+  graph = tf.function(objective, autograph=False).get_concrete_function(
+      [tf.TensorSpec(s, tf.float32) for s in param_shapes], data_spec,
+      labels_spec).graph
+  total = 0
+  for op in graph.get_operations():
+    for out in op.outputs:
+      if out.shape.is_fully_defined() and out.dtype.is_numpy_compatible:
+        total += out.shape.num_elements() * out.dtype.size
+  return total
+
+
+def row_bytes(problem, param_shapes, data, labels):
+  """Estimated bytes one evaluation of the objective keeps per row of
+  ``data`` (the difference of its graph traced on 2 rows and on 1); 0 when
+  ``data`` has no rows (problems without data)."""
+  if data.shape.rank is None or data.shape.rank < 2 or not data.shape[0]:
+    return 0
+
+  def spec(tensor, rows):
+    return tf.TensorSpec([rows] + tensor.shape.as_list()[1:], tensor.dtype)
+
+  two, one = [_graph_bytes(problem, param_shapes, spec(data, rows),
+                           spec(labels, rows)) for rows in (2, 1)]
+  return max(0, two - one)
+
+
+def steps_per_chunk(problem, params_stack, data, labels, budget_bytes):
+  """How many steps :func:`objectives_at` evaluates at once within
+  ``budget_bytes``: all of them (the unchunked pass) when the estimated
+  size of evaluating them at once fits, or the budget is None or <= 0, or
+  the sizes are not known while tracing; else as many as fit, at least 1.
+  The estimate: steps x rows x :func:`row_bytes` x 2 (the forward pass and
+  the meta-gradient)."""
+  num_steps = params_stack[0].shape[0]
+  if not budget_bytes or budget_bytes <= 0 or num_steps is None:
+    return num_steps
+  rows = data.shape[0] if data.shape.rank else None
+  if rows is None:
+    return num_steps
+  param_shapes = [p.shape[1:] for p in params_stack]
+  per_step = rows * row_bytes(problem, param_shapes, data, labels) * (
+      _GRADIENT_FACTOR)
+  if per_step * num_steps <= budget_bytes:
+    return num_steps
+  return max(1, min(num_steps, int(budget_bytes // max(per_step, 1))))
+
+
+def objectives_at(problem, params_stack, data, labels, chunk=None,
+                  differentiable=True):
+  """The objective on the mini dataset at each step's parameters ([T]).
+
+  ``chunk`` None or >= T: in one vectorized pass (one read of the data,
+  matmuls with T times wider right-hand sides). Else ``chunk`` steps at a
+  time, one chunk after the other (:func:`_chunked_objectives`);
+  ``differentiable``: whether the meta-gradient flows through the result
+  (False: the chunks compute no gradients).
+  """
+  num_steps = params_stack[0].shape[0]
+  if chunk is None or num_steps is None or chunk >= num_steps:
+    return _vectorized(problem, list(params_stack), data, labels)
+  return _chunked_objectives(problem, list(params_stack), data, labels,
+                             chunk, differentiable)
+
+
+def _vectorized(problem, params_stack, data, labels):
+  """The objective at each step's parameters, vectorized over the steps."""
   with _without_fallback_warnings():
     return tf.vectorized_map(
         lambda params: problem.objective(list(params), data, labels),
-        list(params_stack))
+        params_stack)
+
+
+def _chunked_objectives(problem, params_stack, data, labels, chunk,
+                        differentiable):
+  """:func:`objectives_at` a chunk of steps at a time.
+
+  The chunks run one after the other in a ``tf.map_fn`` (one iteration at a
+  time), so only one chunk's activations are alive. With
+  ``differentiable``, each chunk also computes the gradient of its
+  objectives with respect to its parameters, and the result's gradient is
+  ``upstream * that gradient`` (a ``tf.custom_gradient``): the
+  meta-gradient then keeps one parameter-sized gradient per step instead of
+  the activations, at the cost of the same forward and backward passes.
+  Its gradient is first-order only (the meta-gradient takes one).
+  """
+  num_steps = params_stack[0].shape[0]
+  num_chunks = math.ceil(num_steps / chunk)
+  chunk = math.ceil(num_steps / num_chunks)
+  padded = num_chunks * chunk
+
+  def chunked(stack):
+    """[num_chunks, chunk, ...]: the last step repeated up to ``padded``."""
+    if padded > num_steps:
+      stack = tf.concat([stack, tf.repeat(stack[-1:], padded - num_steps,
+                                          axis=0)], 0)
+    return tf.reshape(stack, [num_chunks, chunk] + stack.shape.as_list()[1:])
+
+  def values(params):
+    if chunk == 1:
+      return tf.reshape(problem.objective([p[0] for p in params], data,
+                                          labels), [1])
+    return _vectorized(problem, params, data, labels)
+
+  def with_gradients(params):
+    with tf.GradientTape() as tape:
+      tape.watch(params)
+      objs = values(params)
+    # Of the sum: each step's objective depends on its own parameters only.
+    grads = tape.gradient(objs, params)
+    return objs, [tf.zeros_like(p) if g is None else g
+                  for g, p in zip(grads, params)]
+
+  def unchunked(stack):
+    return tf.reshape(stack, [padded] + stack.shape.as_list()[2:])[:num_steps]
+
+  def evaluate(*stack):
+    chunks = [chunked(s) for s in stack]
+    if not differentiable:
+      objs = tf.map_fn(values, chunks, parallel_iterations=1,
+                       fn_output_signature=tf.float32)
+      return unchunked(objs), None
+    objs, grads = tf.map_fn(
+        with_gradients, chunks, parallel_iterations=1,
+        fn_output_signature=(tf.float32, [tf.float32] * len(chunks)))
+    return unchunked(objs), [unchunked(g) for g in grads]
+
+  if not differentiable:
+    return evaluate(*params_stack)[0]
+
+  @tf.custom_gradient
+  def objectives(*stack):
+    objs, grads = evaluate(*stack)
+
+    def gradient(upstream):
+      return [g * tf.reshape(upstream, [-1] + [1] * (g.shape.rank - 1))
+              for g in grads]
+    return objs, gradient
+
+  return objectives(*params_stack)
 
 
 def regularizer_at(problem, reg, eval_stack, inputs):
@@ -72,15 +224,19 @@ def stops_early(objectives, weights, limit=None):
 
 
 def after_trajectory(problem, reg, inputs, start_obj, trail, num_params,
-                     limit, regular):
+                     limit, regular, budget_bytes=None, differentiable=True):
   """(weighted sum of the objectives at all steps, the objectives
   ``[f(p_0), f(p_0), ..., f(p_T-1)]``, the accumulated regularizer, whether
   the stop rules would have fired) from the stacked ``trail``: the
   parameters before each step, then (for a deferred regularizer with
   attention) the gradient points. ``reg``: the deferred regularizer's
-  configuration, or None (``regular`` is then the loop's)."""
-  at_steps = objectives_at(problem, trail[:num_params],
-                           *inputs.objective_data())
+  configuration, or None (``regular`` is then the loop's).
+  ``budget_bytes``, ``differentiable``: see :func:`steps_per_chunk` and
+  :func:`objectives_at`."""
+  params_stack, data = trail[:num_params], inputs.objective_data()
+  chunk = steps_per_chunk(problem, params_stack, *data, budget_bytes)
+  at_steps = objectives_at(problem, params_stack, *data, chunk=chunk,
+                           differentiable=differentiable)
   obj_accum = tf.reduce_sum(inputs.obj_weights * at_steps)
   problem_objectives = tf.concat([[start_obj], at_steps], 0)
   early_stop = stops_early(problem_objectives, inputs.obj_weights, limit)

@@ -5,10 +5,14 @@ print the same lines, numbered alike, and write the same tags: the
 original's summaries (``metaopt.py``: ``MetaObjective``,
 ``<Problem>_MetaObjective``, ``EvaluationCost``, histograms of the optimizer
 state, variables and raw/clipped meta-gradients), which it defined but never
-wrote, and ``SelectionScore`` for ``--selection=robust``.
+wrote, ``SelectionScore`` for ``--selection=robust`` and
+``PeakMemoryGiB``: the process's peak resident memory so far, also on every
+unroll's line and at the end of the run.
 """
 
 import collections
+import resource
+import sys
 import time
 
 import numpy as np
@@ -25,6 +29,13 @@ the series and the series' length, its number of steps, the meta-objective
 (or imitation objective), the optimizee objective at its start and end, its
 wall time, whether it imitated, how many meta-gradient entries were not
 finite, and the summary step after its meta-update."""
+
+
+def peak_memory_gib():
+  """The process's peak resident memory so far, in GiB (``getrusage``'s
+  ``ru_maxrss``: KiB on Linux, bytes on macOS)."""
+  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  return peak / (2.**30 if sys.platform == "darwin" else 2.**20)
 
 
 def nonfinite_warning(k, unroll_itr, value, nonfinite, entries):
@@ -105,12 +116,15 @@ class Reporter(object):
   def unroll(self, k, record):
     """The unroll's line, its summaries, and after them the warning about
     non-finite values, numbered as the line is. Returns whether it warned."""
+    peak = peak_memory_gib()
     self.log("{} unroll {}/{} ({} steps{}) meta-objective {:.6g} "
-             "problem objective {:.4g} -> {:.4g} {:.2f}s".format(
+             "problem objective {:.4g} -> {:.4g} {:.2f}s, peak memory "
+             "{:.2f} GiB".format(
                  self.prefix(k), record.unroll_itr + 1, record.num_unrolls,
                  record.length, ", imitation" if record.mt_training else "",
                  record.objective, record.first_objective,
-                 record.last_objective, record.seconds))
+                 record.last_objective, record.seconds, peak))
+    self._scalar("PeakMemoryGiB", peak, record.step)
     self._scalar("MetaObjective", record.objective, record.step)
     self._scalar(self.problem_name + "_MetaObjective", record.objective,
                  record.step)
@@ -119,6 +133,10 @@ class Reporter(object):
     if warning:
       self.log(warning)
     return warning is not None
+
+  def peak_memory(self):
+    """The run's last line about memory: its peak resident memory."""
+    self.log("peak resident memory {:.2f} GiB".format(peak_memory_gib()))
 
   def divergence(self, k, unroll_itr, num_unrolls, reason, on_divergence):
     self.log("warning: {} unroll {}/{} diverged: {}; {}.".format(

@@ -90,12 +90,13 @@ class MetaTrainingTask(object):
         problem, config.reg_optimizer, config.reg_optimizee, config.alpha,
         config.beta, config.reg_option, config.hessian_itrs)
     self.mt = mt_utils_lib.MTUtils(problem) if config.if_mt else None
+    budget = config.time_parallel_memory_gib * 2**30
     self.meta_step = meta_step_lib.make_meta_step(
         problem, optimizer, self.reg, config.l2_reg, config.jit_compile,
-        config.time_parallel)
+        config.time_parallel, budget)
     self.eval_unroll = meta_step_lib.make_eval_unroll(
         problem, optimizer, self.reg, config.jit_compile,
-        config.time_parallel)
+        config.time_parallel, budget)
     self.planner = plan_lib.Planner(
         problem, 0 if self.data is None else self.data.shape[0],
         self.batch_size, self.mini_batch_size, config)

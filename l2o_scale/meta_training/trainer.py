@@ -299,6 +299,7 @@ class MetaTrainer(object):
       if values.divergences:
         self.log("{} meta-iteration(s) diverged (--on_divergence={})."
                  .format(values.divergences, self.training.on_divergence))
+      self.reporter.peak_memory()
     return dict(
         best_evaluation=float(self.state.progress.best_evaluation.numpy()),
         last_checkpoint=self.state.latest(), meta_iterations=self.k + 1,

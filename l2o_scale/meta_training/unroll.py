@@ -342,7 +342,8 @@ class _UnrollStep(object):
 
 
 def unroll(problem, optimizer, inputs, carried, mode_mt=False,
-           reg=regularizer.NO_REGULARIZER, update=None, time_parallel=False):
+           reg=regularizer.NO_REGULARIZER, update=None, time_parallel=False,
+           budget_bytes=None, differentiable=True):
   """Runs one partial unroll; differentiable with respect to the optimizer.
 
   Args:
@@ -362,6 +363,12 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
       sequential one up to float rounding, except where the original's stop
       rules end the loop early: then every step still runs and
       ``early_stop`` says so (the caller runs the sequential unroll).
+    budget_bytes: with ``time_parallel``, the memory budget of that pass:
+      above it, the steps are evaluated a chunk at a time
+      (:func:`~l2o_scale.meta_training.parallel_eval.steps_per_chunk`);
+      None: all at once.
+    differentiable: whether the meta-gradient is taken through the result
+      (False: the chunked pass computes no gradients).
 
   Returns:
     UnrollOutput. ``metaobj`` is the scaled meta-objective plus the
@@ -382,7 +389,8 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
     obj_accum, problem_objectives, regular, early_stop = (
         parallel_eval.after_trajectory(
             problem, reg if step.defer_reg and step.switch else None, inputs,
-            start_obj, end.trail, len(state.params), limit, end.regular))
+            start_obj, end.trail, len(state.params), limit, end.regular,
+            budget_bytes, differentiable))
   else:
     obj_accum, regular = end.obj_accum, end.regular
     problem_objectives = end.objectives
