@@ -3,15 +3,20 @@
 pass against per-step truth and against the all-at-once pass, and a short
 meta-training run of the MNIST conv problem within a small budget."""
 
+import glob
 import io
+import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorboard.backend.event_processing import plugin_event_accumulator
+
 from l2o_scale import metaopt
 from l2o_scale.meta_training import meta_step as meta_step_lib
 from l2o_scale.meta_training import parallel_eval
+from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
@@ -142,13 +147,23 @@ def test_the_mnist_conv_problem_meta_trains_in_chunks(tmp_path, data_dir,
       str(tmp_path), spec, problem_sets.mnist_conv_problems(data_dir), 1, 1,
       lambda: 1, lambda: 2, learning_rate=1e-4, fix_unroll=True,
       fix_unroll_length=2, fix_num_steps=2, fix_num_steps_eval=2,
-      evaluation_epochs=1, out=out, summaries=False,
-      config=metaopt.TrainingConfig(mini_batch_size=32,
+      evaluation_epochs=1, out=out,
+      config=metaopt.TrainingConfig(mini_batch_size=64,
                                     time_parallel_memory_gib=1e-3))
   text = out.getvalue()
   assert result["meta_iterations"] == 1 and result["last_checkpoint"]
   assert np.isfinite(result["best_evaluation"])
-  # 32 rows x ~125 kB x 2 > 1 MiB: one step per chunk, with the
+  # 64 rows x ~125 kB x 2 > 1 MiB: one step per chunk, with the
   # meta-gradient (the unroll) and without (the evaluation).
   assert (1, True) in taken and (1, False) in taken
   assert "peak memory" in text and "peak resident memory" in text
+  # TensorBoard's PeakMemoryGiB: one value per unroll (here one), the
+  # process's peak so far (not above its peak at the end).
+  [events] = glob.glob(str(tmp_path / "**" / "events.out.*"), recursive=True)
+  acc = plugin_event_accumulator.EventAccumulator(
+      os.path.dirname(events),
+      size_guidance={plugin_event_accumulator.TENSORS: 0})
+  acc.Reload()
+  peaks = [float(tf.make_ndarray(e.tensor_proto))
+           for e in acc.Tensors("PeakMemoryGiB")]
+  assert len(peaks) == 1 and 0 < peaks[0] <= reporting.peak_memory_gib()

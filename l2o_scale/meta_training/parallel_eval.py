@@ -50,15 +50,22 @@ _GRADIENT_FACTOR = 2
 
 
 def _graph_bytes(problem, param_shapes, data_spec, labels_spec):
-  """Bytes of all tensors the objective's graph computes on the given
-  shapes (its intermediates, as many as it keeps alive at most)."""
+  """Bytes of the tensors the objective's graph computes from the
+  parameters on the given shapes: what a pass vectorized over the steps
+  holds once per step (the data and what depends on it alone are shared by
+  all steps)."""
   def objective(params, data, labels):
     return problem.objective(list(params), data, labels)
   graph = tf.function(objective, autograph=False).get_concrete_function(
       [tf.TensorSpec(s, tf.float32) for s in param_shapes], data_spec,
       labels_spec).graph
+  # Creation order is a topological order.
+  variant = {t.ref() for t in graph.inputs[:len(param_shapes)]}
   total = 0
   for op in graph.get_operations():
+    if not any(t.ref() in variant for t in op.inputs):
+      continue
+    variant.update(t.ref() for t in op.outputs)
     for out in op.outputs:
       if out.shape.is_fully_defined() and out.dtype.is_numpy_compatible:
         total += out.shape.num_elements() * out.dtype.size
@@ -67,8 +74,8 @@ def _graph_bytes(problem, param_shapes, data_spec, labels_spec):
 
 def row_bytes(problem, param_shapes, data, labels):
   """Estimated bytes one evaluation of the objective keeps per row of
-  ``data`` (the difference of its graph traced on 2 rows and on 1); 0 when
-  ``data`` has no rows (problems without data)."""
+  ``data`` and step (the difference of :func:`_graph_bytes` on 2 rows and
+  on 1); 0 when ``data`` has no rows (problems without data)."""
   if data.shape.rank is None or data.shape.rank < 2 or not data.shape[0]:
     return 0
 
