@@ -159,9 +159,10 @@ def test_the_mnist_conv_problem_meta_trains_in_chunks(tmp_path, data_dir,
   assert "peak memory" in text and "peak resident memory" in text
   # TensorBoard's PeakMemoryGiB: one value per unroll (here one), the
   # process's peak so far (not above its peak at the end).
-  [events] = glob.glob(str(tmp_path / "**" / "events.out.*"), recursive=True)
+  [events_dir] = {os.path.dirname(f) for f in glob.glob(
+      str(tmp_path / "**" / "events.out.*"), recursive=True)}
   acc = plugin_event_accumulator.EventAccumulator(
-      os.path.dirname(events),
+      events_dir,
       size_guidance={plugin_event_accumulator.TENSORS: 0})
   acc.Reload()
   peaks = [float(tf.make_ndarray(e.tensor_proto))
