@@ -155,6 +155,25 @@ def test_reused_baseline_trainer_starts_each_run_afresh(tmp_path, data_dir):
                                alone["train_loss"], rtol=1e-5)
 
 
+def test_grid_grows_past_the_end_where_the_best_lr_lies(data_dir):
+  # Validation accuracy peaks at lr 0.1, beyond Adam's grid (1e-4..1e-2):
+  # the grid grows to 3e-2 and 1e-1 (two half-decades) and picks 1e-1,
+  # still at an end, so marked.
+  def accuracy(lr):
+    return 0.9 - 0.01 * abs(math.log10(lr) + 1)
+  store = _CannedStore({lr: _record(accuracy(lr), 1 - accuracy(lr), 0.5)
+                        for lr in optimizers.HALF_DECADES})
+  config = suite.Config.for_size("small", data_dir=data_dir, grid="full",
+                                 grid_extension=2)
+  runner = suite.TaskRunner(tasks.get("logreg_mnist"), 50, config, store,
+                            log=lambda line: None)
+  result = runner.tuned(optimizers.baseline("adam"))
+  assert [k["lr"] for k in store.keys] == [1e-4, 3e-4, 1e-3, 3e-3, 1e-2,
+                                           3e-2, 1e-1]
+  assert result["chosen_lr"] == 1e-1 and result["at_grid_edge"]
+  assert optimizers.next_half_decade(3e-4, up=False) == 1e-4
+
+
 # ------------------------------------------------------------- registry
 def test_registry_has_the_families_the_suite_promises():
   assert len(tasks.REGISTRY) >= 8

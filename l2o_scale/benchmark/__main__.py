@@ -43,6 +43,9 @@ def parse_args(argv):
   p.add_argument("--select_on", choices=["metric", "loss"],
                  help="what picks each baseline's learning rate on the "
                  "validation split (default: metric; ties: lower loss)")
+  p.add_argument("--grid_extension", type=int, help="half-decade steps the "
+                 "grid may grow past an end where the best learning rate "
+                 "lies (default 2; small: 0)")
   p.add_argument("--eval_points", type=int, help="training-loss "
                  "measurements per run (whole training split)")
   p.add_argument("--batch_size", type=int)
@@ -72,6 +75,7 @@ def main(argv=None):
         args.size, optimizer=args.optimizer, out=args.out, tasks=args.tasks,
         budgets=args.budgets, seeds=args.seeds, baselines=args.baselines,
         select_on=args.select_on, eval_points=args.eval_points,
+        grid_extension=args.grid_extension,
         batch_size=args.batch_size, data_dir=args.data_dir,
         jit_compile=args.jit_compile)
     results = suite.run(config, log=lambda line: print(line, flush=True))

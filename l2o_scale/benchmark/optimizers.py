@@ -54,6 +54,18 @@ class CosineToZero(keras.optimizers.schedules.LearningRateSchedule):
             "base": float(self.base.numpy())}
 
 
+def next_half_decade(lr, up=True):
+  """The next value of the 1, 3, 10, 30, ... ladder above (below) ``lr``,
+  a value of that ladder."""
+  exponent = math.floor(math.log10(lr) + 1e-9)
+  mantissa = lr / 10 ** exponent
+  if up:
+    value = 3 * 10 ** exponent if mantissa < 2 else 10 ** (exponent + 1)
+  else:
+    value = 10 ** exponent / 10 * 3 if mantissa < 2 else 10 ** exponent
+  return float("{:.1g}".format(value))
+
+
 @dataclasses.dataclass(frozen=True)
 class Baseline:
   """A baseline: its name, its learning-rate grid and its Keras class."""

@@ -173,12 +173,14 @@ def _header(results):
       "Size `{}`: {} tasks, budgets {} steps, {} seed(s) per run, batch "
       "size {}, training loss measured on the whole training split every "
       "budget/{} steps; baselines tuned over their learning-rate grids "
-      "({} grid) on the validation {}. Wall time {:.0f} s ({} stored runs "
+      "({} grid, grown up to {} half-decades past an end where the best "
+      "lies) on the validation {}. Wall time {:.0f} s ({} stored runs "
       "reused; the runs took {:.0f} s in all), peak memory {:.0f} MiB."
       .format(
           c["size"], len(c["tasks"]), ", ".join(
               "{:,}".format(b) for b in c["budgets"]), c["seeds"],
-          c["batch_size"], c["eval_points"], c["grid"], c["select_on"],
+          c["batch_size"], c["eval_points"], c["grid"],
+          c.get("grid_extension", 0), c["select_on"],
           results["wall_time_s"], results.get("runs_reused", 0),
           results.get("runs_wall_s_sum", 0.), results["peak_memory_mib"]),
       ""]

@@ -5,7 +5,9 @@ Tuning (per task and budget, for each baseline): one run per learning rate
 of the baseline's grid at the first seed; the learning rate with the best
 final validation metric (ties: lower validation loss; ``--select_on=loss``:
 the lowest final validation loss) is chosen, never looking at the test
-split; that learning rate then runs at every other seed (the first seed's
+split. Where it is at an end of the grid, the grid grows half a decade past
+that end and the choice is made again (``grid_extension`` times at most).
+The chosen learning rate then runs at every other seed (the first seed's
 run is the grid run itself).
 
 Each run's training-loss curve goes to TensorBoard
@@ -43,7 +45,8 @@ RUN_VERSION = 1  # Bump when a change alters what a stored run holds.
 SIZES = {
     "small": dict(tasks=("logreg_mnist", "regression_synthetic"),
                   budgets=(50,), seeds=1, grid="small", tiny=True,
-                  eval_points=5, batch_size=32, jit_compile=False),
+                  eval_points=5, batch_size=32, jit_compile=False,
+                  grid_extension=0),
     "medium": dict(tasks=tuple(task_registry.REGISTRY), budgets=(2000,),
                    seeds=1, grid="full", tiny=False, eval_points=50,
                    batch_size=128),
@@ -69,6 +72,9 @@ class Config:
   baselines: tuple = tuple(b.name for b in optimizers.BASELINES)
   data_dir: str = None
   out: str = "benchmark_results"
+  # Where the chosen learning rate is at an end of the grid, the grid grows
+  # by half a decade past that end, up to this many times.
+  grid_extension: int = 2
   # XLA for the tasks that allow it (Task.jit_compile). The small size runs
   # without: its runs are too short to repay the compile time.
   jit_compile: bool = True
@@ -253,17 +259,26 @@ class TaskRunner:
     lrs = baseline.small_grid if self.config.grid == "small" else \
         baseline.grid
     grid = {lr: get(lr, self.seeds[0]) for lr in lrs}
-    chosen = scoring.select_lr(grid, self.task.higher_is_better,
-                               self.config.select_on)
+    chosen = self._select(grid)
+    for _ in range(self.config.grid_extension):
+      if chosen not in (min(grid), max(grid)):
+        break
+      lr = optimizers.next_half_decade(chosen, up=chosen == max(grid))
+      grid[lr] = get(lr, self.seeds[0])
+      chosen = self._select(grid)
     runs = [] if chosen is None else [grid[chosen]] + [
         get(chosen, s) for s in self.seeds[1:]]
     return dict(label=baseline.label, chosen_lr=chosen,
-                at_grid_edge=chosen in (min(lrs), max(lrs)),
+                at_grid_edge=chosen in (min(grid), max(grid)),
                 grid=[dict(lr=lr, **{k: grid[lr][k] for k in (
                     "final_train_loss", "validation_loss",
                     "validation_metric", "diverged", "wall_s")})
-                      for lr in lrs],
+                      for lr in sorted(grid)],
                 runs=runs, summary=scoring.summarize(runs) if runs else None)
+
+  def _select(self, grid):
+    return scoring.select_lr(grid, self.task.higher_is_better,
+                             self.config.select_on)
 
 
 def _fmt(value):
