@@ -164,11 +164,13 @@ def figure_prefix(out):
 def _header(results):
   m, c = results["machine"], results["config"]
   return [
-      "Optimizer under test: `{}`. Measured {} on {} ({} CPU cores, load "
-      "average {:.1f} at the start), TensorFlow {}, Keras {}, Python {}."
-      .format(c["optimizer"], results["date"][:10], m["cpu"], m["cpu_count"],
-              m["load_average_1min_at_start"] or 0., m["tensorflow"],
-              m["keras"], m["python"]),
+      "Optimizer under test: `{}`. Measured {} on {} ({} CPU cores{}), "
+      "TensorFlow {}, Keras {}, Python {}.".format(
+          c["optimizer"], results["date"][:10], m["cpu"], m["cpu_count"],
+          "" if results.get("runs_reused") else
+          ", load average {:.1f} at the start".format(
+              m["load_average_1min_at_start"] or 0.),
+          m["tensorflow"], m["keras"], m["python"]),
       "",
       "Size `{}`: {} tasks, budgets {} steps, {} seed(s) per run, batch "
       "size {}, training loss measured on the whole training split every "
