@@ -1,5 +1,7 @@
-"""``python -m l2o_scale.bench``: the documented command of the benchmark,
-whose code is :mod:`l2o_scale.speed.bench`."""
+"""``python -m l2o_scale.bench``: the speed benchmark, also
+``python -m l2o_scale.speed`` (its code is :mod:`l2o_scale.speed.bench`).
+The task-suite benchmark of training quality against tuned baselines is
+``python -m l2o_scale.benchmark``."""
 
 import sys
 

@@ -1,0 +1,11 @@
+"""``python -m l2o_scale.speed``: the speed benchmark (time per learned step,
+per meta-training unroll, to a trained optimizer; the same program as
+``python -m l2o_scale.bench``). Not the task-suite benchmark of training
+quality, ``python -m l2o_scale.benchmark``."""
+
+import sys
+
+from l2o_scale.speed import bench
+
+if __name__ == "__main__":
+  sys.exit(bench.main())
