@@ -5,8 +5,9 @@ plot key), the ``metatest.py`` flag that selects it, the ``problem_sets``
 function that builds it (the original evaluation's ``test_*`` sets, which
 train on the test split as the original did), the dataset whose train and
 held-out splits ``--heldout_every`` uses, its label in tables and figures,
-whether XLA compiles it fast on a CPU, and whether the long-horizon check
-(``l2o_scale.tools.horizon_check``) takes it by default. ``metatest.py`` (its flags and
+whether XLA compiles it fast on a CPU, whether the long-horizon check
+(``l2o_scale.tools.horizon_check``) takes it by default, and whether the
+reproduction (``reproduce/all.sh``) meta-tests on it. ``metatest.py`` (its flags and
 the held-out split), ``l2o_scale.tools.horizon_check`` and the plots read
 this list; adding a test problem is adding one entry.
 """
@@ -25,6 +26,7 @@ class ProblemEntry:
   label: str
   xla_fast: bool = True
   long_horizon: bool = False
+  reproduction: bool = False
 
   def build(self, data_dir=None):
     """``[(Spec, dataset, batch_size)]`` of the problem set."""
@@ -41,16 +43,19 @@ class ProblemEntry:
 PROBLEMS = (
     ProblemEntry("mnist-mlp-sigmoid", "include_mnist_mlp_problems",
                 "test_mnist_mlp_problems", "mnist",
-                "MNIST MLP 784-20-10, sigmoid", long_horizon=True),
+                "MNIST MLP 784-20-10, sigmoid", long_horizon=True,
+                reproduction=True),
     ProblemEntry("mnist-mlp-relu", "include_mnist_mlp_relu_problems",
                 "test_mnist_mlp_relu_problems", "mnist",
-                "MNIST MLP 784-20-10, ReLU", long_horizon=True),
+                "MNIST MLP 784-20-10, ReLU", long_horizon=True,
+                reproduction=True),
     ProblemEntry("mnist-mlp-deeper", "include_mnist_mlp_deeper_problems",
                 "test_mnist_mlp_deeper_problems", "mnist",
-                "MNIST MLP 784-20-20-10, sigmoid", long_horizon=True),
+                "MNIST MLP 784-20-20-10, sigmoid", long_horizon=True,
+                reproduction=True),
     ProblemEntry("mnist-conv", "include_mnist_conv_problems",
                 "test_mnist_conv_problems", "mnist", "MNIST ConvNet",
-                xla_fast=False),
+                xla_fast=False, reproduction=True),
     ProblemEntry("mnist-conv-orig", "include_mnist_conv_orig_problems",
                 "test_mnist_conv_orig_problems", "mnist",
                 "MNIST ConvNet (original's)", xla_fast=False),

@@ -9,12 +9,14 @@ it runs without XLA (on a CPU, XLA makes its convolutions several times
 slower; metatest.py --jit_compile, where it halves the learned optimizer's
 step on the MLPs); and it has no flatness measurement.
 
-This is the seam to the project's problem registry: ``PROBLEMS`` is the
-only list the pipeline, plot.py and the checks read, so swapping it for
-the registry's entries changes nothing else.
+The entries come from the project's problem registry
+(:mod:`problems.registry`): adding a test problem to the reproduction is
+one entry there, with ``reproduction=True``.
 """
 
 import dataclasses
+
+from problems import registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,16 +31,12 @@ class Problem:
     return "--jit_compile=False" if self.conv else "--jit_compile=True"
 
 
-PROBLEMS = {p.name: p for p in (
-    Problem("mnist-mlp-sigmoid", "--include_mnist_mlp_problems",
-            "MNIST MLP 784-20-10, sigmoid"),
-    Problem("mnist-mlp-relu", "--include_mnist_mlp_relu_problems",
-            "MNIST MLP 784-20-10, ReLU"),
-    Problem("mnist-mlp-deeper", "--include_mnist_mlp_deeper_problems",
-            "MNIST MLP 784-20-20-10, sigmoid"),
-    Problem("mnist-conv", "--include_mnist_conv_problems", "MNIST ConvNet",
-            conv=True),
-)}
+# The registry's entries that the reproduction meta-tests on
+# (``reproduction=True``); a problem that XLA does not compile fast is
+# treated as the conv net above.
+PROBLEMS = {e.name: Problem(e.name, "--" + e.flag, e.label,
+                            conv=not e.xla_fast)
+            for e in registry.PROBLEMS if e.reproduction}
 
 
 def names():
