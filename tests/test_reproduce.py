@@ -991,7 +991,7 @@ def test_quick_plan_is_sizes_times_variants_times_problems():
       "python metatest.py --test_optimizer=Adam --model_name=Adam "
       "--include_mnist_conv_problems --num_testing_itrs=100 "
       "--save_dir=/o/test/mnist-conv --seeds=6,12,18 --heldout_every=50 "
-      "--progress_every=1000000 --jit_compile=False --data_dir=/d")
+      "--progress_every=1000000 --overwrite --jit_compile=False --data_dir=/d")
   assert size.config_line("/d") == (
       "size=quick meta_iters=3 meta_lr=1e-3 recipe= fix_num_steps=40 "
       "fix_num_steps_eval=40 evaluation_epochs=1 test_steps=300 "
