@@ -242,7 +242,7 @@ class MetaTrainer(object):
       steps = schedule.fix_num_steps_eval
       kept = ("the lowest is kept as model.ckpt-0"
               if self.training.selection == "original" else
-              "reported only: the robust score picks model.ckpt-0")
+              "reported only: the robust selection picks model.ckpt-0")
     return ("The evaluation cost below is the optimizee's training "
             "objective after {} steps of the learned optimizer from fresh "
             "parameters, mean of {} run(s) (--fix_num_steps_eval, "
@@ -252,7 +252,8 @@ class MetaTrainer(object):
   def _robust_score(self, number, step):
     """Computes, logs and returns the robust selection score."""
     self.reporter.explain_once(
-        "selection", "The robust score below is the mean over the seeds of "
+        "selection", "The robust selection score below is the mean over "
+        "the seeds of "
         "the training objective over the last 5% of a {}-step meta-test run "
         "(--selection_steps; the problem's own initialisation{}); a run that "
         "diverges scores inf; lower is better, the lowest is kept as "
