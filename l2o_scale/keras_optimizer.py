@@ -52,6 +52,7 @@ update cannot be split per replica variable).
 import warnings
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
@@ -94,6 +95,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   def __init__(self, learned_optimizer, checkpoint_path=None,
                optimizer_kwargs=None, level_sizes=DEFAULT_LEVEL_SIZES,
                learning_rate=1.0, name="learned_optimizer", **kwargs):
+    check_numbers(learning_rate=learning_rate, **kwargs)
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     for method in ("initialize_state", "initialize_global_state",
                    "compute_updates"):
@@ -389,6 +391,33 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                     **config)
     optimizer._meta_parameters_pending = True
     return optimizer
+
+
+# Keras' numeric arguments and the values they must take (None: not given).
+_NUMBER_RULES = {
+    "learning_rate": (lambda v: v >= 0, ">= 0"),
+    "weight_decay": (lambda v: v >= 0, ">= 0"),
+    "clipnorm": (lambda v: v > 0, "> 0"),
+    "clipvalue": (lambda v: v > 0, "> 0"),
+    "global_clipnorm": (lambda v: v > 0, "> 0"),
+    "ema_momentum": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "loss_scale_factor": (lambda v: v > 0, "> 0"),
+}
+
+
+def check_numbers(**kwargs):
+  """ValueError, in one line, for a numeric Keras argument that is not a
+  finite number in its range (a schedule as ``learning_rate`` is taken as
+  it is). Why: Keras stores NaN or inf without a word and the first step
+  then silently turns every variable into NaN."""
+  for key, (ok, rule) in _NUMBER_RULES.items():
+    value = kwargs.get(key)
+    if value is None or not isinstance(value, (int, float, np.number)) or \
+        isinstance(value, bool):
+      continue
+    if not (np.isfinite(value) and ok(value)):
+      raise ValueError("LearnedOptimizer: {} must be a finite number {}, "
+                       "got {!r}".format(key, rule, value))
 
 
 def long_run_schedule(total_steps, decay_start=0.8):

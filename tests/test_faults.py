@@ -756,3 +756,23 @@ def test_keras_file_loads_after_the_checkpoint_is_gone(tmp_path):
   assert not (saved / "ckpt").exists()
   assert done.stdout.split("\n")[:2] == [
       "trained: same weights LearnedOptimizer", "fresh: same meta-parameters"]
+
+
+@pytest.mark.parametrize("kwargs,line", [
+    (dict(learning_rate=float("nan")), "learning_rate must be a finite"),
+    (dict(learning_rate=-1.), "learning_rate must be a finite number >= 0"),
+    (dict(weight_decay=float("inf")), "weight_decay must be a finite"),
+    (dict(weight_decay=-1e-3), "weight_decay must be a finite number >= 0"),
+    (dict(clipnorm=0.), "clipnorm must be a finite number > 0"),
+    (dict(global_clipnorm=float("nan")), "global_clipnorm must be a finite"),
+    (dict(ema_momentum=1.5), "ema_momentum must be a finite number in"),
+])
+def test_keras_constructor_refuses_bad_numbers_in_one_line(kwargs, line):
+  """The Keras optimizer refuses non-finite or out-of-range numbers before
+  it is built (Keras alone would keep them and step into NaN)."""
+  with pytest.raises(ValueError, match=line) as error:
+    keras_optimizer.LearnedOptimizer.pretrained("l2o-scale", **kwargs)
+  assert "\n" not in str(error.value)
+  # In range: accepted.
+  keras_optimizer.check_numbers(learning_rate=0.5, weight_decay=1e-3,
+                                clipnorm=1., ema_momentum=0.99)
