@@ -554,7 +554,7 @@ def test_bench_lower_bound_runs_the_optimizers_gru():
   """The lower-bound step's new state is the per-parameter GRU of the
   optimizer applied to (features, state), per coordinate: checked against
   the coordinate-major port of the original cell (``BiasGRUCell.__call__``),
-  with each tensor's indicator row giving no extra bias. Its loss is the
+  each coordinate with its tensor's injected bias. Its loss is the
   problem's objective, and the parameters take an SGD step of 1e-3."""
   from problems import problem_generator  # pylint: disable=g-import-not-at-top
   problem = problem_generator.FullyConnected(3, 2, hidden_sizes=(4,))
@@ -570,19 +570,26 @@ def test_bench_lower_bound_runs_the_optimizers_gru():
   state = [v for v in captured
            if v.shape == (optimizer.level_sizes[0], n)]
   features = [v for v in captured if v.shape == (optimizer.num_rnn_inputs, n)]
-  assert len(state) == 1 and len(features) == 1
+  units = optimizer.cells[0].state_size
+  bias = [v for v in captured if v.shape == (len(shapes), 3 * units)]
+  assert len(state) == 1 and len(features) == 1 and len(bias) == 1
   meta = {id(v) for v in optimizer.trainable_variables}
   # The captures come in no particular order; this problem's parameter
   # shapes are all different.
   by_shape = {tuple(v.shape): v for v in captured
-              if id(v) not in meta | {id(state[0]), id(features[0])}}
+              if id(v) not in meta | {id(state[0]), id(features[0]),
+                                      id(bias[0])}}
   assert len(by_shape) == len(shapes)
   params = [by_shape[tuple(s)] for s in shapes]
   values = [tf.constant(p.numpy()) for p in params]
   old_state = tf.constant(state[0].numpy())
   expected_obj, grads = problem.objective_and_gradients(values, x, y)
+  # Each coordinate gets its tensor's injected bias row.
+  per_coordinate_bias = np.repeat(bias[0].numpy(),
+                                  [s.num_elements() for s in shapes], axis=0)
   expected_state, _ = optimizer.cells[0](tf.transpose(features[0]),
-                                         tf.transpose(old_state))
+                                         tf.transpose(old_state),
+                                         bias=per_coordinate_bias)
 
   obj = step(x, y)
   np.testing.assert_allclose(obj.numpy(), expected_obj.numpy(), rtol=1e-6)
