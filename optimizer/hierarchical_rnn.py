@@ -119,6 +119,10 @@ class HierarchicalRNN(opt.TrainableOptimizer):
                use_grad_products=False, use_multiple_scale_decays=False,
                learnable_inp_decay=True, learnable_rnn_init=True,
                random_seed=None, **kwargs):
+    """The original's constructor (hierarchical_rnn.py ``__init__``): its
+    options, their checks, then the meta-parameters. Long on purpose: one
+    line per option of the original's signature and one check per rule it
+    enforced, kept in its order."""
     level_sizes = list(level_sizes)
     if len(level_sizes) not in [1, 2, 3]:
       raise ValueError("HierarchicalRNN only supports 1, 2, or 3 levels in the "

@@ -145,6 +145,9 @@ def _chunked_objectives(problem, params_stack, data, labels, chunk,
   meta-gradient then keeps one parameter-sized gradient per step instead of
   the activations, at the cost of the same forward and backward passes.
   Its gradient is first-order only (the meta-gradient takes one).
+
+  Long on purpose: the padding, the forward pass and its custom gradient
+  share the chunk's shapes and closures; apart they would hand them around.
   """
   num_steps = params_stack[0].shape[0]
   num_chunks = math.ceil(num_steps / chunk)
