@@ -16,7 +16,7 @@ from l2o_scale.meta_training import config as config_lib
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import task as task_lib
-from l2o_scale.meta_training import tf1_optimizers
+from l2o_scale.steps import tf1_optimizers
 from optimizer import hierarchical_rnn
 from problems import datasets
 from problems import problem_generator as pg

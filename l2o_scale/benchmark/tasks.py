@@ -93,6 +93,11 @@ def _mnist(data_dir):
   x = x[order].astype(np.float32) / 255.
   y = y[order].astype(np.int32)
   n = len(x) - VALIDATION_SIZE
+  if n < VALIDATION_SIZE:
+    raise ValueError(
+        "the MNIST train split in {} has {} images; the benchmark carves {} "
+        "for validation and needs at least as many left to train on".format(
+            data_dir, len(x), VALIDATION_SIZE))
   return Splits((x[:n], y[:n]), (x[n:], y[n:]),
                 (x_test.astype(np.float32) / 255., y_test.astype(np.int32)))
 
