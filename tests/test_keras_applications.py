@@ -18,10 +18,10 @@ NETS = {
 
 
 # Without XLA only: XLA's compile of a full-size application's train step
-# takes minutes to an hour on 2 cores, past what the suite can spend; the
-# graph-size test below covers the cause of the failure with and without
-# XLA alike (the step's graph no longer holds a [tensors, parameters]
-# constant).
+# takes minutes per net on 2 cores, more than the suite can spend (run
+# these with jit_compile=True by hand to check XLA); the graph-size test
+# below covers the cause of the failure with and without XLA alike (the
+# step's graph no longer holds a [tensors, parameters] constant).
 @pytest.mark.parametrize("jit_compile", [False])
 @pytest.mark.parametrize("net", sorted(NETS))
 def test_fit_trains_a_full_size_application(net, jit_compile):
