@@ -124,6 +124,14 @@ def check_flags(flag_values):
                   "--fix_unroll_length ({})".format(
                       flag_values.fix_num_steps_eval,
                       flag_values.fix_unroll_length))
+  if flag_values.selection_set and (
+      flag_values.selection_set not in ps.TRAINING_SETS):
+    errors.append("--selection_set={!r} is not a training problem set; "
+                  "known: {}".format(flag_values.selection_set,
+                                     ", ".join(ps.TRAINING_SETS)))
+  if flag_values.mix_problems and flag_values.num_problems != 1:
+    errors.append("--mix_problems draws a problem per meta-iteration; "
+                  "--num_problems must stay 1")
   if (flag_values.fast_forward_init != "same" and
       flag_values.fast_forward_max_steps <= 0):
     errors.append("--fast_forward_init={} needs --fast_forward_max_steps > 0"
@@ -367,6 +375,8 @@ def _build_and_train(task):
     spec = optimizer_flags.optimizer_spec(FLAGS)
     optimizer = spec.build()  # Fails fast on inconsistent optimizer options.
     problems_and_data = selected_problems(FLAGS)
+    selection_problems = (ps.get(FLAGS.selection_set, data_dir=FLAGS.data_dir)
+                          if FLAGS.selection_set else None)
   except (ValueError, TypeError, datasets.DataNotFoundError) as e:
     sys.stderr.write("metarun.py: {}\n".format(e))
     return 2
@@ -386,7 +396,8 @@ def _build_and_train(task):
     sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
     return 2
   try:
-    return _train_locked(logdir, spec, optimizer, problems_and_data, task)
+    return _train_locked(logdir, spec, optimizer, problems_and_data, task,
+                         selection_problems)
   finally:
     dir_lock.release(lock)
 
@@ -459,7 +470,8 @@ RESUME_ERRORS = (checkpoints.CheckpointMismatchError,
                  checkpoints.CheckpointStateError)
 
 
-def _train_locked(logdir, spec, optimizer, problems_and_data, task):
+def _train_locked(logdir, spec, optimizer, problems_and_data, task,
+                  selection_problems=None):
   """The run itself, while this process holds the train dir's lock."""
   try:
     problem = prepare_logdir(logdir, FLAGS, optimizer)
@@ -477,7 +489,7 @@ def _train_locked(logdir, spec, optimizer, problems_and_data, task):
     tf.profiler.experimental.start(logdir)
   try:
     result = train(trainer_config(FLAGS, logdir), spec, problems_and_data,
-                   task)
+                   task, selection_problems)
   except RESUME_ERRORS as e:
     sys.stderr.write("metarun.py: {}\n".format(cannot_resume(e, logdir)))
     return 2
@@ -501,11 +513,12 @@ def _train_locked(logdir, spec, optimizer, problems_and_data, task):
   return report_end(result, logdir)
 
 
-def train(config, spec, problems_and_data, task):
+def train(config, spec, problems_and_data, task, selection_problems=None):
   """Meta-trains in this process (``task`` None) or as the chief of a
   cluster; returns the run's result dict."""
   if task is None:
-    return training_run.train_optimizer(config, spec, problems_and_data)
+    return training_run.train_optimizer(config, spec, problems_and_data,
+                                        selection_problems=selection_problems)
   return distributed.train_optimizer(config, spec, problems_and_data)
 
 

@@ -21,6 +21,8 @@ seed differ; pass explicit initial arrays to reproduce a run).
 """
 
 
+import math
+
 import numpy as np
 import tensorflow as tf
 
@@ -238,12 +240,17 @@ class FullyConnected(SoftmaxClassifier):
   """Multi-layer perceptron classifier.
 
   ``init_tensors`` is N(0, 0.01) as in the L2O-Entropy code ("MODIFY").
+  ``glorot_init`` (new in the port, default off): Glorot-uniform weights and
+  zero biases instead, the initialisation of a Keras ``Dense`` layer, so
+  that meta-training sees the starting points its users' models have.
   """
 
   def __init__(self, n_features, n_classes, hidden_sizes=(32, 64),
-               activation=tf.nn.sigmoid, random_seed=None, noise_stdev=0.0):
+               activation=tf.nn.sigmoid, random_seed=None, noise_stdev=0.0,
+               glorot_init=False):
     self.n_features = n_features
     self.activation = activation
+    self.glorot_init = glorot_init
     hidden_sizes = tuple(hidden_sizes)
     param_shapes = []
     for ix, sz in enumerate(hidden_sizes + (n_classes,)):
@@ -253,6 +260,10 @@ class FullyConnected(SoftmaxClassifier):
     super().__init__(param_shapes, random_seed, noise_stdev)
 
   def init_tensors(self, seed=None):
+    if self.glorot_init:
+      return [tf.random.uniform(shape, -1., 1., seed=seed) *
+              math.sqrt(6. / (shape[0] + shape[1])) if len(shape) == 2
+              else tf.zeros(shape) for shape in self.param_shapes]
     return [tf.random.normal(shape, mean=0., stddev=0.01, seed=seed)
             for shape in self.param_shapes]
 

@@ -67,6 +67,46 @@ def mnist_mlp_problems(data_dir=None):
            _mnist(True, data_dir), 128)]
 
 
+# MNIST MLPs of several widths, depths, activations and batch sizes
+# (hidden sizes, activation, batch), Glorot-initialised as Keras Dense layers
+# are. New in the port: the MNIST part of the generalist's training
+# distribution (recipe ``generalist``); the benchmark's models are not among
+# them.
+MNIST_MLP_FAMILY = (
+    ((20,), "sigmoid", 128), ((64,), "tanh", 64), ((128,), "relu", 128),
+    ((32, 32), "relu", 32), ((64, 64), "tanh", 128), ((32,), "elu", 256),
+    ((100,), "sigmoid", 64), ((48, 48), "elu", 64), ((), None, 128),
+    ((16, 16, 16), "relu", 128), ((256,), "relu", 64), ((40, 40), "sigmoid",
+                                                          256),
+    ((80,), "tanh", 32), ((24, 24), "tanh", 64), ((128, 64), "relu", 256),
+    ((50,), "softplus", 128))
+
+# Two MNIST MLPs outside that family: the generalist's --selection_set.
+MNIST_MLP_SELECTION = (((48, 24), "relu", 64), ((96,), "tanh", 128))
+
+
+def _mnist_mlps(family, data_dir):
+  train = _mnist(True, data_dir)
+  return [(_Spec(pg.FullyConnected, (784, 10),
+                 {"hidden_sizes": hidden,
+                  "activation": getattr(tf.nn, activation or "relu"),
+                  "glorot_init": True}), train, batch)
+          for hidden, activation, batch in family]
+
+
+def mnist_mlp_family_problems(data_dir=None):
+  """MNIST MLPs varied in width, depth, activation and batch size
+  (:data:`MNIST_MLP_FAMILY`), Glorot-initialised (new in the port)."""
+  return _mnist_mlps(MNIST_MLP_FAMILY, data_dir)
+
+
+def mnist_mlp_selection_problems(data_dir=None):
+  """Two MNIST MLPs outside :data:`MNIST_MLP_FAMILY`
+  (:data:`MNIST_MLP_SELECTION`), for ``--selection_set`` (new in the
+  port)."""
+  return _mnist_mlps(MNIST_MLP_SELECTION, data_dir)
+
+
 def quadratic_problems_noisy():
   """One noise-free member, for historical reasons (as the original)."""
   return [(_Spec(pg.Quadratic, (n,), {"noise_stdev": s}), None, None)
@@ -419,7 +459,8 @@ TRAINING_SETS = (
     "min_max_well_problems", "sum_of_quadratics_problems",
     "projection_quadratic_problems", "adapter_rosenbrock_local",
     "adapter_rosenbrock_worker", "test_problems", "lasso_problems",
-    "rastrigin_problems")
+    "rastrigin_problems", "mnist_mlp_family_problems",
+    "mnist_mlp_selection_problems")
 
 EVALUATION_SETS = (
     "mnist_mlp_problems", "test_mnist_mlp_problems",
@@ -428,7 +469,8 @@ EVALUATION_SETS = (
     "test_cifar10_conv_problems")
 
 DATA_SETS = ("mnist_conv_problems", "cifar10_conv_problems",
-             "mnist_mlp_problems", "test_problems") + EVALUATION_SETS[1:]
+             "mnist_mlp_problems", "test_problems",
+             "mnist_mlp_family_problems", "mnist_mlp_selection_problems") + EVALUATION_SETS[1:]
 
 
 def get(name, data_dir=None):
@@ -500,4 +542,8 @@ TRAINING_SET_FLAGS = [
      "Include outward snake problems."),
     ("include_dependency_chain_problems", "dependency_chain_problems",
      "Include dependency chain problems."),
+    # New in the port.
+    ("include_mnist_mlp_family_problems", "mnist_mlp_family_problems",
+     "Include MNIST MLPs of several widths, depths, activations and batch "
+     "sizes, Glorot-initialised (new)."),
 ]

@@ -177,6 +177,24 @@ class TrainingConfig:
       0.2, "With --meta_objective=validation: the share of the training rows "
       "held back for the meta-objective (a fixed draw, the same for every "
       "seed).", gt=0, lt=1)
+  # New in the port: meta-training on a distribution of problems
+  # (docs/meta-training.md, "Training on a mixture of problems").
+  mix_problems: bool = flag(
+      False, "Draw the problem of every meta-iteration from all the problems "
+      "the --include_* flags select (a draw fixed by the meta-iteration's "
+      "number), each meta-iteration from a fresh optimizee and optimizer "
+      "state, in one run of --num_meta_iterations. Off: the original, "
+      "--num_problems problems one after the other, --num_meta_iterations "
+      "each.")
+  selection_set: str = flag(
+      "", "With --selection=robust: score on the problems of this problem "
+      "set (the geometric mean of their robust scores) instead of on the "
+      "problem being trained; needed for a comparable score with "
+      "--mix_problems or --num_problems > 1. Empty: the current problem.")
+  warm_start: str = flag(
+      "", "Start a fresh run's meta-parameters from this checkpoint "
+      "(model.ckpt-N path) or shipped optimizer (name, e.g. l2o-scale) "
+      "instead of their initialisation; a resumed run ignores it (new).")
   selection_seeds: tuple = flag(
       (1001, 1002, 1003), "Seeds of the --selection=robust runs (each fixes "
       "the initial parameters, initial learning rates and batches).")

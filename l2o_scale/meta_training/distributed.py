@@ -105,6 +105,9 @@ def unsupported(flag_values):
     reasons.append("--if_mt (imitation) is not supported in distributed mode")
   if not flag_values.fix_unroll:
     reasons.append("distributed mode needs --fix_unroll=True")
+  if flag_values.mix_problems or flag_values.selection_set:
+    reasons.append("distributed mode trains one problem (no --mix_problems "
+                   "or --selection_set)")
   if flag_values.num_problems != 1:
     reasons.append("distributed mode trains one problem (--num_problems=1)")
   if flag_values.jit_compile:

@@ -126,3 +126,19 @@ def robust_score(optimizer, problem, dataset, batch_size, runs,
     else:
       finals.append(float(np.mean(objectives[-tail:])))
   return SelectionResult(float(np.mean(finals)), finals, diverged)
+
+
+def combine(results):
+  """One score over several problems' :func:`robust_score` results
+  (``--selection_set``): the geometric mean of their scores, so that each
+  problem weighs by its relative change whatever its loss scale; ``inf``
+  when any run diverged. ``finals`` and ``diverged_runs`` are those of all
+  problems, one after the other."""
+  scores = np.array([r.score for r in results], np.float64)
+  if not np.all(np.isfinite(scores)) or np.any(scores <= 0):
+    score = float("inf") if not np.all(np.isfinite(scores)) else float(
+        np.mean(scores))
+  else:
+    score = float(np.exp(np.mean(np.log(scores))))
+  return SelectionResult(score, [f for r in results for f in r.finals],
+                         [d for r in results for d in r.diverged_runs])

@@ -184,14 +184,17 @@ class TrainState(object):
     self._pending = self._read_sidecar(resume_state_path(path))
     return "tf2"
 
-  def attach_problem(self, problem, resuming, num_instances=1):
+  def attach_problem(self, problem, resuming, num_instances=1,
+                     load_carried=True):
     """Starts the carried state of each of the ``num_instances`` optimizee
     instances (a meta-batch) for ``problem``; when ``resuming``, applies
     the restored sidecar: carried state, random streams and loop values, as
     they were when the checkpoint was written (after the problem and its
     probes had been drawn, which is why this waits for the problem).
-    Returns False when the checkpoint has no sidecar (written by an older
-    version), else True."""
+    ``load_carried=False`` keeps the fresh carried state (``--mix_problems``:
+    the saved one may belong to another problem, and every meta-iteration
+    starts afresh). Returns False when the checkpoint has no sidecar
+    (written by an older version), else True."""
     self.carried = [CarriedState(problem, self.optimizer)
                     for _ in range(num_instances)]
     pending, self._pending = self._pending, None
@@ -205,7 +208,8 @@ class TrainState(object):
                          cached))
     version, internal, gauss = meta.pop("python")
     random.setstate((version, tuple(internal), gauss))
-    self._load_carried(arrays)
+    if load_carried:
+      self._load_carried(arrays)
     lr = meta.pop("meta_learning_rate", None)
     if lr is not None:
       self.meta_optimizer.set_learning_rate(lr)

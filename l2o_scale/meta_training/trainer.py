@@ -27,6 +27,7 @@ from l2o_scale.meta_training import curriculum as curriculum_lib
 from l2o_scale.meta_training import meta_learner as meta_learner_lib
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import reporting
+from l2o_scale.meta_training import selection as selection_lib
 from l2o_scale.meta_training import series as series_lib
 from l2o_scale.meta_training import task as task_lib
 from l2o_scale.meta_training import train_state as train_state_lib
@@ -64,6 +65,7 @@ class MetaTrainer(object):
     self.curriculum = (curriculum_lib.Curriculum(
         self.schedule.fix_unroll_length) if self.schedule.if_cl else None)
     self.task = self.series = self.reporter = self.summary_writer = None
+    self.selection_tasks = []
     self.latest, self.start_k, self.k = None, 0, 0
     self.problem_itr = 0
     self.summary_step = 0
@@ -87,6 +89,10 @@ class MetaTrainer(object):
                .format(self.latest,
                        checkpoints.checkpoint_format(self.latest).upper(),
                        self.start_k, n))
+    if not self.latest and self.training.warm_start:
+      self.log("Warm start: meta-parameters from {}.".format(
+          checkpoints.restore_optimizer(
+              _warm_start_path(self.training.warm_start), self.optimizer)))
     if self.latest and self.start_k and self.curriculum is not None:
       self.curriculum.load_state_dict(state.curriculum_state())
     self.k = self.start_k - 1
@@ -115,21 +121,42 @@ class MetaTrainer(object):
     """Meta-trains on this problem from now on. ``series``: a callable
     ``(trainer) -> series runner``, default a
     :class:`~l2o_scale.meta_training.series.LocalSeries`."""
+    self.use_task(self.build_task(problem_spec, dataset, batch_size),
+                  problem_itr, series)
+
+  def build_task(self, problem_spec, dataset, batch_size):
+    """The problem's task and reporter (what :meth:`use_task` takes)."""
     problem = problem_spec.build()
     name = getattr(problem_spec.callable, "__name__", "problem")
-    self.task = task_lib.MetaTrainingTask(problem, name, dataset, batch_size,
-                                          self.optimizer, self.training,
-                                          self.log)
-    self.reporter = reporting.Reporter(
+    task = task_lib.MetaTrainingTask(problem, name, dataset, batch_size,
+                                     self.optimizer, self.training, self.log)
+    reporter = reporting.Reporter(
         self.out, self.summary_writer, name, self.optimizer,
         self.schedule.num_meta_iterations,
         os.path.join(self.config.logdir, reporting.EVENTS)
         if self.config.logdir else None)
+    return task, reporter
+
+  def build_selection_tasks(self, problems_and_data):
+    """``--selection_set``: the problems the robust score runs on instead
+    of the current one. Built once, before any training problem's state is
+    attached, so that a resumed run draws its numbers in the same order."""
+    self.selection_tasks = [self.build_task(*p)[0] for p in problems_and_data]
+
+  def use_task(self, built, problem_itr, series=None, resuming=None,
+               load_carried=True):
+    """Meta-trains on ``built`` (from :meth:`build_task`) from now on.
+    ``resuming`` (default: the first problem of a resumed run) applies the
+    restored checkpoint's random streams and, with ``load_carried``, its
+    carried optimizee and optimizer state."""
+    self.task, self.reporter = built
     self.problem_itr = problem_itr
-    resuming = bool(self.latest) and problem_itr == 0 and self.start_k > 0
+    if resuming is None:
+      resuming = bool(self.latest) and problem_itr == 0 and self.start_k > 0
     lr = self.state.meta_optimizer.learning_rate
-    if not self.state.attach_problem(problem, resuming,
-                                     self.training.meta_batch_size):
+    if not self.state.attach_problem(self.task.problem, resuming,
+                                     self.training.meta_batch_size,
+                                     load_carried):
       self.log("Note: {} has no resume state (written by an older "
                "version): random streams and carried optimizer state "
                "restart, so the run differs from an uninterrupted one."
@@ -262,7 +289,11 @@ class MetaTrainer(object):
             "; the held-back rows' objective with --meta_objective=validation"
             if self.training.meta_objective == "validation" else ""))
     start = time.time()
-    result = self.task.robust_score()
+    if self.selection_tasks:
+      result = selection_lib.combine(
+          [task.robust_score() for task in self.selection_tasks])
+    else:
+      result = self.task.robust_score()
     self.reporter.selection(number, result, self.training.selection_seeds,
                             time.time() - start, step)
     return result.score
@@ -338,6 +369,14 @@ class MetaTrainer(object):
         first_evaluation=values.first_evaluation,
         evaluations=values.evaluations,
         meta_learning_rate=self.state.meta_optimizer.learning_rate)
+
+
+def _warm_start_path(name_or_path):
+  """``--warm_start``: a shipped optimizer's checkpoint, or the path."""
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  if name_or_path in pretrained.names():
+    return pretrained.checkpoint(name_or_path)
+  return name_or_path
 
 
 def _local_series(trainer):

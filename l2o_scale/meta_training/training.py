@@ -30,8 +30,35 @@ def sample_problems(problems_and_data, num_problems, select_random_problems):
   return (problems_and_data * num_repeats)[:num_problems]
 
 
+def mixed_problem_index(k, count):
+  """``--mix_problems``: which of ``count`` problems meta-iteration ``k``
+  trains on. A draw seeded by ``k`` alone: a resumed run draws the same
+  sequence without a stream to restore, and the run's other random draws
+  stay as they are."""
+  return random.Random(7919 * k + 1).randrange(count)
+
+
+def _train_mixed(trainer, problems_and_data):
+  """``--mix_problems`` (new in the port): one run of
+  ``num_meta_iterations``, each on a problem drawn by
+  :func:`mixed_problem_index`, from a fresh optimizee and optimizer state.
+  Every problem's task is built once, up front and in order (so a resumed
+  run draws its numbers as an uninterrupted one did), and reused."""
+  built = [trainer.build_task(*p) for p in problems_and_data]
+  resuming = bool(trainer.latest) and trainer.start_k > 0
+  for k in range(trainer.start_k, trainer.schedule.num_meta_iterations):
+    trainer.use_task(built[mixed_problem_index(k, len(built))], 0,
+                     resuming=resuming, load_carried=False)
+    resuming = False
+    trainer.state.reset_next_series = True
+    trainer.run_meta_iteration(trainer.plan(k))
+    if trainer.stopped:
+      break
+  trainer.end_problem()
+
+
 def train_optimizer(config, optimizer_spec, problems_and_data,
-                    out=sys.stdout):
+                    out=sys.stdout, selection_problems=None):
   """Trains the meta-parameters of an optimizer, as ``config``
   (:class:`~l2o_scale.meta_training.config.TrainerConfig`: the log dir, the
   :class:`~l2o_scale.meta_training.config.Schedule`, the
@@ -39,11 +66,17 @@ def train_optimizer(config, optimizer_spec, problems_and_data,
   summaries) says. ``l2o_scale.metaopt.train_optimizer`` takes the
   original's arguments instead. Returns :meth:`MetaTrainer.close`'s dict:
   the best evaluation, the last checkpoint, the final meta learning rate
-  and counts of what happened.
+  and counts of what happened. ``selection_problems`` (``--selection_set``):
+  the problems the robust selection scores on, instead of the current one.
   """
   schedule = config.schedule
   trainer = trainer_lib.MetaTrainer(config, optimizer_spec, out)
   if not trainer.start():
+    return trainer.close()
+  if selection_problems:
+    trainer.build_selection_tasks(selection_problems)
+  if config.training.mix_problems:
+    _train_mixed(trainer, problems_and_data)
     return trainer.close()
   for problem_itr, (problem_spec, dataset, batch_size) in enumerate(
       sample_problems(problems_and_data, schedule.num_problems,
