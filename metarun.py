@@ -129,6 +129,11 @@ def check_flags(flag_values):
     errors.append("--selection_set={!r} is not a training problem set; "
                   "known: {}".format(flag_values.selection_set,
                                      ", ".join(ps.TRAINING_SETS)))
+  if (flag_values.mix_problems and flag_values.selection == "robust" and
+      not flag_values.selection_set):
+    errors.append("--mix_problems with --selection=robust needs "
+                  "--selection_set (scores on the problem of the moment are "
+                  "not comparable)")
   if flag_values.mix_problems and flag_values.num_problems != 1:
     errors.append("--mix_problems draws a problem per meta-iteration; "
                   "--num_problems must stay 1")

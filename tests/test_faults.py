@@ -578,6 +578,11 @@ def test_metatest_out_of_range_flags_are_one_line(parse_metatest, args, line):
     (["--num_unroll_scale=-1"], "--num_unroll_scale must be >= 0 (got -1)"),
     (["--fast_forward_fraction=2"],
      "--fast_forward_fraction must be in [0, 1] (got 2)"),
+    (["--selection_set=bogus"],
+     "--selection_set='bogus' is not a training problem set"),
+    (["--mix_problems", "--num_problems=2"],
+     "--mix_problems draws a problem per meta-iteration; --num_problems must "
+     "stay 1"),
     (["--overwrite", "--resume=False",
       "--train_dir=l2o_scale/pretrained/l2o-scale"],
      "--train_dir=l2o_scale/pretrained/l2o-scale is inside the package's "

@@ -142,6 +142,8 @@ class MetaTrainer(object):
     of the current one. Built once, before any training problem's state is
     attached, so that a resumed run draws its numbers in the same order."""
     self.selection_tasks = [self.build_task(*p)[0] for p in problems_and_data]
+    for task in self.selection_tasks:
+      task.prepare_selection_runs()
 
   def use_task(self, built, problem_itr, series=None, resuming=None,
                load_carried=True):
@@ -153,6 +155,10 @@ class MetaTrainer(object):
     self.problem_itr = problem_itr
     if resuming is None:
       resuming = bool(self.latest) and problem_itr == 0 and self.start_k > 0
+    if self.training.selection == "robust" and not self.selection_tasks:
+      # Before a resumed run restores the random streams (as
+      # build_selection_tasks does).
+      self.task.prepare_selection_runs()
     lr = self.state.meta_optimizer.learning_rate
     if not self.state.attach_problem(self.task.problem, resuming,
                                      self.training.meta_batch_size,

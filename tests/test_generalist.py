@@ -1,0 +1,149 @@
+"""Meta-training on a distribution of problems (the generalist recipe's
+machinery): the problem of each meta-iteration drawn from a mixture, a
+robust selection over fixed problems, a warm start, Glorot-initialised MLPs
+and the recipe itself."""
+
+import io
+import math
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import resume_check  # tests/resume_check.py  # pylint: disable=g-bad-import-order
+
+from l2o_scale.config import recipes
+from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import selection
+from l2o_scale.meta_training import trainer as trainer_lib
+from l2o_scale.meta_training import training
+from optimizer import hierarchical_rnn
+from problems import problem_generator as pg
+from problems import problem_sets
+from problems import problem_spec
+
+
+def _optimizer_spec():
+  return problem_spec.Spec(hierarchical_rnn.HierarchicalRNN, ([6, 8, 5],),
+                           {"init_lr_range": (1e-3, 1e-3),
+                            "use_second_derivatives": False})
+
+
+def _quadratic(n, seed):
+  return (problem_spec.Spec(pg.Quadratic, (n,), {"random_seed": seed}), None,
+          None)
+
+
+def _config(logdir, iterations, **training):
+  schedule = config_lib.Schedule(
+      num_meta_iterations=iterations, learning_rate=1e-3, fix_unroll=True,
+      fix_unroll_length=5, fix_num_steps=10, fix_num_steps_eval=10,
+      evaluation_epochs=1)
+  return config_lib.TrainerConfig(
+      logdir=logdir, schedule=schedule,
+      training=config_lib.TrainingConfig(**training))
+
+
+def test_the_mixture_is_a_fixed_draw_per_meta_iteration():
+  draws = [training.mixed_problem_index(k, 5) for k in range(200)]
+  assert draws == [training.mixed_problem_index(k, 5) for k in range(200)]
+  assert set(draws) == set(range(5))
+  # Each problem gets its share (200 draws of 5: 40 expected each).
+  assert min(np.bincount(draws)) > 20
+
+
+def test_a_mixed_run_trains_on_each_drawn_problem_and_resumes_exactly(
+    tmp_path):
+  """--mix_problems with a --selection_set: meta-iteration k trains on the
+  problem mixed_problem_index draws (the log names its size), every one
+  from a fresh state; the robust score runs on the selection problem; a run
+  stopped after two meta-iterations and resumed ends bit for bit where the
+  uninterrupted one does."""
+  problems = [_quadratic(5, 3), _quadratic(7, 4)]
+  picks = [training.mixed_problem_index(k, 2) for k in range(3)]
+  assert len(set(picks)) == 2  # Both problems are trained on.
+
+  def train(logdir, n):
+    out = io.StringIO()
+    result = training.train_optimizer(
+        _config(logdir, n, mix_problems=True, selection="robust",
+                selection_steps=20, selection_seeds=(1, 2)),
+        _optimizer_spec(), problems, out=out,
+        selection_problems=[_quadratic(4, 5)])
+    return result, out.getvalue()
+
+  (result, log), (_, resumed_log) = resume_check.assert_resumes_exactly(
+      train, tmp_path, checkpoints=(0, 3))
+  assert result["meta_iterations"] == 3
+  assert "Resuming from" in resumed_log
+  # Every selection scores the one selection problem: 2 seeds, 2 finals.
+  scores = [line for line in log.splitlines() if line.startswith("selection")]
+  assert len(scores) == 3 and all(line.count(",") >= 1 for line in scores)
+
+
+def test_selection_over_problems_is_the_geometric_mean():
+  r = selection.SelectionResult
+  combined = selection.combine([r(0.5, [0.4, 0.6], []), r(8., [8.], [])])
+  assert combined.score == pytest.approx(math.sqrt(0.5 * 8.))
+  assert combined.finals == [0.4, 0.6, 8.]
+  diverged = selection.combine([r(0.5, [0.5], []),
+                                r(float("inf"), [float("inf")], [7])])
+  assert diverged.score == float("inf") and diverged.diverged_runs == [7]
+
+
+def test_a_warm_start_begins_at_the_checkpoint(tmp_path):
+  """--warm_start: a fresh run's meta-parameters are the checkpoint's; a
+  run that resumes keeps its own."""
+  source = str(tmp_path / "source")
+  training.train_optimizer(_config(source, 1), _optimizer_spec(),
+                           [_quadratic(5, 3)], out=io.StringIO())
+  path = os.path.join(source, "model.ckpt-1")
+  reader = tf.train.load_checkpoint(path)
+  out = io.StringIO()
+  warm = trainer_lib.MetaTrainer(
+      _config(str(tmp_path / "warm"), 1, warm_start=path),
+      _optimizer_spec(), out)
+  assert warm.start()
+  assert "Warm start: meta-parameters from {}".format(path) in out.getvalue()
+  fresh = trainer_lib.MetaTrainer(_config(str(tmp_path / "fresh"), 1),
+                                  _optimizer_spec(), io.StringIO())
+  moved = 0
+  for (name, var), fresh_var in zip(
+      warm.optimizer.tf1_variables().items(),
+      fresh.optimizer.tf1_variables().values()):
+    np.testing.assert_array_equal(var.numpy(), reader.get_tensor(name))
+    moved += not np.array_equal(var.numpy(), fresh_var.numpy())
+  assert moved  # The checkpoint is not the initialisation.
+
+
+def test_glorot_initialised_mlp_and_the_original_default():
+  glorot = pg.FullyConnected(30, 10, hidden_sizes=(20,), glorot_init=True)
+  w1, b1, w2, b2 = [t.numpy() for t in glorot.init_tensors(seed=1)]
+  for w, (fan_in, fan_out) in ((w1, (30, 20)), (w2, (20, 10))):
+    limit = math.sqrt(6. / (fan_in + fan_out))
+    assert np.abs(w).max() <= limit and np.abs(w).max() > 0.8 * limit
+  assert not b1.any() and not b2.any()
+  original = pg.FullyConnected(30, 10, hidden_sizes=(20,))
+  values = np.concatenate([t.numpy().ravel()
+                           for t in original.init_tensors(seed=1)])
+  assert 0.008 < values.std() < 0.012  # N(0, 0.01), 840 values
+
+
+def test_the_family_and_the_selection_problems_differ():
+  family = {(h, a) for h, a, _ in problem_sets.MNIST_MLP_FAMILY}
+  chosen = {(h, a) for h, a, _ in problem_sets.MNIST_MLP_SELECTION}
+  assert not family & chosen
+  assert len({a for _, a in family}) >= 4  # activations
+  assert len({len(h) for h, _ in family}) >= 3  # depths
+  assert len({b for _, _, b in problem_sets.MNIST_MLP_FAMILY}) >= 3
+
+
+def test_the_generalist_recipe_mixes_sets_and_selects_outside_them():
+  argv = recipes.expand(["metarun.py", "--recipe=generalist"])
+  flags = open(argv[1].split("=", 1)[1]).read()
+  assert "--mix_problems" in flags and "--warm_start=l2o-scale" in flags
+  included = [line for line in flags.splitlines()
+              if line.startswith("--include_")]
+  assert len(included) >= 5
+  assert "--selection_set=mnist_mlp_selection_problems" in flags
