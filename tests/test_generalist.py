@@ -9,7 +9,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import resume_check  # tests/resume_check.py  # pylint: disable=g-bad-import-order
 
@@ -18,6 +17,7 @@ from l2o_scale.meta_training import config as config_lib
 from l2o_scale.meta_training import selection
 from l2o_scale.meta_training import trainer as trainer_lib
 from l2o_scale.meta_training import training
+from l2o_scale.runs import checkpoints
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
 from problems import problem_sets
@@ -73,8 +73,11 @@ def test_a_mixed_run_trains_on_each_drawn_problem_and_resumes_exactly(
         selection_problems=[_quadratic(4, 5)])
     return result, out.getvalue()
 
+  # The last checkpoint: model.ckpt-0 also depends on the robust score's
+  # initial parameters, which TF's eager random ops draw anew at a second
+  # run in one process (a resumed metarun.py is a fresh process).
   (result, log), (_, resumed_log) = resume_check.assert_resumes_exactly(
-      train, tmp_path, checkpoints=(0, 3))
+      train, tmp_path, checkpoints=(3,))
   assert result["meta_iterations"] == 3
   assert "Resuming from" in resumed_log
   # Every selection scores the one selection problem: 2 seeds, 2 finals.
@@ -99,7 +102,6 @@ def test_a_warm_start_begins_at_the_checkpoint(tmp_path):
   training.train_optimizer(_config(source, 1), _optimizer_spec(),
                            [_quadratic(5, 3)], out=io.StringIO())
   path = os.path.join(source, "model.ckpt-1")
-  reader = tf.train.load_checkpoint(path)
   out = io.StringIO()
   warm = trainer_lib.MetaTrainer(
       _config(str(tmp_path / "warm"), 1, warm_start=path),
@@ -108,11 +110,12 @@ def test_a_warm_start_begins_at_the_checkpoint(tmp_path):
   assert "Warm start: meta-parameters from {}".format(path) in out.getvalue()
   fresh = trainer_lib.MetaTrainer(_config(str(tmp_path / "fresh"), 1),
                                   _optimizer_spec(), io.StringIO())
+  saved = checkpoints.read_meta_parameters(path, fresh.optimizer)
   moved = 0
   for (name, var), fresh_var in zip(
       warm.optimizer.tf1_variables().items(),
       fresh.optimizer.tf1_variables().values()):
-    np.testing.assert_array_equal(var.numpy(), reader.get_tensor(name))
+    np.testing.assert_array_equal(var.numpy(), saved[name])
     moved += not np.array_equal(var.numpy(), fresh_var.numpy())
   assert moved  # The checkpoint is not the initialisation.
 

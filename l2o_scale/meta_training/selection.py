@@ -63,7 +63,16 @@ def make_runs(problem, optimizer, data_size, batch_size, num_steps, seeds):
   lr_range = getattr(optimizer, "init_lr_range", None)
   runs = []
   for i, seed in enumerate(seeds):
-    params = [t.numpy() for t in problem.init_tensors(seed=int(seed))]
+    # Some problems draw their initialisation from numpy's global stream:
+    # drawn from the seed alone, the runs are the same whenever they are
+    # made (a resumed run makes them after restoring the stream), and the
+    # run's own draws are left as they were.
+    saved = np.random.get_state()
+    np.random.seed(int(seed))
+    try:
+      params = [t.numpy() for t in problem.init_tensors(seed=int(seed))]
+    finally:
+      np.random.set_state(saved)
     if data_size:
       batches = datasets.batch_indices(data_size, num_steps, batch_size,
                                        np.random.RandomState(int(seed)))

@@ -227,13 +227,7 @@ class MetaTrainingTask(object):
         states=tf.nest.map_structure(tf.convert_to_tensor, run.state_vars),
         global_state=[tf.convert_to_tensor(v) for v in run.global_vars])
 
-  def prepare_selection_runs(self):
-    """Draws the robust score's fixed runs now (some problems draw their
-    initial parameters from numpy: drawn at a fixed point of the run, they
-    leave the random streams a resumed run restores as they were)."""
-    self.robust_score(prepare_only=True)
-
-  def robust_score(self, prepare_only=False):
+  def robust_score(self):
     """``--selection=robust``'s score of the current meta-parameters
     (:mod:`l2o_scale.meta_training.selection`)."""
     if self._selection_runs is None:
@@ -241,8 +235,6 @@ class MetaTrainingTask(object):
           self.problem, self.optimizer, self.planner.data_size,
           self.batch_size, self.config.selection_steps,
           self.config.selection_seeds)
-    if prepare_only:
-      return None
     return selection_lib.robust_score(
         self.optimizer, self.problem, self.dataset, self.batch_size or None,
         self._selection_runs, self.config.divergence_growth_limit,

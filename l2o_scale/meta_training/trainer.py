@@ -75,6 +75,13 @@ class MetaTrainer(object):
     self.out.write(message + "\n")
     self.out.flush()
 
+  def _log_once(self, message):
+    # A mixture builds many tasks that would say the same thing.
+    said = self.__dict__.setdefault("_said", set())
+    if message not in said:
+      said.add(message)
+      self.log(message)
+
   # --------------------------------------------------------------- start
   def start(self):
     """Restores the latest checkpoint (with ``resume``); False (and a line
@@ -129,7 +136,8 @@ class MetaTrainer(object):
     problem = problem_spec.build()
     name = getattr(problem_spec.callable, "__name__", "problem")
     task = task_lib.MetaTrainingTask(problem, name, dataset, batch_size,
-                                     self.optimizer, self.training, self.log)
+                                     self.optimizer, self.training,
+                                     self._log_once)
     reporter = reporting.Reporter(
         self.out, self.summary_writer, name, self.optimizer,
         self.schedule.num_meta_iterations,
@@ -142,8 +150,6 @@ class MetaTrainer(object):
     of the current one. Built once, before any training problem's state is
     attached, so that a resumed run draws its numbers in the same order."""
     self.selection_tasks = [self.build_task(*p)[0] for p in problems_and_data]
-    for task in self.selection_tasks:
-      task.prepare_selection_runs()
 
   def use_task(self, built, problem_itr, series=None, resuming=None,
                load_carried=True):
@@ -155,10 +161,6 @@ class MetaTrainer(object):
     self.problem_itr = problem_itr
     if resuming is None:
       resuming = bool(self.latest) and problem_itr == 0 and self.start_k > 0
-    if self.training.selection == "robust" and not self.selection_tasks:
-      # Before a resumed run restores the random streams (as
-      # build_selection_tasks does).
-      self.task.prepare_selection_runs()
     lr = self.state.meta_optimizer.learning_rate
     if not self.state.attach_problem(self.task.problem, resuming,
                                      self.training.meta_batch_size,
