@@ -119,6 +119,36 @@ def ship(out_dir, stage, name, description, dest_root,
   parse_training_flags(argv)
   subdir = optimizer_flags.checkpoint_subdir(FLAGS)
   source = os.path.join(out_dir, "train", stage, subdir, "model.ckpt-0")
+  return _pack(argv, source, name, description, dest_root,
+               "{}, stage train-{}".format(trained_by, stage),
+               stage_run["seconds"],
+               meta_test_metrics(os.path.join(out_dir, "test"), stage),
+               os.path.join(os.path.abspath(out_dir), "train", ""),
+               "<all.sh output>/train/", out_dir)
+
+
+def ship_train_dir(train_dir, name, description, dest_root, wall_time_s):
+  """Ships the best model of a ``metarun.py`` run in ``train_dir`` (the
+  folder given as --train_dir), trained by the command its run record
+  holds; ``wall_time_s``: how long the run took."""
+  parse_training_flags(["metarun.py"])
+  subdir = optimizer_flags.checkpoint_subdir(FLAGS)
+  with open(run_record.path(os.path.join(train_dir, subdir))) as f:
+    argv = json.load(f)["command"].split()
+  parse_training_flags(argv)
+  source = os.path.join(train_dir, subdir, "model.ckpt-0")
+  return _pack(argv, source, name, description, dest_root,
+               "metarun.py, {}".format(" ".join(argv[1:2])), wall_time_s,
+               {}, os.path.join(os.path.abspath(train_dir), ""),
+               "<train dir>/", train_dir)
+
+
+def _pack(argv, source, name, description, dest_root, trained_by,
+          wall_time_s, meta_test, local_train, shown_train, out_dir):
+  """Copies the meta-parameters of checkpoint ``source`` (trained by the
+  metarun.py command ``argv``, parsed into FLAGS) into the package with
+  their card."""
+  subdir = optimizer_flags.checkpoint_subdir(FLAGS)
   dest = os.path.join(dest_root, name, subdir)
   os.makedirs(dest, exist_ok=True)
   optimizer = optimizer_flags.optimizer_spec(FLAGS).build()
@@ -128,17 +158,15 @@ def ship(out_dir, stage, name, description, dest_root,
   data = open(os.path.join(out_dir, "data.txt")).read().strip() if \
       os.path.exists(os.path.join(out_dir, "data.txt")) else None
   card = dict(
-      name=name, description=description,
-      trained_by="{}, stage train-{}".format(trained_by, stage),
+      name=name, description=description, trained_by=trained_by,
       data=data, training_seed=FLAGS.seed,
       meta_iterations=FLAGS.num_meta_iterations,
-      wall_time_seconds=stage_run["seconds"],
-      meta_test=meta_test_metrics(os.path.join(out_dir, "test"), stage),
+      wall_time_seconds=wall_time_s, meta_test=meta_test,
       **run_facts(os.path.dirname(source)))
   record = _without_local_paths(
       dict(optimizer_flags=optimizer_values, training_flags=training_values,
-           command=" ".join(argv), card=card), out_dir, FLAGS.data_dir,
-      dest_root, name)
+           command=" ".join(argv), card=card), local_train, shown_train,
+      FLAGS.data_dir, dest_root, name)
   run_record.write(dest, FLAGS.optimizer, **record)
   return dest
 
@@ -198,9 +226,8 @@ def report_settings(report_dir, rows):
           "step_decay_start": start}
 
 
-def update_long_runs(name, report_dir, description, dest_root):
-  """Writes the ``long_runs`` section (and a new description, if given) of
-  the shipped ``name``'s card."""
+def _shipped_record(dest_root, name):
+  """(folder, run record) of the shipped ``name``."""
   folder = os.path.join(dest_root, name)
   subdirs = [d for d in os.listdir(folder)
              if os.path.exists(run_record.path(os.path.join(folder, d)))]
@@ -208,7 +235,35 @@ def update_long_runs(name, report_dir, description, dest_root):
     raise ValueError("{} holds no single shipped checkpoint".format(folder))
   dest = os.path.join(folder, subdirs[0])
   with open(run_record.path(dest)) as f:
-    record = json.load(f)
+    return dest, json.load(f)
+
+
+def _write_record(dest, record):
+  with atomic_file.replace(run_record.path(dest)) as f:
+    json.dump(record, f, indent=1, sort_keys=True)
+    f.write("\n")
+
+
+def update_benchmark(name, benchmark_dir, outside_training, dest_root):
+  """Writes the ``benchmark`` section of the shipped ``name``'s card from
+  the task-suite benchmark's results.json in ``benchmark_dir``."""
+  from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
+  dest, record = _shipped_record(dest_root, name)
+  with open(os.path.join(benchmark_dir, "results.json")) as f:
+    results = json.load(f)
+  if results["config"]["optimizer"] != name:
+    raise ValueError("{} benchmarks {}, not {}".format(
+        benchmark_dir, results["config"]["optimizer"], name))
+  record["card"]["benchmark"] = report.card_section(results,
+                                                    outside_training)
+  _write_record(dest, record)
+  return dest
+
+
+def update_long_runs(name, report_dir, description, dest_root):
+  """Writes the ``long_runs`` section (and a new description, if given) of
+  the shipped ``name``'s card."""
+  dest, record = _shipped_record(dest_root, name)
   with open(os.path.join(report_dir, "horizon_check.json")) as f:
     rows = json.load(f)
   card = record["card"]
@@ -218,18 +273,19 @@ def update_long_runs(name, report_dir, description, dest_root):
   card["name"] = name
   record["training_flags"]["train_dir"] = os.path.join(
       os.path.relpath(dest_root, ROOT), name)
-  with atomic_file.replace(run_record.path(dest)) as f:
-    json.dump(record, f, indent=1, sort_keys=True)
-    f.write("\n")
+  _write_record(dest, record)
   return dest
 
 
-def _without_local_paths(record, out_dir, data_dir, dest_root, name):
+def _without_local_paths(record, local_train, shown_train, data_dir,
+                         dest_root, name):
   """The card names no folder of the machine it was made on."""
   text = json.dumps(record)
   shipped = os.path.join(os.path.relpath(dest_root, ROOT), name)
-  text = text.replace(os.path.join(os.path.abspath(out_dir), "train", ""),
-                      "<all.sh output>/train/")
+  text = text.replace(local_train, shown_train)
+  for form in (local_train.rstrip(os.sep), os.path.relpath(
+      local_train.rstrip(os.sep))):
+    text = text.replace("=" + form, "=" + shown_train.rstrip("/"))
   if data_dir:
     text = text.replace(os.path.abspath(data_dir), "<MNIST folder>")
   record = json.loads(text)
@@ -251,9 +307,29 @@ def main(argv=None):
                                                      "pretrained"))
   parser.add_argument("--trained_by", default="reproduce/all.sh "
                       "(REPRO_MEDIUM=1)", help="what produced --out")
+  parser.add_argument("--train_dir", help="a metarun.py --train_dir: ship "
+                      "its model.ckpt-0 (with --wall_time_s)")
+  parser.add_argument("--wall_time_s", type=float,
+                      help="with --train_dir: the run's wall time")
+  parser.add_argument("--benchmark", help="a python -m l2o_scale.benchmark "
+                      "--out folder of the shipped --name: write the card's "
+                      "benchmark section from its results.json")
+  parser.add_argument("--outside_training", default="",
+                      help="with --benchmark: comma-separated tasks whose "
+                      "models the optimizer never trained on")
   args = parser.parse_args(argv)
-  if bool(args.out) == bool(args.long_runs):
-    parser.error("give one of --out (with --stage) and --long_runs")
+  if sum(map(bool, (args.out, args.long_runs, args.train_dir,
+                    args.benchmark))) != 1:
+    parser.error("give one of --out (with --stage), --train_dir, "
+                 "--long_runs and --benchmark")
+  if args.benchmark:
+    print(update_benchmark(args.name, args.benchmark, [
+        t for t in args.outside_training.split(",") if t], args.dest))
+    return
+  if args.train_dir:
+    print(ship_train_dir(args.train_dir, args.name, args.description,
+                         args.dest, args.wall_time_s))
+    return
   if args.long_runs:
     print(update_long_runs(args.name, args.long_runs, args.description,
                            args.dest))

@@ -123,26 +123,44 @@ def tables(results):
   return "\n".join(_table(results, b) for b in results["config"]["budgets"])
 
 
+def counts(results, budget, tasks=None):
+  """The verdict against tuned Adam at ``budget`` in numbers: tasks, those
+  whose final training loss is at or below Adam's (``loss_ok``), whose test
+  metric is within tolerance (``metric_ok``), both, the median speedup (a
+  '>1' counts as 1) and the tasks where a run diverged. ``tasks``: only
+  these."""
+  entries = [e for e in results["entries"] if e["budget"] == budget and
+             (tasks is None or e["task"] in tasks)]
+  scored = [v for v in (verdict(e) for e in entries) if v is not None]
+  speedups = [e["speedup"]["value"] for e in entries
+              if e["speedup"] and e["speedup"]["value"] is not None]
+  return dict(
+      tasks=len(entries), loss_ok=sum(v["loss_ok"] for v in scored),
+      metric_ok=sum(v["metric_ok"] for v in scored),
+      both=sum(v["loss_ok"] and v["metric_ok"] for v in scored),
+      median_speedup=statistics.median(speedups) if speedups else None,
+      diverged=[e["task"] for e in entries
+                if e["optimizer"]["summary"]["diverged"]])
+
+
+def counts_sentence(c, budget):
+  return ("At {:,} steps, against tuned Adam: final training loss at or "
+          "below it on {} of {} tasks; test metric within tolerance of it "
+          "(or better) on {} of {}; both on {} of {}; median speedup {} "
+          "(a '>1' counts as 1).".format(
+              budget, c["loss_ok"], c["tasks"], c["metric_ok"], c["tasks"],
+              c["both"], c["tasks"], _num(c["median_speedup"], 2)))
+
+
 def summary_lines(results, budget):
   """Where the optimizer wins and where it loses against tuned Adam."""
   entries = [e for e in results["entries"] if e["budget"] == budget]
-  verdicts = [(e, verdict(e)) for e in entries]
-  scored = [(e, v) for e, v in verdicts if v is not None]
-  speedups = [e["speedup"]["value"] for e in entries
-              if e["speedup"] and e["speedup"]["value"] is not None]
-  diverged = [e["task"] for e in entries
-              if e["optimizer"]["summary"]["diverged"]]
-  lines = ["At {:,} steps, against tuned Adam: final training loss at or "
-           "below it on {} of {} tasks; test metric within tolerance of it "
-           "(or better) on {} of {}; both on {} of {}; median speedup {} "
-           "(a '>1' counts as 1).".format(
-               budget, sum(v["loss_ok"] for _, v in scored), len(entries),
-               sum(v["metric_ok"] for _, v in scored), len(entries),
-               sum(v["loss_ok"] and v["metric_ok"] for _, v in scored),
-               len(entries), "{:.2f}".format(statistics.median(speedups))
-               if speedups else "—")]
-  if diverged:
-    lines.append("Diverged: {}.".format(", ".join(diverged)))
+  scored = [(e, v) for e, v in ((e, verdict(e)) for e in entries)
+            if v is not None]
+  c = counts(results, budget)
+  lines = [counts_sentence(c, budget)]
+  if c["diverged"]:
+    lines.append("Diverged: {}.".format(", ".join(c["diverged"])))
   lines.append("")
   for e, v in scored:
     lines.append("- {}: training loss {:.3g}x tuned Adam's ({}), test {} "
@@ -151,6 +169,102 @@ def summary_lines(results, budget):
                      "wins" if v["loss_ok"] else "loses", e["metric"],
                      v["metric_diff"],
                      "within tolerance" if v["metric_ok"] else "short"))
+  return lines
+
+
+def comparison_lines(results, other):
+  """Task by task, the optimizer under test against another optimizer's
+  results on the same tasks and budgets (a generalist against the
+  specialist it started from): final training loss and test metric, mean
+  over seeds, and which is better on each."""
+  mine_name = results["config"]["optimizer"]
+  other_name = other["config"]["optimizer"]
+  theirs = {(e["task"], e["budget"]): e for e in other["entries"]}
+  lines = ["| task | steps | {0} training loss | {1} training loss | {0} "
+           "test metric | {1} test metric | lower loss |".format(
+               mine_name, other_name), "|---|---|---|---|---|---|---|"]
+  wins = total = 0
+  for e in results["entries"]:
+    o = theirs.get((e["task"], e["budget"]))
+    if o is None:
+      continue
+    a = e["optimizer"]["summary"]["final_train_loss"]["mean"]
+    b = o["optimizer"]["summary"]["final_train_loss"]["mean"]
+    better = None if a is None or b is None else (
+        mine_name if a <= b else other_name)
+    total += 1
+    wins += better == mine_name
+    lines.append("| {} | {:,} | {} | {} | {} | {} | {} |".format(
+        e["task"], e["budget"], cell(e["optimizer"]["summary"],
+                                     "final_train_loss"),
+        cell(o["optimizer"]["summary"], "final_train_loss"),
+        cell(e["optimizer"]["summary"], "test_metric"),
+        cell(o["optimizer"]["summary"], "test_metric"), better or "—"))
+  return ["{} reaches a lower final training loss than {} on {} of {} "
+          "task budgets.".format(mine_name, other_name, wins, total), ""] + (
+              lines)
+
+
+def card_section(results, outside_training=None):
+  """What a shipped optimizer's card holds about its benchmark run: when,
+  where, what size, and per budget the verdict in numbers (:func:`counts`,
+  also over ``outside_training``, the tasks whose model the optimizer never
+  trained on) and per task the means over seeds with their range."""
+  c = results["config"]
+  section = dict(
+      date=results["date"][:10], machine="{} ({} CPU cores)".format(
+          results["machine"]["cpu"], results["machine"]["cpu_count"]),
+      size=c["size"], seeds=c["seeds"], budgets=list(c["budgets"]),
+      tasks=list(c["tasks"]), baselines=list(c["baselines"]), budget={})
+  for budget in c["budgets"]:
+    per_task = {}
+    for e in results["entries"]:
+      if e["budget"] != budget:
+        continue
+      adam = e["baselines"].get("adam", {}).get("summary")
+      per_task[e["task"]] = dict(
+          final_train_loss=e["optimizer"]["summary"]["final_train_loss"],
+          test_metric=e["optimizer"]["summary"]["test_metric"],
+          metric=e["metric"],
+          tuned_adam_final_train_loss=adam and adam["final_train_loss"],
+          tuned_adam_test_metric=adam and adam["test_metric"],
+          speedup=speedup_text(e["speedup"]))
+    entry = dict(counts=counts(results, budget), tasks=per_task)
+    if outside_training:
+      entry["counts_outside_training"] = counts(results, budget,
+                                                outside_training)
+      entry["outside_training"] = list(outside_training)
+    section["budget"][str(budget)] = entry
+  return section
+
+
+def claim_lines(cards):
+  """The README's sentences about the shipped optimizers, generated from
+  the ``benchmark`` sections of their cards (``{name: card}``)."""
+  lines = []
+  for name, card in sorted(cards.items()):
+    bench = card.get("benchmark")
+    if not bench:
+      continue
+    for budget, entry in sorted(bench["budget"].items(),
+                                key=lambda kv: int(kv[0])):
+      c = entry["counts"]
+      text = ("- `{}`, {:,} steps, {} seeds, {} tasks (measured {}): "
+              "final training loss at or below tuned Adam's on {} of {} "
+              "tasks, test metric within tolerance on {}, both on {}; "
+              "median speedup over tuned Adam {}".format(
+                  name, int(budget), bench["seeds"], c["tasks"],
+                  bench["date"], c["loss_ok"], c["tasks"], c["metric_ok"],
+                  c["both"], _num(c["median_speedup"], 2)))
+      outside = entry.get("counts_outside_training")
+      if outside:
+        text += ("; on the {} tasks whose models it never trained on: "
+                 "both on {}, median speedup {}".format(
+                     outside["tasks"], outside["both"],
+                     _num(outside["median_speedup"], 2)))
+      if c["diverged"]:
+        text += "; diverged on {}".format(", ".join(c["diverged"]))
+      lines.append(text + ".")
   return lines
 
 
@@ -188,10 +302,13 @@ def _header(results):
       ""]
 
 
-def page(results, prefix):
+def page(results, prefix, against=None):
   lines = ["# Task-suite benchmark results", ""] + _header(results)
   for budget in results["config"]["budgets"]:
     lines += summary_lines(results, budget) + [""]
+  if against is not None:
+    lines += ["## Against {}".format(against["config"]["optimizer"]), ""] + (
+        comparison_lines(results, against)) + [""]
   lines += ["## Tables", "", tables(results), "## Figures", "",
             "![Speedup over tuned Adam]({}speedups.png)".format(prefix), ""]
   for e in results["entries"]:
@@ -204,13 +321,15 @@ def curve_name(entry):
   return "curves_{}_{}.png".format(entry["task"], entry["budget"])
 
 
-def write(results, out):
-  """Writes table.md, the figures and results.md into ``out``."""
+def write(results, out, against=None):
+  """Writes table.md, the figures and results.md into ``out`` (with
+  ``against``, another optimizer's results: a comparison with it)."""
   from l2o_scale.benchmark import figures  # pylint: disable=g-import-not-at-top
   os.makedirs(out, exist_ok=True)
   written = []
   for name, text in (("table.md", tables(results)),
-                     ("results.md", page(results, figure_prefix(out)))):
+                     ("results.md", page(results, figure_prefix(out),
+                                         against))):
     path = os.path.join(out, name)
     with open(path, "w", encoding="utf-8") as f:
       f.write(text)
@@ -223,6 +342,11 @@ def write(results, out):
   return written
 
 
+def _read(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(
       prog="python -m l2o_scale.benchmark.report",
@@ -230,15 +354,17 @@ def main(argv=None):
       "benchmark (python -m l2o_scale.benchmark), from its results.json.")
   p.add_argument("results", help="results.json of a benchmark run")
   p.add_argument("--out", required=True, help="folder to write into")
+  p.add_argument("--against", help="results.json of another optimizer on "
+                 "the same tasks: the page compares the two task by task")
   args = p.parse_args(argv)
   try:
-    with open(args.results, encoding="utf-8") as f:
-      results = json.load(f)
+    results = _read(args.results)
+    against = _read(args.against) if args.against else None
   except (OSError, ValueError) as e:
-    print("error: cannot read {}: {}".format(args.results, e),
-          file=sys.stderr)
+    print("error: cannot read {}: {}".format(e.filename if isinstance(
+        e, OSError) else args.results, e), file=sys.stderr)
     return 2
-  for path in write(results, args.out):
+  for path in write(results, args.out, against):
     print("wrote", path)
   return 0
 
