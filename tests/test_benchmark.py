@@ -270,6 +270,22 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   assert len(events) >= 2 * 2 * (1 + 3 * 2)  # a START marker and a writer
   page = open(os.path.join(out, "results.md"), encoding="utf-8").read()
   assert "speedup over tuned Adam" in page and "regression_synthetic" in page
+  # What a shipped optimizer's card and the README say come from these
+  # numbers: the counts agree with the verdicts of the page.
+  card = report.card_section(results, ["logreg_mnist"])
+  counts = card["budget"]["50"]["counts"]
+  verdicts = [report.verdict(e) for e in results["entries"]]
+  assert counts["tasks"] == 2 and counts["loss_ok"] == sum(
+      v["loss_ok"] for v in verdicts)
+  assert card["budget"]["50"]["counts_outside_training"]["tasks"] == 1
+  assert report.counts_sentence(counts, 50) in page
+  claim, = report.claim_lines({"x": {"benchmark": card}})
+  assert claim.startswith("- `x`, 50 steps, 1 seeds, 2 tasks") and (
+      "both on {}".format(counts["both"]) in claim)
+  # Against itself: a tie on every task counts as at or below.
+  assert report.comparison_lines(results, results)[0] == (
+      "small reaches a lower final training loss than small on 2 of 2 task "
+      "budgets.".replace("small", results["config"]["optimizer"]))
   # Interrupted or not, a second run resumes from the stored runs: nothing
   # retrains and the numbers are the same.
   again = suite.run(config, log=lambda line: None)
@@ -281,3 +297,14 @@ def test_report_command_refuses_a_missing_file(tmp_path, capsys):
   assert report.main([str(tmp_path / "none.json"), "--out",
                       str(tmp_path)]) == 2
   assert "cannot read" in capsys.readouterr().err
+
+
+def test_the_readme_claims_are_generated_from_the_cards():
+  """README's lines about the shipped optimizers on the benchmark are
+  exactly what ``report --claims`` makes of their cards."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  text = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+  start = text.index("<!-- benchmark claims:")
+  start = text.index("\n", start) + 1
+  end = text.index("<!-- end of benchmark claims -->")
+  assert text[start:end].splitlines() == report.shipped_claims()

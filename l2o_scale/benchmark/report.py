@@ -268,6 +268,14 @@ def claim_lines(cards):
   return lines
 
 
+def shipped_claims():
+  """:func:`claim_lines` of the shipped optimizers' cards."""
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top
+  return claim_lines({name: run_record.read(pretrained.folder(name)).get(
+      "card", {}) for name in pretrained.names()})
+
+
 def figure_prefix(out):
   rel = os.path.relpath(os.path.abspath(out), RESULTS)
   if rel.startswith(".."):
@@ -352,11 +360,20 @@ def main(argv=None):
       prog="python -m l2o_scale.benchmark.report",
       description="Tables, figures and results page of the task-suite "
       "benchmark (python -m l2o_scale.benchmark), from its results.json.")
-  p.add_argument("results", help="results.json of a benchmark run")
-  p.add_argument("--out", required=True, help="folder to write into")
+  p.add_argument("results", nargs="?", help="results.json of a benchmark "
+                 "run")
+  p.add_argument("--out", help="folder to write into")
+  p.add_argument("--claims", action="store_true", help="print the README's "
+                 "lines about the shipped optimizers, from the benchmark "
+                 "sections of their cards, and exit")
   p.add_argument("--against", help="results.json of another optimizer on "
                  "the same tasks: the page compares the two task by task")
   args = p.parse_args(argv)
+  if args.claims:
+    print("\n".join(shipped_claims()))
+    return 0
+  if not (args.results and args.out):
+    p.error("give results.json and --out (or --claims)")
   try:
     results = _read(args.results)
     against = _read(args.against) if args.against else None
