@@ -176,14 +176,12 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     ``weight_decay`` and, as ``learning_rate``, the step schedule (e.g. the
     learned step held for the first ``step_decay_start`` of the run and
     decayed, cosine, over the rest). Explicit ``weight_decay`` or
-    ``learning_rate`` arguments win. Without it: the learned update as it
-    is."""
-    if total_steps is not None:
-      settings = shipped.long_run_settings(name)
-      if settings is None:
-        raise ValueError("the pretrained optimizer {!r} has no settings for "
-                         "long runs in its card; pass weight_decay and "
-                         "learning_rate yourself".format(name))
+    ``learning_rate`` arguments win. Without it, or for an optimizer whose
+    card has no such settings (``l2o-generalist``: meta-trained to run
+    without them), the learned update as it is."""
+    settings = (shipped.long_run_settings(name) if total_steps is not None
+                else None)
+    if settings is not None:
       card = step_settings.step_transforms_from(**settings)
       for key, value in card.keras_kwargs(total_steps).items():
         keras_kwargs.setdefault(key, value)
