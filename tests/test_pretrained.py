@@ -7,6 +7,7 @@ their cards hold), and their cards' settings for long runs reach Keras."""
 
 import json
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -21,6 +22,8 @@ from problems import problem_sets
 VARIANTS = {"l2o-scale": (-4.6, 300), "l2o-entropy-reg": (-4.6, 300),
             "l2o-entropy-reg-cl-mt": (-4.6, 300)}
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
+# Meta-trained on a distribution of problems (recipe generalist).
+GENERALIST = "l2o-generalist"
 
 
 def _final(optimizer, problem, dataset, batch_size, steps=300, seed=6):
@@ -75,7 +78,7 @@ def test_pretrained_beat_tuned_adam_on_the_mlp(data_dir):
 
 
 def test_names_and_cards_are_listed():
-  assert pretrained.names() == sorted(VARIANTS)
+  assert pretrained.names() == sorted(list(VARIANTS) + [GENERALIST])
   lines = pretrained.describe("l2o-scale")
   assert lines[0].startswith("l2o-scale: L2O-Scale")
   assert any(l.startswith("  command: metarun.py ") and
@@ -127,3 +130,43 @@ def test_total_steps_applies_the_cards_long_run_settings():
   assert float(mine.learning_rate) == 0.5
   plain = keras_optimizer.LearnedOptimizer.pretrained("l2o-scale")
   assert plain.weight_decay is None and float(plain.learning_rate) == 1.
+
+
+def test_the_generalist_runs_by_name_with_its_benchmark_on_its_card(
+    data_dir, tmp_path):
+  """l2o-generalist: its card holds the task-suite benchmark's results
+  (every task, spread over seeds) and no long-run settings, so
+  ``total_steps`` changes nothing; it meta-tests by name."""
+  with open(os.path.join(pretrained.folder(GENERALIST),
+                         "run_record.json")) as f:
+    record = json.load(f)
+  card = record["card"]
+  assert "--recipe=generalist" in record["command"]
+  assert "/work/" not in json.dumps(record)
+  bench = card["benchmark"]
+  assert bench["seeds"] == 3 and "2000" in bench["budget"]
+  for entry in bench["budget"].values():
+    assert entry["counts"]["tasks"] == len(entry["tasks"]) == 9
+    for task in entry["tasks"].values():
+      assert task["final_train_loss"]["n"] == 3
+  assert pretrained.long_run_settings(GENERALIST) is None
+  plain = keras_optimizer.LearnedOptimizer.pretrained(GENERALIST)
+  long = keras_optimizer.LearnedOptimizer.pretrained(GENERALIST,
+                                                     total_steps=10000)
+  assert long.weight_decay == plain.weight_decay
+  assert float(long.learning_rate) == float(plain.learning_rate)
+  import metatest  # pylint: disable=g-import-not-at-top
+  metatest.FLAGS.unparse_flags()
+  metatest.FLAGS(["metatest.py", "--pretrained=" + GENERALIST,
+                  "--include_mnist_mlp_problems", "--num_testing_itrs=100",
+                  "--seeds=6", "--data_dir=" + data_dir,
+                  "--save_dir=" + str(tmp_path), "--model_name=g"])
+  try:
+    written = metatest.run(metatest.FLAGS)
+  finally:
+    metatest.FLAGS.unparse_flags()
+    metatest.FLAGS(["metatest.py"])
+  assert len(written) == 1
+  with open(written[0], "rb") as f:
+    losses = np.array(pickle.load(f), np.float64)
+  assert np.all(np.isfinite(losses)) and losses[-10:].mean() < losses[:10].mean()
