@@ -311,7 +311,8 @@ def _header(results):
 
 
 def page(results, prefix, against=None):
-  lines = ["# Task-suite benchmark results", ""] + _header(results)
+  lines = ["# Task-suite benchmark: {}".format(
+      results["config"]["optimizer"]), ""] + _header(results)
   for budget in results["config"]["budgets"]:
     lines += summary_lines(results, budget) + [""]
   if against is not None:
