@@ -308,3 +308,14 @@ def test_the_readme_claims_are_generated_from_the_cards():
   start = text.index("\n", start) + 1
   end = text.index("<!-- end of benchmark claims -->")
   assert text[start:end].splitlines() == report.shipped_claims()
+
+
+def test_a_changed_shipped_optimizer_never_reuses_stored_runs(monkeypatch):
+  """The stored runs of a shipped optimizer are keyed by its checkpoint and
+  card settings, not its name alone."""
+  before = optimizers.identity("l2o-scale")
+  assert before.startswith("l2o-scale@")
+  assert optimizers.identity("adam:1e-3") == "adam:1e-3"
+  monkeypatch.setattr(optimizers.shipped, "long_run_settings",
+                      lambda name: {"weight_decay": 0.})
+  assert optimizers.identity("l2o-scale") != before

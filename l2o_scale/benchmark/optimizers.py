@@ -20,8 +20,10 @@ every learning rate of the grid and every seed.
 """
 
 import dataclasses
+import hashlib
 import importlib
 import inspect
+import json
 import math
 import os
 
@@ -122,6 +124,22 @@ def _from_import(path, total_steps):
   except (TypeError, ValueError):
     accepts = False
   return target(total_steps=total_steps) if accepts else target()
+
+
+def identity(spec):
+  """What names the optimizer of ``spec`` in a stored run's key: the spec,
+  and for a shipped optimizer also a digest of its checkpoint and card
+  settings, so that a changed shipped optimizer (new meta-parameters, new
+  settings for long runs) never reuses the runs of the old one."""
+  if spec not in shipped.names():
+    return spec
+  digest = hashlib.sha1(json.dumps(shipped.long_run_settings(spec),
+                                   sort_keys=True).encode())
+  prefix = shipped.checkpoint(spec)
+  for suffix in (".index", ".data-00000-of-00001"):
+    with open(prefix + suffix, "rb") as f:
+      digest.update(f.read())
+  return "{}@{}".format(spec, digest.hexdigest()[:12])
 
 
 def factory(spec):

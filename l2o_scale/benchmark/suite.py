@@ -232,7 +232,8 @@ class TaskRunner:
       trainer = training.Trainer(self.task, self.splits, model,
                                  factory(self.budget), self.jit_compile)
       return self._train(trainer, seed, spec)
-    return [self.store.get_or_run(self.key(spec, None, s),
+    name = optimizers.identity(spec)
+    return [self.store.get_or_run(self.key(name, None, s),
                                   lambda s=s: run(s)) for s in self.seeds]
 
   def tuned(self, baseline):
