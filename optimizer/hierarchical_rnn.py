@@ -93,10 +93,12 @@ class _Segments:
     """
     if self.count == 1 or int(per_tensor.shape[1]) == 1:
       return per_tensor
-    k = int(per_tensor.shape[0])
-    columns = tf.split(per_tensor, self.count, 1)
-    return tf.concat([tf.broadcast_to(column, [k, size])
-                      for column, size in zip(columns, self.sizes)], 1)
+    return tf.gather(per_tensor, self.tensor_ids(), axis=1)
+
+  def tensor_ids(self):
+    """[N] int32: the index of the tensor each coordinate belongs to."""
+    return tf.concat([tf.fill([size], t) for t, size in enumerate(self.sizes)],
+                     0)
 
 
 class HierarchicalRNN(opt.TrainableOptimizer):
@@ -655,7 +657,10 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     if self.num_layers > 1:
       layer_input = seg.means(param_state)
       if self._uses_additional_features:
-        input_means = seg.means(inputs)
+        # Means of the cell's operand, not of ``inputs``: XLA then reads
+        # the matmul's operand again where it would write the features out
+        # a second time for the reduction.
+        input_means = seg.means(cell_rows)[:int(inputs.shape[0])]
         layer_input = tf.concat([layer_input, input_means], 0)
       layer_input = tf.transpose(layer_input)
       if self.num_layers == 3:
