@@ -38,6 +38,12 @@ _LOL = opt.OPTIMIZER_SCOPE
 _PER_TENSOR = _LOL + "/PerTensor"
 
 
+# Most tensors for which _Segments.spread selects per coordinate (about two
+# vector operations per tensor and element) rather than writing the spread
+# values out (a write and a read of [k, N]).
+SELECT_MAX_TENSORS = 16
+
+
 class _Segments:
   """T tensors laid end to end along the last axis of [k, N] row matrices.
 
@@ -65,8 +71,8 @@ class _Segments:
     """The inverse of :meth:`concat`."""
     return [rows] if self.count == 1 else tf.split(rows, self.sizes, 1)
 
-  def means(self, rows):
-    """[k, N] -> [k, T]: each row averaged over each tensor.
+  def sums(self, rows):
+    """[k, N] -> [k, T]: each row summed over each tensor.
 
     The largest tensor's sum is the row total minus the other tensors'
     sums: a reduction over a whole row fuses with whatever produced it,
@@ -75,30 +81,54 @@ class _Segments:
     absolute error of ~1e-7 of the row's sum.
     """
     if self.count == 1:
-      return tf.reduce_mean(rows, 1, keepdims=True)
+      return tf.reduce_sum(rows, 1, keepdims=True)
     largest = int(np.argmax(self.sizes))
     pieces = tf.split(rows, self.sizes, 1)
     sums = [None if t == largest else tf.reduce_sum(pieces[t], 1)
             for t in range(self.count)]
     sums[largest] = tf.reduce_sum(rows, 1) - tf.add_n(
         [x for x in sums if x is not None])
-    return tf.stack(sums, 1) * tf.constant(self._inverse_sizes)
+    return tf.stack(sums, 1)
+
+  def means(self, rows):
+    """[k, N] -> [k, T]: each row averaged over each tensor (:meth:`sums`)."""
+    return self.sums(rows) * tf.constant(self._inverse_sizes)
 
   def spread(self, per_tensor):
     """[k, T] -> [k, N]: each tensor's value on each of its coordinates
     ([k, 1] is returned as it is: it broadcasts).
 
-    Built from T broadcasts, which XLA fuses into the elementwise pass that
-    reads the result: no index array of N entries is stored or read.
+    Up to :data:`SELECT_MAX_TENSORS` tensors, a chain of selects on the
+    coordinate's index, which XLA fuses into the elementwise pass that
+    reads the result, so the [k, N] result is never written out (T
+    broadcasts laid end to end by a concat are: XLA fuses neither the
+    broadcasts into the concat nor the concat into its reader; a gather
+    by tensor index is fused but costs more per element than writing the
+    result out). Beyond, the concat of broadcasts, whose cost does not grow
+    with T. Nothing of size N is stored in the graph either way. The
+    gradient is :meth:`sums` (autodiff of the selects would make T
+    [k, N] masks).
     """
     if self.count == 1 or int(per_tensor.shape[1]) == 1:
       return per_tensor
-    return tf.gather(per_tensor, self.tensor_ids(), axis=1)
 
-  def tensor_ids(self):
-    """[N] int32: the index of the tensor each coordinate belongs to."""
-    return tf.concat([tf.fill([size], t) for t, size in enumerate(self.sizes)],
-                     0)
+    @tf.custom_gradient
+    def spread_columns(values):
+      return self._spread_forward(values), self.sums
+
+    return spread_columns(per_tensor)
+
+  def _spread_forward(self, per_tensor):
+    k, total = int(per_tensor.shape[0]), sum(self.sizes)
+    columns = tf.split(per_tensor, self.count, 1)
+    if self.count > SELECT_MAX_TENSORS:
+      return tf.concat([tf.broadcast_to(column, [k, size])
+                        for column, size in zip(columns, self.sizes)], 1)
+    index = tf.range(total)[tf.newaxis]
+    spread = tf.broadcast_to(columns[0], [k, total])
+    for column, start in zip(columns[1:], np.cumsum(self.sizes)[:-1]):
+      spread = tf.where(index >= int(start), column, spread)
+    return spread
 
 
 class HierarchicalRNN(opt.TrainableOptimizer):
