@@ -110,7 +110,8 @@ def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
         first_call_seconds=dict(learned=learned["first_call_seconds"],
                                 adam=adam_["first_call_seconds"])))
     print(format_row(rows[-1]), flush=True)
-  return {"rows": rows, "batch_size": BATCH_SIZE, "cpu_allocator": cpu_allocator(),
+  return {"rows": rows, "batch_size": BATCH_SIZE,
+          "cpu_allocator": cpu_allocator(),
           "model": "MLP 784-H-H-10 (ReLU), Keras fit train step, XLA",
           "learned": 'LearnedOptimizer.pretrained("l2o-scale")',
           "baseline": "keras.optimizers.Adam()"}
