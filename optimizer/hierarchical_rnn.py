@@ -627,7 +627,7 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       decays = [decay]
       for _ in range(g - 1):
         decays.append(tf.sqrt(decays[-1]))
-      return tf.concat(decays, 0)
+      return decays
 
     # Gradient accumulators and mean squares, one row per timescale.
     grad_row = seg.concat([tf.reshape(grad, [1, -1]) for grad in grads])
@@ -635,10 +635,15 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     if g == 1:
       grads_accum = grad_row
     else:
-      decays = sqrt_chain(inp_decay)
-      grads_accum = grad_row * (1. - decays) + packed["grad_accum"] * decays
+      # Row by row into the concat that writes the new accumulators: XLA
+      # fuses each row's update into it (the decays as one [g, N] array
+      # would be written out first).
+      grads_accum = tf.concat(
+          [grad_row * (1. - decay) + accum * decay for decay, accum in
+           zip(sqrt_chain(inp_decay), tf.split(packed["grad_accum"], g, 0))],
+          0)
     if self.use_multiple_scale_decays and g > 1:
-      scale_decay = sqrt_chain(scale_decay)
+      scale_decay = tf.concat(sqrt_chain(scale_decay), 0)
     old_ms = packed["ms"]
     # The original's first-step rule (utils.new_mean_squared: the decay is
     # ignored while a tensor's mean square is all zero), tested per
