@@ -38,6 +38,12 @@ _LOL = opt.OPTIMIZER_SCOPE
 _PER_TENSOR = _LOL + "/PerTensor"
 
 
+# Most tensors for which _Segments.spread selects per coordinate (about two
+# vector operations per tensor and element) rather than writing the spread
+# values out (a write and a read of [k, N]).
+SELECT_MAX_TENSORS = 16
+
+
 class _Segments:
   """T tensors laid end to end along the last axis of [k, N] row matrices.
 
@@ -65,8 +71,8 @@ class _Segments:
     """The inverse of :meth:`concat`."""
     return [rows] if self.count == 1 else tf.split(rows, self.sizes, 1)
 
-  def means(self, rows):
-    """[k, N] -> [k, T]: each row averaged over each tensor.
+  def sums(self, rows):
+    """[k, N] -> [k, T]: each row summed over each tensor.
 
     The largest tensor's sum is the row total minus the other tensors'
     sums: a reduction over a whole row fuses with whatever produced it,
@@ -75,28 +81,54 @@ class _Segments:
     absolute error of ~1e-7 of the row's sum.
     """
     if self.count == 1:
-      return tf.reduce_mean(rows, 1, keepdims=True)
+      return tf.reduce_sum(rows, 1, keepdims=True)
     largest = int(np.argmax(self.sizes))
     pieces = tf.split(rows, self.sizes, 1)
     sums = [None if t == largest else tf.reduce_sum(pieces[t], 1)
             for t in range(self.count)]
     sums[largest] = tf.reduce_sum(rows, 1) - tf.add_n(
         [x for x in sums if x is not None])
-    return tf.stack(sums, 1) * tf.constant(self._inverse_sizes)
+    return tf.stack(sums, 1)
+
+  def means(self, rows):
+    """[k, N] -> [k, T]: each row averaged over each tensor (:meth:`sums`)."""
+    return self.sums(rows) * tf.constant(self._inverse_sizes)
 
   def spread(self, per_tensor):
     """[k, T] -> [k, N]: each tensor's value on each of its coordinates
     ([k, 1] is returned as it is: it broadcasts).
 
-    Built from T broadcasts, which XLA fuses into the elementwise pass that
-    reads the result: no index array of N entries is stored or read.
+    Up to :data:`SELECT_MAX_TENSORS` tensors, a chain of selects on the
+    coordinate's index, which XLA fuses into the elementwise pass that
+    reads the result, so the [k, N] result is never written out (T
+    broadcasts laid end to end by a concat are: XLA fuses neither the
+    broadcasts into the concat nor the concat into its reader; a gather
+    by tensor index is fused but costs more per element than writing the
+    result out). Beyond, the concat of broadcasts, whose cost does not grow
+    with T. Nothing of size N is stored in the graph either way. The
+    gradient is :meth:`sums` (autodiff of the selects would make T
+    [k, N] masks).
     """
     if self.count == 1 or int(per_tensor.shape[1]) == 1:
       return per_tensor
-    k = int(per_tensor.shape[0])
+
+    @tf.custom_gradient
+    def spread_columns(values):
+      return self._spread_forward(values), self.sums
+
+    return spread_columns(per_tensor)
+
+  def _spread_forward(self, per_tensor):
+    k, total = int(per_tensor.shape[0]), sum(self.sizes)
     columns = tf.split(per_tensor, self.count, 1)
-    return tf.concat([tf.broadcast_to(column, [k, size])
-                      for column, size in zip(columns, self.sizes)], 1)
+    if self.count > SELECT_MAX_TENSORS:
+      return tf.concat([tf.broadcast_to(column, [k, size])
+                        for column, size in zip(columns, self.sizes)], 1)
+    index = tf.range(total)[tf.newaxis]
+    spread = tf.broadcast_to(columns[0], [k, total])
+    for column, start in zip(columns[1:], np.cumsum(self.sizes)[:-1]):
+      spread = tf.where(index >= int(start), column, spread)
+    return spread
 
 
 class HierarchicalRNN(opt.TrainableOptimizer):
@@ -595,7 +627,7 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       decays = [decay]
       for _ in range(g - 1):
         decays.append(tf.sqrt(decays[-1]))
-      return tf.concat(decays, 0)
+      return decays
 
     # Gradient accumulators and mean squares, one row per timescale.
     grad_row = seg.concat([tf.reshape(grad, [1, -1]) for grad in grads])
@@ -603,10 +635,15 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     if g == 1:
       grads_accum = grad_row
     else:
-      decays = sqrt_chain(inp_decay)
-      grads_accum = grad_row * (1. - decays) + packed["grad_accum"] * decays
+      # Row by row into the concat that writes the new accumulators: XLA
+      # fuses each row's update into it (the decays as one [g, N] array
+      # would be written out first).
+      grads_accum = tf.concat(
+          [grad_row * (1. - decay) + accum * decay for decay, accum in
+           zip(sqrt_chain(inp_decay), tf.split(packed["grad_accum"], g, 0))],
+          0)
     if self.use_multiple_scale_decays and g > 1:
-      scale_decay = sqrt_chain(scale_decay)
+      scale_decay = tf.concat(sqrt_chain(scale_decay), 0)
     old_ms = packed["ms"]
     # The original's first-step rule (utils.new_mean_squared: the decay is
     # ignored while a tensor's mean square is all zero), tested per
@@ -655,7 +692,10 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     if self.num_layers > 1:
       layer_input = seg.means(param_state)
       if self._uses_additional_features:
-        input_means = seg.means(inputs)
+        # Means of the cell's operand, not of ``inputs``: XLA then reads
+        # the matmul's operand again where it would write the features out
+        # a second time for the reduction.
+        input_means = seg.means(cell_rows)[:int(inputs.shape[0])]
         layer_input = tf.concat([layer_input, input_means], 0)
       layer_input = tf.transpose(layer_input)
       if self.num_layers == 3:

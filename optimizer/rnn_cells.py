@@ -89,21 +89,29 @@ class BiasGRUCell(tf.Module):
     if bias is not None:
       bias_cols = bias_cols + tf.reshape(bias, [-1, 3 * units])
     bias_cols = tf.transpose(bias_cols)  # [3 units, 1 or T]
+    # The gates' and the candidate's biases spread separately: each spread
+    # then has one reader, into whose elementwise pass XLA fuses it (spread
+    # together, the [3 units, N] result is written out and read back).
+    r_bias, u_bias, cand_bias = tf.split(bias_cols, 3, 0)
     if spread is not None:
-      bias_cols = spread(bias_cols)
+      r_bias, u_bias, cand_bias = [spread(b) for b in (r_bias, u_bias,
+                                                       cand_bias)]
     gates_w = self.gates.matrix
     cand_w = self.candidate.matrix
     weights = tf.concat([
         tf.concat([gates_w[:n_in], cand_w[:n_in]], 1),
         tf.concat([gates_w[n_in:], tf.zeros([units, units])], 1)], 0)
-    projected = tf.matmul(weights, rows, transpose_a=True) + bias_cols
+    projected = tf.matmul(weights, rows, transpose_a=True)
     # tf.split rather than slicing: along axis 0 the pieces share the
     # buffer, and in backprop its gradient is one concat where each slice's
     # gradient would be a zero-padded full-size tensor.
-    gate_lin, cand_lin = tf.split(projected, [2 * units, units], 0)
-    r, u = tf.split(0.5 * tf.tanh(0.5 * gate_lin) + 0.5, 2, 0)
+    r_lin, u_lin, cand_lin = tf.split(projected, 3, 0)
+    # r and u each in the pass that reads it (r * state, then the new
+    # state), so neither is written out as a [units, N] array.
+    r, u = [0.5 * tf.tanh(0.5 * (lin + b)) + 0.5
+            for lin, b in ((r_lin, r_bias), (u_lin, u_bias))]
     state = tf.split(rows, [n_in, units], 0)[1]
-    c = self._activation(cand_lin + tf.matmul(
+    c = self._activation((cand_lin + cand_bias) + tf.matmul(
         cand_w[n_in:], r * state, transpose_a=True))
     # u * state + (1 - u) * c in three passes instead of four.
     return c + u * (state - c)

@@ -35,6 +35,15 @@ def test_sweep_runs_and_reports_every_field(tmp_path):
   assert report["machine"]["cpu_count"] >= 1 and len(report["load_before"]) == 3
   text = page.read_text()
   assert "| 3,210 |" in text and report["date"] in text
+  assert report["cpu_allocator"] in ("default", "BFC")
+  assert "TensorFlow's {} CPU allocator".format(report["cpu_allocator"]) in text
+
+
+def test_the_allocator_in_use_is_named(monkeypatch):
+  monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "true")
+  assert bench_sizes.cpu_allocator() == "BFC"
+  monkeypatch.delenv("TF_CPU_ALLOCATOR_USE_BFC")
+  assert bench_sizes.cpu_allocator() == "default"
 
 
 def test_bad_widths_are_refused(capsys):

@@ -381,3 +381,25 @@ def test_seeded_initial_learning_rates_depend_on_the_seed_alone():
   assert np.mean(opt.initialize_packed_state(params)["log_learning_rate"]
                  .numpy()[0] != opt.initialize_packed_state(params)
                  ["log_learning_rate"].numpy()[0]) > 0.99
+
+
+@pytest.mark.parametrize("count", [3, hierarchical_rnn.SELECT_MAX_TENSORS + 2])
+def test_segments_spread_and_its_gradient(count):
+  # Both forms of the spread (selects up to SELECT_MAX_TENSORS tensors, the
+  # concat of broadcasts beyond): each tensor's value on its coordinates;
+  # the gradient is the per-tensor sum of the upstream gradient.
+  sizes = [1 + (7 * t) % 5 for t in range(count)]
+  seg = hierarchical_rnn._Segments(sizes)  # pylint: disable=protected-access
+  rng = np.random.RandomState(0)
+  values = tf.constant(rng.randn(2, count).astype(np.float32))
+  upstream = rng.randn(2, sum(sizes)).astype(np.float32)
+  with tf.GradientTape() as tape:
+    tape.watch(values)
+    spread = seg.spread(values)
+    loss = tf.reduce_sum(spread * upstream)
+  np.testing.assert_array_equal(spread.numpy(),
+                                np.repeat(values.numpy(), sizes, axis=1))
+  starts = np.cumsum([0] + sizes[:-1])
+  np.testing.assert_allclose(tape.gradient(loss, values).numpy(),
+                             np.add.reduceat(upstream, starts, axis=1),
+                             rtol=1e-5, atol=1e-5)

@@ -15,6 +15,7 @@ The batch is fixed random data (the step's cost does not depend on the
 values), so the sweep needs no data set.
 """
 
+import os
 import statistics
 import time
 
@@ -110,9 +111,21 @@ def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
                                 adam=adam_["first_call_seconds"])))
     print(format_row(rows[-1]), flush=True)
   return {"rows": rows, "batch_size": BATCH_SIZE,
+          "cpu_allocator": cpu_allocator(),
           "model": "MLP 784-H-H-10 (ReLU), Keras fit train step, XLA",
           "learned": 'LearnedOptimizer.pretrained("l2o-scale")',
           "baseline": "keras.optimizers.Adam()"}
+
+
+def cpu_allocator():
+  """TensorFlow's CPU allocator in this process: "BFC" with
+  ``TF_CPU_ALLOCATOR_USE_BFC=true`` (it keeps freed buffers for the next
+  step), else "default" (the C library's malloc, which returns buffers of
+  more than 32 MiB to the system when they are freed, so the next step
+  faults their pages in again: at large sizes a large part of the learned
+  step's time)."""
+  value = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower()
+  return "BFC" if value in ("1", "true") else "default"
 
 
 TABLE_HEADER = ("| parameters | Adam ms/step | learned ms/step | learned / Adam "
@@ -140,10 +153,11 @@ def format_markdown(report):
           else 0),
       "",
       "Measured {} on {} ({} CPUs, load average {} before the run, {} "
-      "after).".format(report.get("date", "?"), info.get("cpu", "?"),
-                       info.get("cpu_count", "?"),
-                       _load(report.get("load_before")),
-                       _load(report.get("load_after"))),
+      "after), TensorFlow's {} CPU allocator.".format(
+          report.get("date", "?"), info.get("cpu", "?"),
+          info.get("cpu_count", "?"), _load(report.get("load_before")),
+          _load(report.get("load_after")),
+          report.get("cpu_allocator", "default")),
       "", TABLE_HEADER]
   lines += [format_row(row) for row in report["rows"]]
   return "\n".join(lines) + "\n"
