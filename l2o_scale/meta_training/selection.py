@@ -63,14 +63,17 @@ def make_runs(problem, optimizer, data_size, batch_size, num_steps, seeds):
   lr_range = getattr(optimizer, "init_lr_range", None)
   runs = []
   for i, seed in enumerate(seeds):
-    # Some problems draw their initialisation from numpy's global stream:
-    # drawn from the seed alone, the runs are the same whenever they are
-    # made (a resumed run makes them after restoring the stream), and the
-    # run's own draws are left as they were.
+    # Drawn from the seed alone, the runs are the same whenever they are
+    # made (a resumed run makes them later in its life than the run it
+    # continues) and leave the run's own draws as they were: numpy's global
+    # stream is set aside, and TF's seeded ops run in a graph of their own
+    # (an eager op with the same seed gives a new draw at each call).
     saved = np.random.get_state()
     np.random.seed(int(seed))
     try:
-      params = [t.numpy() for t in problem.init_tensors(seed=int(seed))]
+      draw = tf.function(lambda s=int(seed): problem.init_tensors(seed=s),
+                         autograph=False)
+      params = [t.numpy() for t in draw()]
     finally:
       np.random.set_state(saved)
     if data_size:
