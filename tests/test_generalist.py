@@ -42,7 +42,7 @@ def _config(logdir, iterations, **training):
   schedule = config_lib.Schedule(
       num_meta_iterations=iterations, learning_rate=1e-3, fix_unroll=True,
       fix_unroll_length=5, fix_num_steps=5, fix_num_steps_eval=5,
-      evaluation_epochs=1)
+      evaluation_epochs=1, evaluation_period=3)
   return config_lib.TrainerConfig(
       logdir=logdir, schedule=schedule,
       training=config_lib.TrainingConfig(**training))
