@@ -147,9 +147,10 @@ def combine(results):
   when any run diverged. ``finals`` and ``diverged_runs`` are those of all
   problems, one after the other."""
   scores = np.array([r.score for r in results], np.float64)
-  if not np.all(np.isfinite(scores)) or np.any(scores <= 0):
-    score = float("inf") if not np.all(np.isfinite(scores)) else float(
-        np.mean(scores))
+  if not np.all(np.isfinite(scores)):
+    score = float("inf")
+  elif np.any(scores <= 0):  # No geometric mean: the plain one.
+    score = float(np.mean(scores))
   else:
     score = float(np.exp(np.mean(np.log(scores))))
   return SelectionResult(score, [f for r in results for f in r.finals],

@@ -66,6 +66,7 @@ class MetaTrainer(object):
         self.schedule.fix_unroll_length) if self.schedule.if_cl else None)
     self.task = self.series = self.reporter = self.summary_writer = None
     self.selection_tasks = []
+    self._said = set()  # Lines _log_once has written.
     self.latest, self.start_k, self.k = None, 0, 0
     self.problem_itr = 0
     self.summary_step = 0
@@ -77,10 +78,14 @@ class MetaTrainer(object):
 
   def _log_once(self, message):
     # A mixture builds many tasks that would say the same thing.
-    said = self.__dict__.setdefault("_said", set())
-    if message not in said:
-      said.add(message)
+    if message not in self._said:
+      self._said.add(message)
       self.log(message)
+
+  @property
+  def resumed(self):
+    """Whether :meth:`start` restored a checkpoint to continue from."""
+    return bool(self.latest) and self.start_k > 0
 
   # --------------------------------------------------------------- start
   def start(self):
@@ -160,7 +165,7 @@ class MetaTrainer(object):
     self.task, self.reporter = built
     self.problem_itr = problem_itr
     if resuming is None:
-      resuming = bool(self.latest) and problem_itr == 0 and self.start_k > 0
+      resuming = self.resumed and problem_itr == 0
     lr = self.state.meta_optimizer.learning_rate
     if not self.state.attach_problem(self.task.problem, resuming,
                                      self.training.meta_batch_size,

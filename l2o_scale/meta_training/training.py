@@ -45,7 +45,7 @@ def _train_mixed(trainer, problems_and_data):
   Every problem's task is built once, up front and in order (so a resumed
   run draws its numbers as an uninterrupted one did), and reused."""
   built = [trainer.build_task(*p) for p in problems_and_data]
-  resuming = bool(trainer.latest) and trainer.start_k > 0
+  resuming = trainer.resumed
   for k in range(trainer.start_k, trainer.schedule.num_meta_iterations):
     trainer.use_task(built[mixed_problem_index(k, len(built))], 0,
                      resuming=resuming, load_carried=False)
