@@ -380,8 +380,9 @@ def _build_and_train(task):
     spec = optimizer_flags.optimizer_spec(FLAGS)
     optimizer = spec.build()  # Fails fast on inconsistent optimizer options.
     problems_and_data = selected_problems(FLAGS)
-    selection_problems = (ps.get(FLAGS.selection_set, data_dir=FLAGS.data_dir)
-                          if FLAGS.selection_set else None)
+    selection_problems = (
+        ps.get_training_triples(FLAGS.selection_set, data_dir=FLAGS.data_dir)
+        if FLAGS.selection_set else None)
   except (ValueError, TypeError, datasets.DataNotFoundError) as e:
     sys.stderr.write("metarun.py: {}\n".format(e))
     return 2

@@ -485,6 +485,14 @@ def get(name, data_dir=None):
   return fn(data_dir=data_dir) if name in DATA_SETS else fn()
 
 
+def get_training_triples(name, data_dir=None):
+  """``get(name)`` as (spec, data, batch size) triples, the entries that
+  meta-training and the robust selection take. ``test_problems`` entries
+  also carry a name and a fixed initialisation; those are dropped (a
+  --selection=robust run draws its initial parameters from its seed)."""
+  return [entry[:3] for entry in get(name, data_dir=data_dir)]
+
+
 # metarun.py's --include_* flags: (flag, problem set, help), in the order of
 # the original metarun.py main(); metatest.py takes the same flags for the
 # training sets (its own table covers the evaluation sets).

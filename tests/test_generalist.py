@@ -168,3 +168,15 @@ def test_the_generalist_recipe_mixes_sets_and_selects_outside_them():
               if line.startswith("--include_")]
   assert len(included) >= 5
   assert "--selection_set=mnist_mlp_selection_problems" in flags
+
+
+def test_every_training_set_gives_training_triples(data_dir):
+  """--selection_set takes any training set: test_problems' entries carry a
+  name and a fixed init after (spec, data, batch), which the selection drops."""
+  full = problem_sets.get("test_problems", data_dir=data_dir)
+  triples = problem_sets.get_training_triples("test_problems",
+                                              data_dir=data_dir)
+  assert len(full[0]) == 5
+  assert [len(t) for t in triples] == [3] * len(full)
+  assert [repr(t[0]) for t in triples] == [repr(f[0]) for f in full]
+  assert [t[2] for t in triples] == [f[2] for f in full]
