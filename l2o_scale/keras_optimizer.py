@@ -56,6 +56,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
+from l2o_scale.runs import cpu_allocator
 from l2o_scale.meta_testing import inner_step
 from l2o_scale.config import optimizer_flags
 from l2o_scale import pretrained as shipped
@@ -202,6 +203,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     if self.built:
       return
     super().build(var_list)
+    note = cpu_allocator.slow_allocator_note(
+        sum(int(np.prod(v.shape)) for v in var_list))
+    if note:
+      warnings.warn(note, stacklevel=2)
     with tf.init_scope():
       values = [tf.cast(tf.convert_to_tensor(v), tf.float32)
                 for v in var_list]

@@ -4,6 +4,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# Before any test runs a TensorFlow operation, as a user's script imports
+# it: TensorFlow's CPU allocator is chosen then (l2o_scale.runs.cpu_allocator).
+import l2o_scale  # pylint: disable=g-import-not-at-top,unused-import
+
 import pytest  # pylint: disable=g-import-not-at-top
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

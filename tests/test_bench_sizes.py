@@ -2,9 +2,15 @@
 and reports its fields; timings themselves are not asserted."""
 
 import json
+import os
+import warnings
 
 import keras
 import numpy as np
+import tensorflow as tf
+
+from l2o_scale import keras_optimizer
+from l2o_scale.runs import cpu_allocator
 
 from l2o_scale.speed import bench
 from l2o_scale.speed import bench_sizes
@@ -39,11 +45,30 @@ def test_sweep_runs_and_reports_every_field(tmp_path):
   assert "TensorFlow's {} CPU allocator".format(report["cpu_allocator"]) in text
 
 
-def test_the_allocator_in_use_is_named(monkeypatch):
-  monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "true")
-  assert bench_sizes.cpu_allocator() == "BFC"
-  monkeypatch.delenv("TF_CPU_ALLOCATOR_USE_BFC")
-  assert bench_sizes.cpu_allocator() == "default"
+def test_importing_the_package_selects_the_bfc_allocator(monkeypatch):
+  """conftest imports l2o_scale before TensorFlow's first operation, as a
+  script's imports do: TensorFlow then runs with the BFC allocator unless
+  the environment said otherwise, and a user's value wins."""
+  said = os.environ[cpu_allocator.ENV].lower() in ("1", "true")
+  assert cpu_allocator.in_use() == ("BFC" if said else "default")
+  monkeypatch.setenv(cpu_allocator.ENV, "false")
+  cpu_allocator.choose_default()
+  assert os.environ[cpu_allocator.ENV] == "false"
+  monkeypatch.delenv(cpu_allocator.ENV)
+  cpu_allocator.choose_default()
+  assert os.environ[cpu_allocator.ENV] == "true"
+
+
+def test_a_large_model_on_the_default_allocator_warns_once(monkeypatch):
+  monkeypatch.setattr(cpu_allocator, "in_use", lambda: "default")
+  for params, warnings_expected in ((120_000, 0), (160_000, 1)):
+    with warnings.catch_warnings(record=True) as caught:
+      warnings.simplefilter("always")
+      optimizer = keras_optimizer.LearnedOptimizer.pretrained("l2o-scale")
+      optimizer.build([keras.Variable(tf.zeros([params // 2])),
+                       keras.Variable(tf.zeros([params // 2]))])
+    assert sum("default CPU allocator" in str(w.message)
+               for w in caught) == warnings_expected
 
 
 def test_bad_widths_are_refused(capsys):

@@ -15,12 +15,12 @@ The batch is fixed random data (the step's cost does not depend on the
 values), so the sweep needs no data set.
 """
 
-import os
 import statistics
 import time
 
 import numpy as np
 
+from l2o_scale.runs import cpu_allocator as allocator_lib
 from l2o_scale.speed import bench_core as core
 
 # Widths H of 784-H-H-10: 26,506 / 118,282 / 269,322 / 669,706 / 3,581,962
@@ -118,14 +118,13 @@ def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
 
 
 def cpu_allocator():
-  """TensorFlow's CPU allocator in this process: "BFC" with
-  ``TF_CPU_ALLOCATOR_USE_BFC=true`` (it keeps freed buffers for the next
-  step), else "default" (the C library's malloc, which returns buffers of
-  more than 32 MiB to the system when they are freed, so the next step
-  faults their pages in again: at large sizes a large part of the learned
-  step's time)."""
-  value = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower()
-  return "BFC" if value in ("1", "true") else "default"
+  """TensorFlow's CPU allocator in this process: "BFC" (what importing
+  l2o_scale selects; it keeps freed buffers for the next step) or
+  "default" (the C library's malloc, which returns buffers of more than 32
+  MiB to the system when they are freed, so the next step faults their
+  pages in again: at large sizes a large part of the learned step's
+  time)."""
+  return allocator_lib.in_use()
 
 
 TABLE_HEADER = ("| parameters | Adam ms/step | learned ms/step | learned / Adam "
