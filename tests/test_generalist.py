@@ -15,7 +15,9 @@ import resume_check  # tests/resume_check.py  # pylint: disable=g-bad-import-ord
 
 from l2o_scale.config import recipes
 from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import selection
+from l2o_scale.meta_training import task as task_lib
 from l2o_scale.meta_training import trainer as trainer_lib
 from l2o_scale.meta_training import training
 from l2o_scale.runs import checkpoints
@@ -67,10 +69,12 @@ def test_a_mixed_run_trains_on_each_drawn_problem_and_resumes_exactly(
   assert len(set(picks)) == 2  # Both problems are trained on.
 
   def train(logdir, n):
+    # One problem's compiled unrolls kept at a time: every switch releases
+    # the other's and traces it again, and the run still resumes exactly.
     out = io.StringIO()
     result = training.train_optimizer(
-        _config(logdir, n, mix_problems=True), _optimizer_spec(), problems,
-        out=out)
+        _config(logdir, n, mix_problems=True, max_compiled_problems=1),
+        _optimizer_spec(), problems, out=out)
     return result, out.getvalue()
 
   (result, log), (_, resumed_log) = resume_check.assert_resumes_exactly(
@@ -80,6 +84,57 @@ def test_a_mixed_run_trains_on_each_drawn_problem_and_resumes_exactly(
   # The log names each meta-iteration's problem by its parameter count.
   sizes = re.findall(r"training on Quadratic", log)
   assert len(sizes) == 3
+
+
+class _Task(object):
+  def __init__(self):
+    self.released = 0
+
+  def release_compiled(self):
+    self.released += 1
+
+
+def test_at_most_max_compiled_problems_keep_their_compiled_functions():
+  """--max_compiled_problems: using one task more than the bound releases
+  the compiled functions of the task used least recently; 0: no bound."""
+  tasks = [_Task() for _ in range(4)]
+  kept = training.CompiledTasks(2)
+  for i in (0, 1, 0, 2, 3, 0):
+    kept.use(i, tasks[i])
+  # 2 pushes out 1 (0 was used after it), 3 pushes out 0, 0 pushes out 2.
+  assert [t.released for t in tasks] == [1, 1, 1, 0]
+  unbounded = training.CompiledTasks(0)
+  for i in (0, 1, 2, 3):
+    unbounded.use(i, tasks[i])
+  assert [t.released for t in tasks] == [1, 1, 1, 0]
+
+
+def test_a_released_task_compiles_again_to_the_same_numbers():
+  """release_compiled drops a task's traced meta-gradient (its memory with
+  it); the next use traces a new one that gives the same numbers bit for
+  bit, so a bounded --max_compiled_problems leaves the run unchanged."""
+  np.random.seed(0)
+  config = config_lib.TrainingConfig()
+  task = task_lib.MetaTrainingTask(
+      pg.Quadratic(4, random_seed=3), "q", None, None,
+      _optimizer_spec().build(), config, lambda _: None)
+  draws = plan_lib.SeriesDraws(task.planner.init_tensors(),
+                               *task.planner.batches([5])[:1],
+                               task.planner.mini_rows(1), None)
+  plan = plan_lib.MetaIterationPlan(0, [5], False, (draws,), [False], True)
+  inputs = task.unroll_inputs(task.series_tensors(plan), 0,
+                              task.mini_dataset(draws.mini_rows[0]), False,
+                              True, True)
+  first = task.meta_step
+  out, grads = first(inputs, None, False)
+  assert task.holds_compiled
+  task.release_compiled()
+  assert not task.holds_compiled
+  again, grads_again = task.meta_step(inputs, None, False)
+  assert task.meta_step is not first
+  np.testing.assert_array_equal(out.metaobj.numpy(), again.metaobj.numpy())
+  for g, h in zip(grads, grads_again):
+    np.testing.assert_array_equal(g.numpy(), h.numpy())
 
 
 def test_the_robust_score_runs_depend_on_their_seeds_alone():

@@ -191,6 +191,13 @@ class TrainingConfig:
       "set (the geometric mean of their robust scores) instead of on the "
       "problem being trained; needed for a comparable score with "
       "--mix_problems or --num_problems > 1. Empty: the current problem.")
+  max_compiled_problems: int = flag(
+      8, "With --mix_problems: at most this many problems keep their "
+      "compiled unrolls (and fast-forward loop) between the meta-iterations "
+      "that draw them; drawing another releases those of the problem drawn "
+      "least recently, which compiles again when drawn again (a few seconds; "
+      "the numbers stay the same). Bounds the run's memory, which otherwise "
+      "grows with every distinct problem drawn. 0: no bound.", ge=0)
   warm_start: str = flag(
       "", "Start a fresh run's meta-parameters from this checkpoint "
       "(model.ckpt-N path) or shipped optimizer (name, e.g. l2o-scale) "

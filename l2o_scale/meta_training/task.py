@@ -90,19 +90,55 @@ class MetaTrainingTask(object):
         problem, config.reg_optimizer, config.reg_optimizee, config.alpha,
         config.beta, config.reg_option, config.hessian_itrs)
     self.mt = mt_utils_lib.MTUtils(problem) if config.if_mt else None
-    budget = config.time_parallel_memory_gib * 2**30
-    self.meta_step = meta_step_lib.make_meta_step(
-        problem, optimizer, self.reg, config.l2_reg, config.jit_compile,
-        config.time_parallel, budget)
-    self.eval_unroll = meta_step_lib.make_eval_unroll(
-        problem, optimizer, self.reg, config.jit_compile,
-        config.time_parallel, budget)
     self.planner = plan_lib.Planner(
         problem, 0 if self.data is None else self.data.shape[0],
         self.batch_size, self.mini_batch_size, config)
     self._selection_runs = None
-    self._selection_cache = testing_lib.RunCache()
-    self._fast_forward_run = None
+    self._meta_step = self._eval_unroll = None
+    self._selection_cache = self._fast_forward_run = None
+
+  # The compiled functions are made on first use and dropped by
+  # release_compiled: a traced unroll and its meta-gradient hold tens of MB
+  # (graphs, their instantiations and kernels) until nothing refers to it,
+  # and a --mix_problems run that kept every drawn problem's would grow with
+  # each one. Retracing gives the same graph, so the same numbers.
+  @property
+  def meta_step(self):
+    """The compiled meta-gradient of an unroll
+    (:func:`~l2o_scale.meta_training.meta_step.make_meta_step`)."""
+    if self._meta_step is None:
+      config = self.config
+      self._meta_step = meta_step_lib.make_meta_step(
+          self.problem, self.optimizer, self.reg, config.l2_reg,
+          config.jit_compile, config.time_parallel, self._budget())
+    return self._meta_step
+
+  @property
+  def eval_unroll(self):
+    """The compiled unroll without gradients (evaluation series)."""
+    if self._eval_unroll is None:
+      config = self.config
+      self._eval_unroll = meta_step_lib.make_eval_unroll(
+          self.problem, self.optimizer, self.reg, config.jit_compile,
+          config.time_parallel, self._budget())
+    return self._eval_unroll
+
+  def _budget(self):
+    return self.config.time_parallel_memory_gib * 2**30
+
+  @property
+  def holds_compiled(self):
+    """Whether the task holds compiled functions (made since it was built
+    or last released)."""
+    return any(f is not None for f in (
+        self._meta_step, self._eval_unroll, self._fast_forward_run,
+        self._selection_cache))
+
+  def release_compiled(self):
+    """Drops the compiled unrolls, fast-forward loop and selection runs, and
+    with them their memory; the next use traces them again."""
+    self._meta_step = self._eval_unroll = None
+    self._selection_cache = self._fast_forward_run = None
 
   def _hold_back(self, fraction):
     """Keeps the training rows of :func:`validation_split` as the task's data
@@ -238,4 +274,10 @@ class MetaTrainingTask(object):
     return selection_lib.robust_score(
         self.optimizer, self.problem, self.dataset, self.batch_size or None,
         self._selection_runs, self.config.divergence_growth_limit,
-        run_cache=self._selection_cache, score_data=self.objective_rows)
+        run_cache=self._selection_cache_or_new(),
+        score_data=self.objective_rows)
+
+  def _selection_cache_or_new(self):
+    if self._selection_cache is None:
+      self._selection_cache = testing_lib.RunCache()
+    return self._selection_cache

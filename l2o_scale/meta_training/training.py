@@ -14,6 +14,7 @@ original defined them but never wrote them), exact resumption from the last
 checkpoint, and a clear message when ``mini_batch_size`` exceeds the data.
 """
 
+import collections
 import random
 import sys
 
@@ -38,17 +39,39 @@ def mixed_problem_index(k, count):
   return random.Random(7919 * k + 1).randrange(count)
 
 
+class CompiledTasks(object):
+  """Keeps the compiled functions of at most ``size`` tasks (0: no bound):
+  :meth:`use` of one more releases those of the task used least recently
+  (:meth:`~l2o_scale.meta_training.task.MetaTrainingTask.release_compiled`).
+  A task's compiled unrolls hold tens of MB, so a mixture of many problems
+  is bounded by ``size`` of them, not by the number it has drawn."""
+
+  def __init__(self, size):
+    self.size = size
+    self._recent = collections.OrderedDict()  # index -> task, oldest first
+
+  def use(self, index, task):
+    self._recent.pop(index, None)
+    self._recent[index] = task
+    while self.size and len(self._recent) > self.size:
+      self._recent.popitem(last=False)[1].release_compiled()
+
+
 def _train_mixed(trainer, problems_and_data):
   """``--mix_problems`` (new in the port): one run of
   ``num_meta_iterations``, each on a problem drawn by
   :func:`mixed_problem_index`, from a fresh optimizee and optimizer state.
   Every problem's task is built once, up front and in order (so a resumed
-  run draws its numbers as an uninterrupted one did), and reused."""
+  run draws its numbers as an uninterrupted one did), and reused; at most
+  ``max_compiled_problems`` of them keep their compiled functions
+  (:class:`CompiledTasks`)."""
   built = [trainer.build_task(*p) for p in problems_and_data]
+  compiled = CompiledTasks(trainer.training.max_compiled_problems)
   resuming = trainer.resumed
   for k in range(trainer.start_k, trainer.schedule.num_meta_iterations):
-    trainer.use_task(built[mixed_problem_index(k, len(built))], 0,
-                     resuming=resuming, load_carried=False)
+    index = mixed_problem_index(k, len(built))
+    compiled.use(index, built[index][0])
+    trainer.use_task(built[index], 0, resuming=resuming, load_carried=False)
     resuming = False
     trainer.state.reset_next_series = True
     trainer.run_meta_iteration(trainer.plan(k))

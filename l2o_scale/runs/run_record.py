@@ -17,9 +17,11 @@ FORMAT = "l2o-scale run record"
 VERSION = 1
 FILENAME = "run_record.json"
 # Flags that may change between runs on one train dir: paths, what a run
-# does with the dir, and how long it trains.
+# does with the dir, how long it trains, and resources that leave the
+# numbers as they are.
 NOT_COMPARED = frozenset(["train_dir", "data_dir", "resume", "overwrite",
-                          "summaries", "num_meta_iterations", "set_profiling"])
+                          "summaries", "num_meta_iterations", "set_profiling",
+                          "max_compiled_problems"])
 
 
 def path(logdir):
