@@ -111,20 +111,10 @@ def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
                                 adam=adam_["first_call_seconds"])))
     print(format_row(rows[-1]), flush=True)
   return {"rows": rows, "batch_size": BATCH_SIZE,
-          "cpu_allocator": cpu_allocator(),
+          "cpu_allocator": allocator_lib.in_use(),
           "model": "MLP 784-H-H-10 (ReLU), Keras fit train step, XLA",
           "learned": 'LearnedOptimizer.pretrained("l2o-scale")',
           "baseline": "keras.optimizers.Adam()"}
-
-
-def cpu_allocator():
-  """TensorFlow's CPU allocator in this process: "BFC" (what importing
-  l2o_scale selects; it keeps freed buffers for the next step) or
-  "default" (the C library's malloc, which returns buffers of more than 32
-  MiB to the system when they are freed, so the next step faults their
-  pages in again: at large sizes a large part of the learned step's
-  time)."""
-  return allocator_lib.in_use()
 
 
 TABLE_HEADER = ("| parameters | Adam ms/step | learned ms/step | learned / Adam "
