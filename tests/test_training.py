@@ -188,12 +188,17 @@ def _checkpoint_values(prefix):
           if name.startswith(("optimizer/", "meta_optimizer/"))}
 
 
-@pytest.mark.parametrize("meta_optimizer,warmup",
-                         [("rmsprop_ms0", 0), ("adam", 3)])
+@pytest.mark.parametrize("meta_optimizer,warmup,meta_batch_size",
+                         [("rmsprop_ms0", 0, 1), ("adam", 3, 2)])
 def test_resumed_run_with_a_meta_optimizer_option_equals_uninterrupted(
-    tmp_path, meta_optimizer, warmup):
+    tmp_path, meta_optimizer, warmup, meta_batch_size):
+  """Also with --meta_batch_size=2: each meta-iteration draws two optimizee
+  instances (their own initial parameters), carries a state per instance
+  and saves both, and the resumed run ends where the uninterrupted one
+  does."""
   config = metaopt.TrainingConfig(meta_optimizer=meta_optimizer,
-                                  meta_lr_warmup=warmup)
+                                  meta_lr_warmup=warmup,
+                                  meta_batch_size=meta_batch_size)
 
   def train(logdir, iterations):
     np.random.seed(1)
@@ -211,11 +216,22 @@ def test_resumed_run_with_a_meta_optimizer_option_equals_uninterrupted(
   assert any("/m/" in n for n in straight) == (meta_optimizer == "adam")
   for name in straight:
     np.testing.assert_array_equal(straight[name], resumed[name], err_msg=name)
+  # The best model, chosen over the evaluations of both parts of the run.
+  best = [_checkpoint_values(str(tmp_path / run / "model.ckpt-0"))
+          for run in ("straight", "resumed")]
+  for name in best[0]:
+    np.testing.assert_array_equal(best[0][name], best[1][name], err_msg=name)
   # 3 meta-iterations of 2 meta-updates, the meta-parameters moved.
   assert straight["meta_optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 6
   first = _checkpoint_values(str(tmp_path / "straight" / "model.ckpt-1"))
   assert any(not np.array_equal(first[n], straight[n]) for n in straight
              if n.startswith("optimizer/"))
+  with np.load(str(tmp_path / "straight" / "model.ckpt-3.resume.npz")) as saved:
+    single = len(train_state.CarriedState(
+        _quadratic_spec()[0][0].build(), _optimizer_spec().build())
+        .to_arrays())
+    assert sum(k.startswith("carried_") for k in saved.files) == (
+        meta_batch_size * single)
 
 
 def test_mini_batch_larger_than_data_uses_all(tmp_path, data_dir):
@@ -372,25 +388,6 @@ def test_meta_training_sees_the_problems_gradient_transform():
   assert np.any(dense[0].numpy() != 0.)
 
 
-def test_a_meta_batch_trains_several_instances_and_resumes_exactly(tmp_path):
-  """--meta_batch_size=2: each meta-iteration draws two optimizee instances
-  (their own initial parameters), carries a state per instance and saves
-  both; a run resumed from its checkpoint ends where the uninterrupted one
-  does."""
-  config = metaopt.TrainingConfig(meta_batch_size=2)
-  (result, _), (_, log) = resume_check.assert_resumes_exactly(
-      lambda logdir, n: _train(logdir, n, config=config), tmp_path,
-      checkpoints=(0, 3))
-  assert result["meta_iterations"] == 3
-  assert "Resuming from" in log
-  straight = str(tmp_path / "straight")
-  with np.load(os.path.join(straight, "model.ckpt-3.resume.npz")) as saved:
-    single = len(train_state.CarriedState(
-        _quadratic_spec()[0][0].build(), _optimizer_spec().build())
-        .to_arrays())
-    assert sum(k.startswith("carried_") for k in saved.files) == 2 * single
-
-
 def test_a_long_evaluation_reports_progress_with_the_time_left():
   """At most one line every `every` seconds, none after the last run, the
   estimate from the mean time per finished run."""
@@ -487,17 +484,6 @@ def test_a_series_after_a_fast_forward_continues_the_trajectory(tmp_path):
   assert result["meta_iterations"] == 3
   assert "fast-forward of" in log
   assert "Resuming from" in resumed_log
-
-
-def test_fresh_states_at_every_series_resume_exactly(tmp_path):
-  """With ``reset_rnn_params=False`` every series starts a fresh optimizer
-  state inside the compiled unroll, with random initial learning rates: a
-  run resumed after two meta-iterations draws them as the uninterrupted run
-  does."""
-  config = metaopt.TrainingConfig(reset_rnn_params=False)
-  resume_check.assert_resumes_exactly(
-      lambda logdir, n: _train(logdir, n, _RANDOM_LR, config=config),
-      tmp_path)
 
 
 def test_fast_forward_state_is_the_meta_test_run_from_the_same_start():
