@@ -174,6 +174,7 @@ def test_a_resumed_validation_run_equals_the_uninterrupted_one(tmp_path,
   straight_log, resumed_log = resume_check.assert_resumes_exactly(
       train, tmp_path)
   assert "240 rows" in straight_log  # 300 rows less the held-back 60
-  # 2 series per meta-iteration, 3 meta-iterations: some fast-forwarded.
-  assert 0 < straight_log.count("fast-forward of") < 6, straight_log
+  # One series per meta-iteration, 3 meta-iterations: some series start in
+  # a fast-forward, some in the compiled unroll.
+  assert 0 < straight_log.count("fast-forward of") < 3, straight_log
   assert "Resuming from" in resumed_log
