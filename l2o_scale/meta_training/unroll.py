@@ -39,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import inner_step
+from l2o_scale.meta_training import fused_step
 from l2o_scale.meta_training import parallel_eval
 from l2o_scale.meta_training import regularizer
 
@@ -214,13 +215,7 @@ def optimizer_update(optimizer, jit_compile=False):
   """
   if not jit_compile:
     return optimizer.compute_updates_packed
-
-  def update(params, grads, states, global_state, mode_mt, teacher_steps):
-    return optimizer.compute_updates_packed(params, grads, states,
-                                            global_state, mode_mt,
-                                            teacher_steps)
-
-  return tf.function(update, jit_compile=True)
+  return fused_step.FusedUpdate(optimizer)
 
 
 class StepCarry(collections.namedtuple(
@@ -378,8 +373,10 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
   start_obj, state = initial_loop_state(
       problem, optimizer, inputs.init_tensors, obj_data, obj_labels, carried,
       inputs.first_unroll, inputs.reset_state, inputs.state_seed)
-  step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg,
-                     update or optimizer_update(optimizer),
+  update = update or optimizer_update(optimizer)
+  if isinstance(update, fused_step.FusedUpdate):
+    update = update.bind()  # The meta-parameters read once, outside the loop.
+  step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg, update,
                      state.initial_obj, time_parallel)
   end = _run_loop(step, start_obj, state)
   if time_parallel:
