@@ -99,35 +99,63 @@ class _BoundUpdate(object):
     self.values = values
     self.jit_compile = jit_compile
 
-  def _step(self, args, values):
-    with meta_values(self.optimizer, values):
-      return self.optimizer.compute_updates_packed(*args)
-
   def __call__(self, params, grads, states, global_state, mode_mt=None,
                teacher_steps=None):
     args = (list(params), list(grads), states, list(global_state), mode_mt,
             teacher_steps)
+    return self._fused(self.optimizer.compute_updates_packed, args, ())
+
+  def with_gradients(self, problem, eval_params, data, labels, params,
+                     states, global_state, mode_mt=None, teacher_steps=None):
+    """The batch gradients at ``eval_params`` on (``data``, ``labels``),
+    then the step, in the same XLA calls: the unroll's loop body without
+    its gradient noise and regularizer (the caller uses it only where
+    neither applies)."""
+    optimizer = self.optimizer
+    attends = eval_params is not params
+
+    def step(params, eval_params, states, global_state, mode_mt,
+             teacher_steps, data, labels):
+      at = eval_params if attends else params
+      _, grads = problem.objective_and_clean_gradients(at, data, labels)
+      if not optimizer.use_second_derivatives:
+        grads = [tf.stop_gradient(g) for g in grads]
+      return optimizer.compute_updates_packed(params, grads, states,
+                                              global_state, mode_mt,
+                                              teacher_steps)
+
+    args = (list(params), list(eval_params) if attends else None, states,
+            list(global_state), mode_mt, teacher_steps)
+    return self._fused(step, args, (data, labels))
+
+  def _fused(self, function, args, constants):
+    """``function(*args, *constants)`` as one XLA call, with a gradient with
+    respect to the floating-point tensors of ``args`` (a nest; None entries
+    stay None) and the meta-parameters that recomputes it in one XLA call.
+    ``constants`` get no gradient."""
+    optimizer = self.optimizer
     flat = tf.nest.flatten(args)
     slots = [i for i, t in enumerate(flat) if t is not None]
     inputs = [tf.convert_to_tensor(flat[i]) for i in slots]
     floats = [j for j, t in enumerate(inputs) if t.dtype.is_floating]
-    step = self._step
+    constants = [tf.convert_to_tensor(c) for c in constants]
 
-    def rebuild(tensors):
+    def call(tensors, values, constants):
       full = list(flat)
       for j, i in enumerate(slots):
         full[i] = tensors[j]
-      return tf.nest.pack_sequence_as(args, full)
+      with meta_values(optimizer, values):
+        return function(*tf.nest.pack_sequence_as(args, full), *constants)
 
-    def forward(tensors, values):
-      return step(rebuild(list(tensors)), list(values))
+    def forward(tensors, values, constants):
+      return call(list(tensors), list(values), list(constants))
 
-    def backward(tensors, values, upstream):
+    def backward(tensors, values, constants, upstream):
       tensors, values = list(tensors), list(values)
       sources = [tensors[j] for j in floats] + values
       with tf.GradientTape() as tape:
         tape.watch(sources)
-        outs = tf.nest.flatten(step(rebuild(tensors), values))
+        outs = tf.nest.flatten(call(tensors, values, list(constants)))
       return tape.gradient(outs, sources, output_gradients=list(upstream),
                            unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
@@ -141,14 +169,14 @@ class _BoundUpdate(object):
     @tf.custom_gradient
     def fused(*tensors):
       tensors, values = list(tensors[:count]), list(tensors[count:])
-      nested = forward(tensors, values)
+      nested = forward(tensors, values, constants)
       structure.append(nested)
       outs = tf.nest.flatten(nested)
 
       def gradient(*upstream):
         upstream = [tf.zeros_like(o) if u is None else u
                     for u, o in zip(upstream, outs)]
-        grads = backward(tensors, values, upstream)
+        grads = backward(tensors, values, constants, upstream)
         per_input = [None] * count
         for k, j in enumerate(floats):
           per_input[j] = grads[k]
@@ -156,7 +184,7 @@ class _BoundUpdate(object):
       return outs, gradient
 
     outs = fused(*(inputs + list(self.values)))
-    _check_no_variables(forward, self.optimizer)
+    _check_no_variables(forward, optimizer)
     return tf.nest.pack_sequence_as(structure[0], list(outs))
 
 

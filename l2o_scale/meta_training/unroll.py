@@ -261,6 +261,12 @@ class _UnrollStep(object):
     self.time_parallel = bool(time_parallel)
     self.defer_reg = self.time_parallel and regularizer.defers_regularizer(reg, switch)
     self.attends = inner_step.uses_attention(optimizer)
+    # The batch gradients join the fused step where nothing else acts on
+    # them in the loop: no gradient noise, no regularizer in the loop.
+    self.fuse_gradients = (
+        hasattr(update, "with_gradients") and
+        not getattr(problem, "noise_stdev", 0.) and
+        not reg.reg_optimizee and (not reg.reg_optimizer or self.defer_reg))
 
   def trail(self, params):
     """Empty TensorArrays for the parameters at each step (time-parallel)."""
@@ -305,17 +311,25 @@ class _UnrollStep(object):
     # Objective at the real parameters, gradients at the attended ones.
     eval_params = inner_step.gradient_point(optimizer, state.params,
                                             state.attend_params)
-    grads, reg_value = _step_gradients(problem, eval_params, batch_data,
-                                       batch_labels, self.reg, self.switch,
-                                       self.defer_reg)
-    if not optimizer.use_second_derivatives:
-      grads = [tf.stop_gradient(g) for g in grads]
+    mode_mt = tf.constant(True) if self.mode_mt else None
+    teacher = teacher_steps if self.mode_mt else None
     weight = tf.gather(inputs.obj_weights, itr)
-    new_params, new_states, new_global, new_attend, steps = (
-        self.update(
-            state.params, grads, state.states, state.global_state,
-            tf.constant(True) if self.mode_mt else None,
-            teacher_steps if self.mode_mt else None))
+    if self.fuse_gradients:
+      reg_value = tf.constant(0.)
+      new_params, new_states, new_global, new_attend, steps = (
+          self.update.with_gradients(
+              problem, eval_params if self.attends else state.params,
+              batch_data, batch_labels, state.params, state.states,
+              state.global_state, mode_mt, teacher))
+    else:
+      grads, reg_value = _step_gradients(problem, eval_params, batch_data,
+                                         batch_labels, self.reg, self.switch,
+                                         self.defer_reg)
+      if not optimizer.use_second_derivatives:
+        grads = [tf.stop_gradient(g) for g in grads]
+      new_params, new_states, new_global, new_attend, steps = self.update(
+          state.params, grads, state.states, state.global_state, mode_mt,
+          teacher)
     mse = tf.add_n([tf.reduce_sum(0.5 * tf.square(own - teacher))
                     for own, teacher in zip(steps, teacher_steps)])
     obj_accum, objectives, trail = carry.obj_accum, carry.objectives, ()
