@@ -81,12 +81,17 @@ def test_python_bool_switch_gives_the_tensor_switch_numbers():
 
 
 def test_xla_compiled_optimizer_step_matches_the_plain_meta_step():
+  # Time-parallel, the regularizer is evaluated after the loop, so the
+  # batch gradients and the optimizer's step are one XLA call per step
+  # (fused_step), whose gradient recomputes them.
   problem, reg, make_inputs = _mlp_setup()
   optimizer = _hrnn()
   inputs = make_inputs(True)
-  plain = meta_step_lib.make_meta_step(problem, optimizer, reg)
+  plain = meta_step_lib.make_meta_step(problem, optimizer, reg,
+                                       time_parallel=True)
   compiled = meta_step_lib.make_meta_step(problem, optimizer, reg,
-                                          jit_compile=True)
+                                          jit_compile=True,
+                                          time_parallel=True)
   out_a, grads_a = plain(inputs, None, False)
   out_b, grads_b = compiled(inputs, None, False)
   np.testing.assert_allclose(out_b.problem_objectives,
@@ -94,8 +99,10 @@ def test_xla_compiled_optimizer_step_matches_the_plain_meta_step():
   np.testing.assert_allclose(out_b.metaobj, out_a.metaobj, rtol=1e-4)
   scale = max(float(np.max(np.abs(g))) for g in grads_a)
   assert scale > 0
+  # Rounding moves entries by ~3e-7 of the largest; leaving out the second
+  # derivatives through the batch gradients moves some by ~2e-4.
   for a, b in zip(grads_a, grads_b):
-    np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-4 * scale)
+    np.testing.assert_allclose(b, a, rtol=0, atol=1e-5 * scale)
   # The carried state comes back in the optimizer's packed layout, and the
   # per-tensor view has the original's slot names.
   per_tensor = unroll_lib.per_tensor_states(optimizer, out_b.final_state)
