@@ -231,6 +231,30 @@ class StepCarry(collections.namedtuple(
   attention, the attended parameters) before each step."""
 
 
+# Above this size the batches are gathered step by step in the loop.
+ALL_BATCHES_MAX_BYTES = 64 * 2**20
+
+
+def _all_batches(inputs):
+  """(data, labels) of every step's batch, ``[T, batch, ...]``, gathered
+  before the loop when their size is known and at most
+  :data:`ALL_BATCHES_MAX_BYTES`, else None. Why: one gather of all rows
+  costs less than a gather of scattered rows in each step (each a small
+  op that TensorFlow may spread over its threads); in the loop a step then
+  reads one contiguous block."""
+  batches = tf.convert_to_tensor(inputs.batches)
+  tensors = [tf.convert_to_tensor(t)
+             for t in (inputs.mini_data, inputs.mini_labels)]
+  shapes = [batches.shape.concatenate(t.shape[1:]) for t in tensors]
+  if not all(s.is_fully_defined() for s in shapes):
+    return None
+  size = sum(s.num_elements() * t.dtype.size
+             for s, t in zip(shapes, tensors))
+  if size > ALL_BATCHES_MAX_BYTES:
+    return None
+  return [tf.gather(t, batches) for t in tensors]
+
+
 class _UnrollStep(object):
   """The loop body and condition of one partial unroll (original
   trainable_optimizer.py l.282-350): what stays fixed during the unroll is
@@ -261,6 +285,7 @@ class _UnrollStep(object):
     self.time_parallel = bool(time_parallel)
     self.defer_reg = self.time_parallel and regularizer.defers_regularizer(reg, switch)
     self.attends = inner_step.uses_attention(optimizer)
+    self.batch_rows = _all_batches(inputs)
     # The batch gradients join the fused step where nothing else acts on
     # them in the loop: no gradient noise, no regularizer in the loop.
     self.fuse_gradients = (
@@ -304,9 +329,13 @@ class _UnrollStep(object):
   def __call__(self, carry):
     problem, optimizer, inputs = self.problem, self.optimizer, self.inputs
     itr, state = carry.itr, carry.state
-    batch = tf.gather(inputs.batches, itr)
-    batch_data = tf.gather(inputs.mini_data, batch)
-    batch_labels = tf.gather(inputs.mini_labels, batch)
+    if self.batch_rows is None:
+      batch = tf.gather(inputs.batches, itr)
+      batch_data = tf.gather(inputs.mini_data, batch)
+      batch_labels = tf.gather(inputs.mini_labels, batch)
+    else:
+      batch_data, batch_labels = [tf.gather(rows, itr)
+                                  for rows in self.batch_rows]
     teacher_steps = [tf.gather(m, itr) for m in inputs.mt_labels]
     # Objective at the real parameters, gradients at the attended ones.
     eval_params = inner_step.gradient_point(optimizer, state.params,

@@ -97,9 +97,11 @@ def mlp_problem(data_dir):
   return spec, dataset, batch_size
 
 
-def hrnn():
+def hrnn(**overrides):
+  """The benchmark's HierarchicalRNN; ``overrides``: other options."""
   from optimizer import hierarchical_rnn  # pylint: disable=g-import-not-at-top
-  return hierarchical_rnn.HierarchicalRNN(HRNN_LEVEL_SIZES, **HRNN_OPTIONS)
+  return hierarchical_rnn.HierarchicalRNN(
+      HRNN_LEVEL_SIZES, **dict(HRNN_OPTIONS, **overrides))
 
 
 def mini_dataset(data_dir):

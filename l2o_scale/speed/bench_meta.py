@@ -51,7 +51,10 @@ def _unroll_call(spec, batch_size, mini, reg_name, jit, parallel):
   mini_data, mini_labels, n = mini
   np.random.seed(0)
   problem = spec.build()
-  optimizer = core.hrnn()
+  # As the original's timing script builds it: the batch gradients enter
+  # the meta-gradient as constants (metarun's default differentiates
+  # through them as well).
+  optimizer = core.hrnn(use_second_derivatives=False)
   if reg_name == "noreg":
     reg = regularizer_lib.NO_REGULARIZER
   else:
