@@ -132,7 +132,11 @@ class _BoundUpdate(object):
     """``function(*args, *constants)`` as one XLA call, with a gradient with
     respect to the floating-point tensors of ``args`` (a nest; None entries
     stay None) and the meta-parameters that recomputes it in one XLA call.
-    ``constants`` get no gradient."""
+    ``constants`` get no gradient.
+
+    Long on purpose: the forward call, the recomputing backward call and
+    the custom gradient share the flattened layout of ``args``; apart they
+    would hand it around."""
     optimizer = self.optimizer
     flat = tf.nest.flatten(args)
     slots = [i for i, t in enumerate(flat) if t is not None]
