@@ -20,6 +20,9 @@ outside the loop and the while loop's gradient rejects it). The step runs
 with the optimizer's meta-variables replaced by tensors read once per step
 in the forward loop (:func:`meta_values`), so the gradient with respect to
 the meta-parameters flows through those reads, as through any other input.
+For the same reason a recomputed step must not read an eager tensor held
+by the optimizer (``LearningRateSchedule``'s ``max_index``; its step keeps
+almost nothing, so the budget never recomputes it).
 """
 
 import contextlib
@@ -86,14 +89,33 @@ def recomputed_update(optimizer, jit_compile=False):
     values = [tf.convert_to_tensor(v) for v in optimizer.meta_variables]
     structure = (values, list(params), list(grads), states,
                  list(global_state), list(teacher_steps or []))
+    flat = [tf.convert_to_tensor(t) for t in tf.nest.flatten(structure)]
+    # Only floating values have gradients: the others (e.g. a step
+    # counter) enter the recomputation as they are, and leave the forward
+    # call beside it (``others``: the last call's, read right after it).
+    floating = [i for i, t in enumerate(flat) if t.dtype.is_floating]
+    out_structure, others = [], {}
 
-    def step(*flat):
+    def step(*args):
+      inputs = list(flat)
+      for i, arg in zip(floating, args):
+        inputs[i] = arg
       meta, p, g, s, glob, teacher = tf.nest.pack_sequence_as(structure,
-                                                              flat)
-      return _checked_step(optimizer, meta, p, g, s, glob, mode_mt,
-                           teacher if teacher_steps is not None else None)
+                                                              inputs)
+      out = _checked_step(optimizer, meta, p, g, s, glob, mode_mt,
+                          teacher if teacher_steps is not None else None)
+      outs = [tf.convert_to_tensor(t) for t in tf.nest.flatten(out)]
+      out_structure[:] = [out]
+      others.clear()
+      others.update((i, t) for i, t in enumerate(outs)
+                    if not t.dtype.is_floating)
+      return [t for t in outs if t.dtype.is_floating]
 
-    return tf.recompute_grad(step)(*tf.nest.flatten(structure))
+    floats = iter(tf.recompute_grad(step)(*[flat[i] for i in floating]))
+    count = len(tf.nest.flatten(out_structure[0]))
+    return tf.nest.pack_sequence_as(
+        out_structure[0],
+        [others[i] if i in others else next(floats) for i in range(count)])
 
   return tf.function(update, jit_compile=True) if jit_compile else update
 
