@@ -1,7 +1,10 @@
 """The memory bound of the time-parallel evaluation
 (l2o_scale/meta_training/parallel_eval.py): its size estimate, the chunked
 pass against per-step truth and against the all-at-once pass, and a short
-meta-training run of the MNIST conv problem within a small budget."""
+meta-training run of the MNIST conv problem within a small budget. The
+memory bound of the optimizer's step in the meta-gradient
+(l2o_scale/meta_training/recompute.py): the recomputed step's
+meta-gradient against the kept one's, and the choice between them."""
 
 import glob
 import io
@@ -16,6 +19,7 @@ from tensorboard.backend.event_processing import plugin_event_accumulator
 from l2o_scale import metaopt
 from l2o_scale.meta_training import meta_step as meta_step_lib
 from l2o_scale.meta_training import parallel_eval
+from l2o_scale.meta_training import recompute
 from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
@@ -96,9 +100,20 @@ def _hrnn():
       use_gradient_shortcut=True, use_grad_products=True)
 
 
-def test_a_meta_step_over_budget_gives_the_all_at_once_numbers():
-  """A budget of one byte: every step its own chunk; the meta-objective,
-  objectives and meta-gradient are those of the unbounded pass."""
+def _spy_recomputed_steps(monkeypatch):
+  """A list that gets an item each time a recomputed step is traced (in
+  the forward loop and again in its gradient)."""
+  traced = []
+  checked = recompute._checked_step  # pylint: disable=protected-access
+  monkeypatch.setattr(recompute, "_checked_step",
+                      lambda *a: traced.append(1) or checked(*a))
+  return traced
+
+
+def test_a_meta_step_over_budget_gives_the_all_at_once_numbers(monkeypatch):
+  """Budgets of one byte: every step its own chunk, and every step of the
+  optimizer recomputed in the meta-gradient; the meta-objective, objectives
+  and meta-gradient are those of the unbounded pass with the kept step."""
   problem, data, labels, _ = _conv_setup()
   rng = np.random.RandomState(1)
   inputs = unroll_lib.UnrollInputs(
@@ -113,10 +128,12 @@ def test_a_meta_step_over_budget_gives_the_all_at_once_numbers():
   optimizer = _hrnn()
   out_a, grads_a = meta_step_lib.make_meta_step(
       problem, optimizer, time_parallel=True)(inputs, None, False)
+  recomputed = _spy_recomputed_steps(monkeypatch)
   out_b, grads_b = meta_step_lib.make_meta_step(
-      problem, optimizer, time_parallel=True, memory_budget=1)(
-          inputs, None, False)
+      problem, optimizer, time_parallel=True, memory_budget=1,
+      recompute_budget=1)(inputs, None, False)
   assert not bool(out_b.early_stop)
+  assert len(recomputed) >= 2
   np.testing.assert_allclose(out_b.problem_objectives,
                              out_a.problem_objectives, rtol=1e-5)
   np.testing.assert_allclose(out_b.metaobj, out_a.metaobj, rtol=1e-5)
@@ -168,3 +185,75 @@ def test_the_mnist_conv_problem_meta_trains_in_chunks(tmp_path, data_dir,
   peaks = [float(tf.make_ndarray(e.tensor_proto))
            for e in acc.Tensors("PeakMemoryGiB")]
   assert len(peaks) == 1 and 0 < peaks[0] <= reporting.peak_memory_gib()
+
+
+def _mlp_unroll_inputs(problem, steps, teacher_scale=0.):
+  """Unroll inputs of a small MLP on 16 random rows, with teacher steps of
+  ``teacher_scale`` (imitation)."""
+  rng = np.random.RandomState(0)
+  data = tf.constant(rng.normal(size=(16, 6)).astype(np.float32))
+  labels = tf.constant(np.eye(3, dtype=np.float32)[rng.randint(0, 3, 16)])
+  return unroll_lib.UnrollInputs(
+      obj_weights=tf.ones([steps]) / steps,
+      batches=tf.constant(rng.randint(0, 16, (steps, 4)), tf.int32),
+      mini_data=data, mini_labels=labels,
+      init_tensors=[tf.constant(0.3 * rng.normal(size=s).astype(np.float32))
+                    for s in problem.param_shapes],
+      jacob_switch=False,
+      mt_labels=[tf.constant(teacher_scale * rng.normal(
+          size=(steps,) + tuple(s)).astype(np.float32))
+                 for s in problem.param_shapes],
+      first_unroll=True, reset_state=True)
+
+
+def test_the_recomputed_step_gives_the_kept_meta_gradient(monkeypatch):
+  """A recompute budget of one byte, step by step, with attention and in
+  imitation mode (teacher steps): every step is recomputed in the
+  meta-gradient, and the objectives and the meta-gradient with respect to
+  every meta-parameter are those of the kept step to float rounding."""
+  problem = pg.FullyConnected(6, 3, hidden_sizes=(5,),
+                              activation=tf.nn.sigmoid)
+  inputs = _mlp_unroll_inputs(problem, 3, 0.01)
+  # One level (the per-parameter RNN): fewer ops to trace; the three
+  # levels are recomputed in the time-parallel test above.
+  optimizer = hierarchical_rnn.HierarchicalRNN(
+      [4], init_lr_range=(1e-2, 1e-2), random_seed=5,
+      use_gradient_shortcut=True, use_grad_products=True, use_attention=True)
+  recomputed = _spy_recomputed_steps(monkeypatch)
+  out_a, grads_a = meta_step_lib.make_meta_step(problem, optimizer)(
+      inputs, None, True)
+  assert not recomputed
+  out_b, grads_b = meta_step_lib.make_meta_step(
+      problem, optimizer, recompute_budget=1)(inputs, None, True)
+  assert len(recomputed) >= 2
+  for key in ("metaobj", "metaobjmt", "problem_objectives"):
+    np.testing.assert_allclose(getattr(out_b, key), getattr(out_a, key),
+                               rtol=1e-6)
+  scale = max(float(np.max(np.abs(g))) for g in grads_a)
+  assert scale > 0
+  # All but one meta-parameter (unused in this configuration) get one.
+  assert sum(bool(np.any(g != 0)) for g in grads_a) == len(grads_a) - 1
+  for a, b in zip(grads_a, grads_b):
+    np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6 * scale)
+
+
+def test_the_step_is_recomputed_where_its_estimate_exceeds_the_budget():
+  """:func:`recompute.choose_update` keeps the step without a budget, and
+  recomputes it where steps x the estimated kept bytes of one step exceed
+  the budget; the estimate is above the bytes of the step's inputs (the
+  step's values include its GRU's rows of every parameter)."""
+  problem = pg.FullyConnected(6, 3, hidden_sizes=(5,))
+  optimizer = hierarchical_rnn.HierarchicalRNN([4, 5, 5])
+  state = unroll_lib.zero_loop_state(problem, optimizer)
+  args = (state.params, state.params, state.states, state.global_state)
+  per_step = recompute.step_bytes(optimizer, *args)
+  inputs = sum(t.shape.num_elements() * 4 for t in tf.nest.flatten(args))
+  assert per_step > inputs
+  taken = []
+  kept = lambda *a: taken.append("kept")
+  recomputed = lambda *a: taken.append("recomputed")
+  for budget, steps in ((None, 10), (0, 10), (10 * per_step + 1e3, 10),
+                        (10 * per_step - 1e3, 10), (per_step, 2)):
+    recompute.choose_update(kept, recomputed, optimizer, budget, steps)(
+        *args, None, None)
+  assert taken == ["kept"] * 3 + ["recomputed"] * 2

@@ -143,6 +143,14 @@ class TrainingConfig:
       "meta-gradient keeps one gradient per step instead of the "
       "activations; the numbers change by float rounding only. <= 0: no "
       "bound (all steps at once).")
+  recompute_memory_gib: float = flag(
+      2., "The memory budget (GiB) of the learned optimizer's values that an "
+      "unroll's meta-gradient keeps. Where their estimated size (steps x "
+      "optimizee instances x parameters x the step's kept bytes per "
+      "parameter, measured from the step's gradient) exceeds it, the "
+      "meta-gradient keeps only each step's inputs and recomputes the step's "
+      "values in the backward pass (more time, the same numbers up to float "
+      "rounding). <= 0: always keep them (the original).")
   # New in the port: long horizons (docs/meta-training.md, "Long horizons").
   fast_forward_max_steps: int = flag(
       0, "If > 0: before the series of a meta-iteration, train the fresh "

@@ -14,10 +14,14 @@ original's stop rules end early is then run again sequentially, so the
 result is the original's either way (up to float rounding).
 ``memory_budget`` (bytes) bounds the memory of that evaluation
 (:func:`l2o_scale.meta_training.parallel_eval.steps_per_chunk`).
+``recompute_budget`` (bytes) bounds the optimizer's values that the
+meta-gradient keeps: above it, it recomputes each step's values from the
+step's inputs instead (:mod:`l2o_scale.meta_training.recompute`).
 """
 
 import tensorflow as tf
 
+from l2o_scale.meta_training import recompute
 from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
 
@@ -50,7 +54,7 @@ def _instances(value):
 
 def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
                    l2_reg=0., jit_compile=False, time_parallel=False,
-                   memory_budget=None):
+                   memory_budget=None, recompute_budget=None):
   """Returns ``meta_step(inputs, carried, mode_mt) -> (UnrollOutput, grads)``
   compiled with tf.function (``inputs``: unroll.UnrollInputs). For a
   meta-batch, ``inputs`` and ``carried`` are tuples (one item per optimizee
@@ -60,15 +64,20 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
   ``grads`` follow ``optimizer.meta_variables`` (sorted TF1 names); a
   meta-parameter the objective does not depend on gets a zero gradient.
   ``jit_compile``: the optimizer's step inside the unroll compiled with XLA
-  (:func:`unroll.optimizer_update`). ``time_parallel``, ``memory_budget``:
-  see the module doc.
+  (:func:`unroll.optimizer_update`). ``time_parallel``, ``memory_budget``,
+  ``recompute_budget``: see the module doc.
   """
   meta_vars = optimizer.meta_variables
-  update = unroll_lib.optimizer_update(optimizer, jit_compile)
+  kept = unroll_lib.optimizer_update(optimizer, jit_compile)
+  recomputed = recompute.recomputed_update(optimizer, jit_compile)
 
   def compiled(parallel):
     @tf.function(autograph=False)
     def meta_step(inputs, carried, mode_mt):
+      steps = _instances(inputs)[0].obj_weights.shape[0]
+      update = recompute.choose_update(
+          kept, recomputed, optimizer, recompute_budget,
+          steps and steps * len(_instances(inputs)))
       with tf.GradientTape() as tape:
         outs = [unroll_lib.unroll(problem, optimizer, i, c, mode_mt, reg,
                                   update, time_parallel=parallel,

@@ -110,7 +110,8 @@ class MetaTrainingTask(object):
       config = self.config
       self._meta_step = meta_step_lib.make_meta_step(
           self.problem, self.optimizer, self.reg, config.l2_reg,
-          config.jit_compile, config.time_parallel, self._budget())
+          config.jit_compile, config.time_parallel, self._budget(),
+          config.recompute_memory_gib * 2**30)
     return self._meta_step
 
   @property

@@ -211,7 +211,9 @@ def optimizer_update(optimizer, jit_compile=False):
   long (docs/performance.md). The regularizer
   cannot be compiled this way in TF 2.21 (its gradient inside the while
   loop fails). The numbers differ from the uncompiled ones by float
-  rounding.
+  rounding. Its meta-gradient keeps the step's values at every step;
+  :func:`~l2o_scale.meta_training.recompute.recomputed_update` is the same
+  step recomputed in the meta-gradient instead (above a memory budget).
   """
   if not jit_compile:
     return optimizer.compute_updates_packed

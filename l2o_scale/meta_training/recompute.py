@@ -1,0 +1,213 @@
+"""The optimizer's step recomputed in the meta-gradient instead of kept.
+
+The meta-gradient of an unroll's while loop (the original's
+``tf.gradients`` through the loop of ``optimizer/trainable_optimizer.py``
+l.282-350) keeps, for every step, each value of the optimizer's step that
+the step's gradient reads: for the hierarchical RNN about 180 floats per
+optimizee parameter and step, 2.7 GiB for 20 steps of the MNIST MLP
+784-256-10 (203,530 parameters). :func:`recomputed_update` wraps the step in
+``tf.recompute_grad``: the loop then keeps only the step's inputs (the
+meta-parameters' values, parameters, gradients, packed state, global state,
+teacher steps) and the backward pass runs the step once more from them.
+:func:`choose_update` takes it where the estimate of what the kept step
+needs (:func:`step_bytes`, times steps and instances) exceeds a budget.
+The numbers are the kept step's up to float rounding.
+
+Why the meta-parameters are passed in as values: the recomputation runs in
+the gradient of the while loop's body, where TensorFlow 2.21 cannot read a
+``tf.Variable`` (the body's gradient graph captures the variable's handle
+outside the loop and the while loop's gradient rejects it). The step runs
+with the optimizer's meta-variables replaced by tensors read once per step
+in the forward loop (:func:`meta_values`), so the gradient with respect to
+the meta-parameters flows through those reads, as through any other input.
+For the same reason a recomputed step must not read an eager tensor held
+by the optimizer (``LearningRateSchedule``'s ``max_index``; its step keeps
+almost nothing, so the budget never recomputes it).
+"""
+
+import contextlib
+import weakref
+
+import tensorflow as tf
+
+
+@contextlib.contextmanager
+def meta_values(optimizer, values):
+  """Within: the optimizer and its sub-modules hold the tensors ``values``
+  (in the order of ``optimizer.meta_variables``) where they hold the
+  meta-variables as attributes, which is where the step reads them
+  (:func:`_checked_step` checks that it reads none of them otherwise); the
+  variables are back on exit."""
+  variables = optimizer.meta_variables
+  by_id = {id(v): t for v, t in zip(variables, values)}
+  originals = [(module, name, value)
+               for module in [optimizer] + list(optimizer.submodules)
+               for name, value in list(vars(module).items())
+               if id(value) in by_id]
+  # object.__setattr__: a tensor in place of a variable for the time of a
+  # trace, without tf.Module's dependency tracking (checkpoints stay as
+  # they are).
+  try:
+    for module, name, var in originals:
+      object.__setattr__(module, name, by_id[id(var)])
+    yield
+  finally:
+    for module, name, var in originals:
+      object.__setattr__(module, name, var)
+
+
+def _checked_step(optimizer, values, params, grads, states, global_state,
+                  mode_mt, teacher_steps):
+  """The optimizer's packed step on the meta-parameters ``values``; raises
+  if the step still reads a variable (one :func:`meta_values` could not
+  replace), which the recomputation could not read in the loop's
+  gradient."""
+  graph = None if tf.executing_eagerly() else (
+      tf.convert_to_tensor(params[0]).graph)
+  before = graph and len(graph.get_operations())
+  with meta_values(optimizer, values):
+    out = optimizer.compute_updates_packed(params, grads, states,
+                                           global_state, mode_mt,
+                                           teacher_steps)
+  reads = graph and [op.name for op in graph.get_operations()[before:]
+                     if op.type == "ReadVariableOp"]
+  if reads:
+    raise ValueError("the optimizer's step reads variables that are not "
+                     "meta-parameter attributes, which a recomputed step "
+                     "cannot read: {}".format(", ".join(reads)))
+  return out
+
+
+def recomputed_update(optimizer, jit_compile=False):
+  """The optimizer's packed step as :func:`~l2o_scale.meta_training.unroll.
+  optimizer_update` gives it, with its intermediates recomputed in the
+  meta-gradient (``tf.recompute_grad``) instead of kept; compiled with XLA
+  (forward and recomputing backward) if ``jit_compile``."""
+  def update(params, grads, states, global_state, mode_mt, teacher_steps):
+    # Read here, in the forward loop: the meta-gradient reaches the
+    # variables through these reads.
+    values = [tf.convert_to_tensor(v) for v in optimizer.meta_variables]
+    structure = (values, list(params), list(grads), states,
+                 list(global_state), list(teacher_steps or []))
+    flat = [tf.convert_to_tensor(t) for t in tf.nest.flatten(structure)]
+    # Only floating values have gradients: the others (e.g. a step
+    # counter) enter the recomputation as they are, and leave the forward
+    # call beside it (``others``: the last call's, read right after it).
+    floating = [i for i, t in enumerate(flat) if t.dtype.is_floating]
+    out_structure, others = [], {}
+
+    def step(*args):
+      inputs = list(flat)
+      for i, arg in zip(floating, args):
+        inputs[i] = arg
+      meta, p, g, s, glob, teacher = tf.nest.pack_sequence_as(structure,
+                                                              inputs)
+      out = _checked_step(optimizer, meta, p, g, s, glob, mode_mt,
+                          teacher if teacher_steps is not None else None)
+      outs = [tf.convert_to_tensor(t) for t in tf.nest.flatten(out)]
+      out_structure[:] = [out]
+      others.clear()
+      others.update((i, t) for i, t in enumerate(outs)
+                    if not t.dtype.is_floating)
+      return [t for t in outs if t.dtype.is_floating]
+
+    floats = iter(tf.recompute_grad(step)(*[flat[i] for i in floating]))
+    count = len(tf.nest.flatten(out_structure[0]))
+    return tf.nest.pack_sequence_as(
+        out_structure[0],
+        [others[i] if i in others else next(floats) for i in range(count)])
+
+  return tf.function(update, jit_compile=True) if jit_compile else update
+
+
+def _spec(tensor):
+  tensor = tf.convert_to_tensor(tensor)
+  return tf.TensorSpec(tensor.shape, tensor.dtype)
+
+
+def step_bytes(optimizer, params, grads, states, global_state):
+  """Estimated bytes the meta-gradient keeps of one step on these inputs
+  (tensors or specs of known shapes): the values of the step that its
+  gradient reads (the step and its gradient traced on these shapes; the
+  inputs, constants and meta-parameters aside). None if a shape is not
+  known."""
+  structure = (list(params), list(grads), states, list(global_state))
+  specs = tf.nest.map_structure(_spec, structure)
+  if not all(s.shape.is_fully_defined() for s in tf.nest.flatten(specs)):
+    return None
+
+  forward_ops = []
+
+  def step(*flat):
+    p, g, s, glob = tf.nest.pack_sequence_as(structure, flat)
+    with tf.GradientTape() as tape:
+      tape.watch(flat)
+      out = optimizer.compute_updates_packed(p, g, s, glob)
+    forward_ops.append(len(flat[0].graph.get_operations()))
+    return tape.gradient(tf.nest.flatten(out),
+                         list(flat) + optimizer.meta_variables)
+
+  ops = tf.function(step, autograph=False).get_concrete_function(
+      *tf.nest.flatten(specs)).graph.get_operations()
+  forward = set(ops[:forward_ops[0]])
+  kept = {t.ref() for op in ops[forward_ops[0]:] for t in op.inputs
+          if t.op in forward and
+          t.op.type not in ("Placeholder", "Const", "ReadVariableOp")}
+  return sum(r.deref().shape.num_elements() * r.deref().dtype.size
+             for r in kept if r.deref().shape.is_fully_defined())
+
+
+# The kept values of a step are a few times its inputs (the hierarchical
+# RNN: about 180 floats per parameter against 21 of parameters, gradients
+# and packed state); below this many times the inputs' bytes the step
+# surely fits and is kept without tracing its gradient for an estimate.
+_SURELY_BELOW = 32
+
+# optimizer -> estimated kept bytes per optimizee parameter (:func:`step_bytes`
+# on the first problem that needed it), so that each optimizer traces it once.
+_BYTES_PER_PARAM = weakref.WeakKeyDictionary()
+
+
+def _nbytes(tensors):
+  """Bytes of a nest of tensors; None if a shape is not known."""
+  tensors = [tf.convert_to_tensor(t) for t in tf.nest.flatten(tensors)]
+  if not all(t.shape.is_fully_defined() for t in tensors):
+    return None
+  return sum(t.shape.num_elements() * t.dtype.size for t in tensors)
+
+
+def _kept_bytes(optimizer, params, grads, states, global_state):
+  """:func:`step_bytes` of one step on these inputs, from the optimizer's
+  bytes per parameter measured once (per-parameter work dominates: the
+  per-tensor part is small); None if not known."""
+  num_params = sum(tf.convert_to_tensor(p).shape.num_elements()
+                   for p in params)
+  if optimizer not in _BYTES_PER_PARAM:
+    total = step_bytes(optimizer, params, grads, states, global_state)
+    if total is None:
+      return None
+    _BYTES_PER_PARAM[optimizer] = total / max(num_params, 1)
+  return _BYTES_PER_PARAM[optimizer] * num_params
+
+
+def choose_update(kept, recomputed, optimizer, budget_bytes, copies):
+  """The step the unroll calls: ``kept`` (the original's meta-gradient,
+  which keeps the step's values), or ``recomputed``
+  (:func:`recomputed_update`) where ``copies`` (steps x optimizee instances
+  of the meta-gradient) times the step's estimated kept bytes
+  (:func:`step_bytes`) exceed ``budget_bytes``. ``kept`` where the budget
+  is None or <= 0 or the number of steps is not known while tracing."""
+  if not budget_bytes or budget_bytes <= 0 or not copies:
+    return kept
+
+  def update(params, grads, states, global_state, mode_mt, teacher_steps):
+    inputs = (params, grads, states, global_state)
+    chosen, size = kept, _nbytes(inputs)
+    if size is not None and copies * _SURELY_BELOW * size > budget_bytes:
+      per_step = _kept_bytes(optimizer, *inputs)
+      if per_step is not None and copies * per_step > budget_bytes:
+        chosen = recomputed
+    return chosen(params, grads, states, global_state, mode_mt,
+                  teacher_steps)
+
+  return update
