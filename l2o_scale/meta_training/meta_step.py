@@ -69,7 +69,10 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
   """
   meta_vars = optimizer.meta_variables
   kept = unroll_lib.optimizer_update(optimizer, jit_compile)
-  recomputed = recompute.recomputed_update(optimizer, jit_compile)
+  # With jit_compile the fused step already recomputes its values in the
+  # meta-gradient (fused_step), so the budget has nothing to choose.
+  recomputed = (None if jit_compile else
+                recompute.recomputed_update(optimizer, False))
 
   def compiled(parallel):
     @tf.function(autograph=False)

@@ -18,54 +18,30 @@ the gradient of the while loop's body, where TensorFlow 2.21 cannot read a
 ``tf.Variable`` (the body's gradient graph captures the variable's handle
 outside the loop and the while loop's gradient rejects it). The step runs
 with the optimizer's meta-variables replaced by tensors read once per step
-in the forward loop (:func:`meta_values`), so the gradient with respect to
+in the forward loop (:func:`~l2o_scale.meta_training.fused_step.meta_values`), so the gradient with respect to
 the meta-parameters flows through those reads, as through any other input.
 For the same reason a recomputed step must not read an eager tensor held
 by the optimizer (``LearningRateSchedule``'s ``max_index``; its step keeps
 almost nothing, so the budget never recomputes it).
 """
 
-import contextlib
 import weakref
 
 import tensorflow as tf
 
-
-@contextlib.contextmanager
-def meta_values(optimizer, values):
-  """Within: the optimizer and its sub-modules hold the tensors ``values``
-  (in the order of ``optimizer.meta_variables``) where they hold the
-  meta-variables as attributes, which is where the step reads them
-  (:func:`_checked_step` checks that it reads none of them otherwise); the
-  variables are back on exit."""
-  variables = optimizer.meta_variables
-  by_id = {id(v): t for v, t in zip(variables, values)}
-  originals = [(module, name, value)
-               for module in [optimizer] + list(optimizer.submodules)
-               for name, value in list(vars(module).items())
-               if id(value) in by_id]
-  # object.__setattr__: a tensor in place of a variable for the time of a
-  # trace, without tf.Module's dependency tracking (checkpoints stay as
-  # they are).
-  try:
-    for module, name, var in originals:
-      object.__setattr__(module, name, by_id[id(var)])
-    yield
-  finally:
-    for module, name, var in originals:
-      object.__setattr__(module, name, var)
+from l2o_scale.meta_training import fused_step
 
 
 def _checked_step(optimizer, values, params, grads, states, global_state,
                   mode_mt, teacher_steps):
   """The optimizer's packed step on the meta-parameters ``values``; raises
-  if the step still reads a variable (one :func:`meta_values` could not
+  if the step still reads a variable (one :func:`~l2o_scale.meta_training.fused_step.meta_values` could not
   replace), which the recomputation could not read in the loop's
   gradient."""
   graph = None if tf.executing_eagerly() else (
       tf.convert_to_tensor(params[0]).graph)
   before = graph and len(graph.get_operations())
-  with meta_values(optimizer, values):
+  with fused_step.meta_values(optimizer, values):
     out = optimizer.compute_updates_packed(params, grads, states,
                                            global_state, mode_mt,
                                            teacher_steps)
@@ -195,9 +171,11 @@ def choose_update(kept, recomputed, optimizer, budget_bytes, copies):
   which keeps the step's values), or ``recomputed``
   (:func:`recomputed_update`) where ``copies`` (steps x optimizee instances
   of the meta-gradient) times the step's estimated kept bytes
-  (:func:`step_bytes`) exceed ``budget_bytes``. ``kept`` where the budget
-  is None or <= 0 or the number of steps is not known while tracing."""
-  if not budget_bytes or budget_bytes <= 0 or not copies:
+  (:func:`step_bytes`) exceed ``budget_bytes``. ``kept`` where
+  ``recomputed`` or the budget is None, the budget <= 0 or the number of
+  steps is not known while tracing."""
+  if recomputed is None or not budget_bytes or budget_bytes <= 0 or (
+      not copies):
     return kept
 
   def update(params, grads, states, global_state, mode_mt, teacher_steps):
