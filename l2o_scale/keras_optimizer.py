@@ -70,6 +70,12 @@ from optimizer import hierarchical_rnn
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
 DEFAULT_LEVEL_SIZES = tuple(optimizer_flags.HRNN_CELL_SIZES)
 
+# Coordinates of one pass of the step (LearnedOptimizer's
+# coordinates_per_pass): about 0.8 GiB of working memory for the
+# hierarchical RNN; models up to this size (the MLPs of the speed
+# benchmark, 670k) step in one pass.
+COORDINATES_PER_PASS = 2**20
+
 
 def default_hrnn_kwargs():
   """HierarchicalRNN options with the original ``metarun.py`` flag defaults."""
@@ -89,13 +95,21 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       ``get_config``, which also holds the meta-parameters).
     learning_rate: a float or a Keras schedule that multiplies the learned
       update (1: the update as learned, bit for bit).
+    coordinates_per_pass: the step runs on groups of whole variables of at
+      most this many coordinates (entries) at a time, one after the other
+      (a larger variable alone): its working memory, about 0.8 KB per
+      coordinate of a pass, then stays bounded on large models (ResNet50,
+      23.6M: see docs/keras.md). The numbers are those of one pass over all
+      variables. None: one pass (also for learned optimizers other than
+      the hierarchical RNN).
     name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras
       optimizer.
   """
 
   def __init__(self, learned_optimizer, checkpoint_path=None,
                optimizer_kwargs=None, level_sizes=DEFAULT_LEVEL_SIZES,
-               learning_rate=1.0, name="learned_optimizer", **kwargs):
+               learning_rate=1.0, coordinates_per_pass=COORDINATES_PER_PASS,
+               name="learned_optimizer", **kwargs):
     check_numbers(learning_rate=learning_rate, **kwargs)
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     for method in ("initialize_state", "initialize_global_state",
@@ -111,9 +125,21 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     self.checkpoint_path = checkpoint_path
     self.optimizer_kwargs = dict(optimizer_kwargs or {})
     self.level_sizes = tuple(level_sizes)
+    if coordinates_per_pass is not None and (
+        isinstance(coordinates_per_pass, bool) or
+        not isinstance(coordinates_per_pass, (int, np.integer)) or
+        coordinates_per_pass < 1):
+      raise ValueError("coordinates_per_pass must be a positive integer or "
+                       "None, got {!r}".format(coordinates_per_pass))
+    self.coordinates_per_pass = (None if coordinates_per_pass is None else
+                                 int(coordinates_per_pass))
     self._state_slots = []  # per variable index: its place in the state
-    self._packed_structure = None
-    self._packed_slots = []  # the packed state's blocks (Keras variables)
+    # The packed state's blocks (Keras variables), one set per pass of the
+    # step (_passes): the passes, their structures and variables.
+    self._passes_built = []
+    self._pass_structures = []
+    self._pass_slots = []
+    self._packed_slots = []
     self._global_slots = []
     # Set by from_config until load_own_variables restores the
     # meta-parameters (a config holds the options only).
@@ -210,13 +236,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     with tf.init_scope():
       values = [tf.cast(tf.convert_to_tensor(v), tf.float32)
                 for v in var_list]
-      packed = self.learned_optimizer.initialize_packed_state(values)
-      self._packed_structure = packed
-      self._packed_slots = [
-          self.add_variable(shape=tuple(leaf.shape), dtype="float32",
-                            initializer=_constant_initializer(leaf),
-                            name="state_{}".format(name))
-          for name, leaf in _named_leaves(packed)]
+      self._build_state(values)
       self._global_slots = []
       for j, g in enumerate(self.learned_optimizer.initialize_global_state()):
         g = tf.convert_to_tensor(g)
@@ -228,10 +248,51 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     self._state_slots = [{"index": i, "name": _var_name(v, i)}
                          for i, v in enumerate(var_list)]
 
-  def _packed_state(self):
+  def _build_state(self, values):
+    """The packed state's variables: one set per pass of the step
+    (:meth:`_passes`), each created from its pass's initial state (drawn
+    variable by variable in order, as in one pass), so that building never
+    holds more than one pass's initial state beside the variables."""
+    self._passes_built = self._passes(values)
+    self._pass_structures, self._pass_slots, self._packed_slots = [], [], []
+    several = len(self._passes_built) > 1
+    for index, (first, last, _, _) in enumerate(self._passes_built):
+      part = self.learned_optimizer.initialize_packed_state(
+          values[first:last])
+      prefix = "state{}_".format(index) if several else "state_"
+      slots = [self.add_variable(shape=tuple(leaf.shape), dtype="float32",
+                                 initializer=_constant_initializer(leaf),
+                                 name=prefix + name)
+               for name, leaf in _named_leaves(part)]
+      self._pass_structures.append(part)
+      self._pass_slots.append(slots)
+      self._packed_slots += slots
+
+  def _pass_state(self, index):
+    """The packed state of pass ``index``, read from its variables."""
     return tf.nest.pack_sequence_as(
-        self._packed_structure,
-        [tf.convert_to_tensor(v) for v in self._packed_slots])
+        self._pass_structures[index],
+        [tf.convert_to_tensor(v) for v in self._pass_slots[index]])
+
+  def _assign_pass_state(self, index, packed):
+    for slot, value in zip(self._pass_slots[index], tf.nest.flatten(packed)):
+      self.assign(slot, value)
+
+  def _packed_state(self):
+    """The packed state of all variables (the passes' states joined)."""
+    parts = [self._pass_state(i) for i in range(len(self._pass_slots))]
+    return (parts[0] if len(parts) == 1 else
+            self.learned_optimizer.join_packed(parts))
+
+  def _assign_packed_state(self, packed):
+    """Writes the packed state of all variables into the passes'
+    variables."""
+    if len(self._passes_built) == 1:
+      self._assign_pass_state(0, packed)
+      return
+    for index, columns in enumerate(self._passes_built):
+      self._assign_pass_state(
+          index, self.learned_optimizer.packed_columns(packed, *columns))
 
   # ------------------------------------------------------------------ step
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
@@ -249,6 +310,12 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     dense_grads = [tf.cast(tf.convert_to_tensor(given[i]), tf.float32)
                    for i in indices]
     global_state = [tf.convert_to_tensor(v) for v in self._global_slots]
+    if len(self._passes_built) > 1 and len(indices) == len(variables):
+      new_global = self._step_in_passes(variables, params, dense_grads,
+                                        global_state, learning_rate)
+      for slot, value in zip(self._global_slots, new_global):
+        self.assign(slot, value)
+      return
     packed = self._packed_state()
     if len(indices) == len(variables):
       new_params, new_packed, new_global, new_attend, _ = \
@@ -257,21 +324,70 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     else:
       new_params, new_packed, new_global, new_attend = self._subset_update(
           params, indices, dense_grads, packed, global_state)
-    # The variable holds the attended location with attention, otherwise
-    # the new parameter (original apply_gradients).
-    values = inner_step.next_variables(self.learned_optimizer, new_params,
-                                       new_attend)
-    old = [params[i] for i in indices]
-    if not inner_step.uses_attention(self.learned_optimizer):
-      values = self._step_transforms([variables[i] for i in indices]).apply(
-          old, values, {transform.SCALE: tf.cast(learning_rate, tf.float32)})
     for slot, value in zip(self._global_slots, new_global):
       self.assign(slot, value)
-    for slot, value in zip(self._packed_slots, tf.nest.flatten(new_packed)):
-      self.assign(slot, value)
-    for i, value in zip(indices, values):
-      var = variables[i]
+    self._assign_packed_state(new_packed)
+    self._assign_variables([variables[i] for i in indices],
+                           [params[i] for i in indices], new_params,
+                           new_attend, learning_rate)
+
+  def _assign_variables(self, variables, old, new_params, new_attend,
+                        learning_rate):
+    """The variables take their values after the step: the attended
+    location with attention, otherwise the new parameter (original
+    apply_gradients), through the step transforms."""
+    values = inner_step.next_variables(self.learned_optimizer, new_params,
+                                       new_attend)
+    if not inner_step.uses_attention(self.learned_optimizer):
+      values = self._step_transforms(variables).apply(
+          old, values, {transform.SCALE: tf.cast(learning_rate, tf.float32)})
+    for var, value in zip(variables, values):
       self.assign(var, tf.cast(tf.reshape(value, var.shape), var.dtype))
+
+  def _passes(self, params):
+    """(first, last, start, end) of each pass of the step
+    (``coordinates_per_pass``): consecutive variables ``first`` to ``last -
+    1``, coordinates ``start`` to ``end - 1`` of the packed state. One pass
+    where the model fits in one or the learned optimizer has no packed
+    columns (other than the hierarchical RNN)."""
+    sizes = [int(p.shape.num_elements()) for p in params]
+    limit = self.coordinates_per_pass
+    if not limit or sum(sizes) <= limit or not hasattr(
+        self.learned_optimizer, "packed_columns"):
+      return [(0, len(sizes), 0, sum(sizes))]
+    passes, first, start, count = [], 0, 0, 0
+    for t, size in enumerate(sizes):
+      if count and count + size > limit:
+        passes.append((first, t, start, start + count))
+        first, start, count = t, start + count, 0
+      count += size
+    passes.append((first, len(sizes), start, start + count))
+    return passes
+
+  def _step_in_passes(self, variables, params, grads, global_state,
+                      learning_rate):
+    """The step of all variables, one pass after the other, so that only one
+    pass's intermediates exist at a time. Returns the new global state (of the last pass, which holds
+    the last variable, the one the global RNN reads)."""
+    opt = self.learned_optimizer
+    lr_mean = opt.problem_mean_log_lr(
+        [self._pass_state(i) for i in range(len(self._pass_slots))])
+    new_global, done = None, []
+    for index, (first, last, _, _) in enumerate(self._passes_built):
+      # Each pass's state is read once the pass before has computed its
+      # results: without this the executor may run the passes side by side
+      # (they share no variables) and hold all their intermediates at once.
+      with tf.control_dependencies(done):
+        packed = self._pass_state(index)
+      new_params, new_packed, new_global, new_attend, _ = \
+          opt.compute_updates_packed(params[first:last], grads[first:last],
+                                     packed, global_state,
+                                     problem_lr_mean=lr_mean)
+      done = tf.nest.flatten(new_packed) + list(new_params)
+      self._assign_pass_state(index, new_packed)
+      self._assign_variables(variables[first:last], params[first:last],
+                             new_params, new_attend, learning_rate)
+    return new_global
 
   def _subset_update(self, params, indices, grads, packed, global_state):
     """The step on the variables with gradients only (``indices``): as the
@@ -324,11 +440,12 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   def reset_state(self):
     """Re-initialises the optimizer state from the variables' current
     values."""
-    packed = self.learned_optimizer.initialize_packed_state(
-        [tf.cast(tf.convert_to_tensor(v), tf.float32)
-         for v in self._trainable_variables])
-    for slot, value in zip(self._packed_slots, tf.nest.flatten(packed)):
-      slot.assign(value)
+    values = [tf.cast(tf.convert_to_tensor(v), tf.float32)
+              for v in self._trainable_variables]
+    for index, (first, last, _, _) in enumerate(self._passes_built):
+      self._assign_pass_state(
+          index, self.learned_optimizer.initialize_packed_state(
+              values[first:last]))
     for slot, g in zip(self._global_slots,
                        self.learned_optimizer.initialize_global_state()):
       slot.assign(g)
@@ -375,7 +492,8 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     its meta-parameters, which are saved as variables."""
     config = super().get_config()
     config.update(optimizer_kwargs=_json_ready(self.optimizer_kwargs),
-                  level_sizes=list(self.level_sizes))
+                  level_sizes=list(self.level_sizes),
+                  coordinates_per_pass=self.coordinates_per_pass)
     return config
 
   @classmethod

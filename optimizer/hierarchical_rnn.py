@@ -484,6 +484,51 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       packed["layer"] = tf.concat([s["layer"] for s in states], 0)
     return packed
 
+  # How the leaves of the packed state (:meth:`pack_state`) hold the
+  # tensors: these keys one row per tensor, these a list with one entry per
+  # tensor; the others one column per coordinate.
+  PACKED_TENSOR_ROWS = ("layer",)
+  PACKED_TENSOR_LISTS = ("true_param",)
+
+  def packed_columns(self, packed, first, last, start, end):
+    """The packed state of tensors ``first`` to ``last - 1`` alone, whose
+    coordinates are ``start`` to ``end - 1``: what :meth:`pack_state` of
+    their states gives, taken out of the packed state of all tensors. Their
+    step on it (:meth:`compute_updates_packed` with ``problem_lr_mean``,
+    see :meth:`problem_mean_log_lr`) is their part of the step of all
+    tensors."""
+    def columns(key, leaf):
+      if key in self.PACKED_TENSOR_LISTS:
+        return list(leaf[first:last])
+      if key in self.PACKED_TENSOR_ROWS:
+        return leaf[first:last]
+      return leaf[:, start:end]
+    return {key: columns(key, leaf) for key, leaf in packed.items()}
+
+  def join_packed(self, parts):
+    """The packed state of all tensors from the packed states of
+    consecutive groups of them (the inverse of :meth:`packed_columns`)."""
+    def join(key):
+      leaves = [part[key] for part in parts]
+      if key in self.PACKED_TENSOR_LISTS:
+        return [t for leaf in leaves for t in leaf]
+      return tf.concat(leaves, 0 if key in self.PACKED_TENSOR_ROWS else 1)
+    return {key: join(key) for key in parts[0]}
+
+  def problem_mean_log_lr(self, parts):
+    """What a step on part of the tensors (:meth:`packed_columns`) needs of
+    the others: the mean log learning rate of the whole problem
+    (``use_problem_lr_mean``, the original's _compute_mean_log_lr), from the
+    packed states of consecutive groups of all its tensors (``parts``); None
+    where the step does not read it. Every other quantity is per tensor, and
+    the global RNN reads the last tensor's layer state only (the original's
+    l.429), so the part that holds the last tensor gives the new global
+    state."""
+    if not (self.use_relative_lr and self.use_problem_lr_mean):
+      return None
+    return tf.reduce_mean(tf.concat(
+        [part["log_learning_rate"] for part in parts], 1))
+
   def unpack_state(self, packed, params):
     """The packed layout -> per-tensor TF1 state dicts (:meth:`pack_state`)."""
     seg = self.segments([p.shape.num_elements() for p in params])
@@ -521,7 +566,8 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     return states
 
   def compute_updates_packed(self, params, grads, packed, global_state,
-                             mode_mt=None, update_steps_mt=None):
+                             mode_mt=None, update_steps_mt=None,
+                             problem_lr_mean=None):
     """:meth:`compute_updates` on the packed state (:meth:`pack_state`).
 
     Why this form: the per-parameter RNN does ~20 features of work per
@@ -539,11 +585,16 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     nothing in the graph has T * N entries,
     and the layer RNNs of all tensors run as one batch of T.
 
+    ``problem_lr_mean``: for a step on part of the problem's tensors, the
+    mean log learning rate of all of them (:meth:`problem_mean_log_lr`);
+    None: the mean over ``packed``.
+
     Returns (new params, new packed state, new global state, attention
     params, update steps), as :meth:`compute_updates`.
     """
     (new_packed, update_steps, lr_attends,
-     attention_deltas) = self._packed_core(grads, packed, global_state)
+     attention_deltas) = self._packed_core(grads, packed, global_state,
+                                           problem_lr_mean)
     new_params, new_attend = [], []
     for idx, param in enumerate(params):
       base = packed["true_param"][idx] if self.use_attention else param
@@ -606,7 +657,7 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     bias = tf.reshape(tf.concat(biases, 0), [-1, 1])
     return weights, bias, names, sizes
 
-  def _packed_core(self, grads, packed, global_state):
+  def _packed_core(self, grads, packed, global_state, problem_lr_mean=None):
     """Every tensor's step in one pass (see :meth:`compute_updates_packed`).
 
     Mirrors _compute_mean_log_lr, _compute_scaled_and_ms_grads,
@@ -668,7 +719,9 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     if self.use_relative_lr:
       if self.use_problem_lr_mean:
         # _compute_mean_log_lr: the mean over all of the problem's entries.
-        features.append(log_lr - tf.reduce_mean(log_lr))
+        features.append(log_lr - (tf.reduce_mean(log_lr)
+                                  if problem_lr_mean is None
+                                  else problem_lr_mean))
       else:
         features.append(log_lr - seg.spread(seg.means(log_lr)))
     if self.use_extreme_indicator:

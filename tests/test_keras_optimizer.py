@@ -1,5 +1,6 @@
 """Tests of l2o_scale.keras_optimizer.LearnedOptimizer."""
 
+import functools
 import json
 import os
 
@@ -11,6 +12,7 @@ import tensorflow as tf
 from l2o_scale.runs import checkpoints
 from l2o_scale.keras_optimizer import LearnedOptimizer
 from l2o_scale.meta_testing import inner_step
+from optimizer import hierarchical_rnn
 from problems import datasets
 from problems import problem_generator as pg
 
@@ -135,6 +137,7 @@ def test_config_round_trip(fixtures_dir):
   assert "checkpoint_path" not in config
   assert config["optimizer_kwargs"]["init_lr_range"] == [1e-3, 1e-3]
   assert config["optimizer_kwargs"]["max_log_lr"] == 33
+  assert config["coordinates_per_pass"] == 2**20
   clone = LearnedOptimizer.from_config(config)
   assert clone.clipnorm == 1.0
   variable = keras.Variable(np.ones(3, np.float32))
@@ -271,3 +274,65 @@ def test_keras_weight_decay_is_the_metatest_weight_decay(fixture):
     # The decay moved the weights (0.01 * scale * |x| >> the tolerance).
     undecayed = init[0] + scale * (learned[0] - init[0])
     assert np.abs(decayed[0] - undecayed).max() > 1e-3
+
+
+@pytest.mark.parametrize("attention,jit_compile", [(False, True),
+                                                   (True, False)])
+def test_a_step_in_passes_equals_the_step_in_one(fixtures_dir, attention,
+                                                 jit_compile):
+  """coordinates_per_pass=700 on variables of 600, 30, 1200, 40, 200 and 5
+  entries: three passes ([600, 30], the 1,200 alone, [40, 200, 5]), whose
+  initial state (built in passes too) and three steps give the variables,
+  packed state and global state of the one-pass step (the same learned
+  optimizer and random seed). With the
+  checkpoint's three-level RNN (the global RNN reads the last variable's
+  layer state; the mean log learning rate of all variables is an input),
+  and with attention (true parameters in the state)."""
+  if attention:
+    learned = hierarchical_rnn.HierarchicalRNN(
+        [10, 20, 20], init_lr_range=(1e-3, 1e-3), random_seed=3,
+        use_attention=True)
+  else:
+    learned = LearnedOptimizer.from_checkpoint(
+        os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt"),
+        # Random learning rates: the mean log learning rate of the whole
+        # problem (use_problem_lr_mean) differs from each pass's own.
+        optimizer_kwargs={"init_lr_range": (1e-5, 1e-2)}).learned_optimizer
+  shapes = [(20, 30), (30,), (30, 40), (40,), (40, 5), (5,)]
+  rng = np.random.RandomState(0)
+  values = [rng.randn(*s).astype(np.float32) for s in shapes]
+  grads = [[rng.randn(*s).astype(np.float32) for s in shapes]
+           for _ in range(3)]
+  results = []
+  for per_pass in (700, None):
+    opt = LearnedOptimizer(learned, coordinates_per_pass=per_pass)
+    variables = [keras.Variable(v) for v in values]
+    tf.random.set_seed(1)  # The same random initial state, built in passes.
+    opt.build(variables)
+    if per_pass:
+      assert opt._passes(variables) == [(0, 2, 0, 630), (2, 3, 630, 1830),  # pylint: disable=protected-access
+                                        (3, 6, 1830, 2075)]
+    step = tf.function(functools.partial(_apply, opt, variables),
+                       jit_compile=jit_compile)
+    start = _state(opt)
+    for g in grads:
+      step(g)
+    results.append(([v.numpy() for v in variables], _state(opt), start))
+  (vars_a, state_a, start_a), (vars_b, state_b, start_b) = results
+  for a, b in zip(start_a, start_b):
+    np.testing.assert_array_equal(a, b)
+  for a, b in zip(vars_a + state_a, vars_b + state_b):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+  assert not np.allclose(vars_a[2], values[2])
+
+
+def _apply(optimizer, variables, grads):
+  optimizer.apply(grads, variables)
+
+
+def _state(optimizer):
+  """The packed state of all variables (the passes' joined) and the global
+  state, as arrays."""
+  packed = optimizer._packed_state()  # pylint: disable=protected-access
+  return [np.asarray(t) for t in tf.nest.flatten(packed)] + [
+      v.numpy() for v in optimizer._global_slots]  # pylint: disable=protected-access

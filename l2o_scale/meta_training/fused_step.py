@@ -154,8 +154,12 @@ class _BoundUpdate(object):
     def forward(tensors, values, constants):
       return call(list(tensors), list(values), list(constants))
 
+    jit_compile = self.jit_compile
+
     def backward(tensors, values, constants, upstream):
       tensors, values = list(tensors), list(values)
+      if not jit_compile:
+        tensors, values = _after(upstream, tensors, values)
       sources = [tensors[j] for j in floats] + values
       with tf.GradientTape() as tape:
         tape.watch(sources)
@@ -190,6 +194,22 @@ class _BoundUpdate(object):
     outs = fused(*(inputs + list(self.values)))
     _check_no_variables(forward, optimizer)
     return tf.nest.pack_sequence_as(structure[0], list(outs))
+
+
+def _after(upstream, tensors, values):
+  """``tensors`` and ``values`` made to depend on the upstream gradient (plus
+  a zero computed from it), as ``tf.recompute_grad`` does: without that
+  dependency TensorFlow's graph optimizations run the recomputation as soon
+  as its inputs exist, in the forward loop, and the loop keeps its values
+  for every step (uncompiled, 20 steps of 784-256-10: 5.6 GiB against 2.0).
+  XLA's call needs none of this: it runs as one operation."""
+  first = tf.reshape(upstream[0], [-1])[:1]
+  probe = tf.reduce_max(tf.cast(first, tf.float32))
+  zero = tf.where(tf.math.is_nan(probe), 0., 0.)
+
+  def tie(t):
+    return t + tf.cast(zero, t.dtype) if t.dtype.is_floating else t
+  return [tie(t) for t in tensors], [tie(v) for v in values]
 
 
 def _check_no_variables(function, optimizer):

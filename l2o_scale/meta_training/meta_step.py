@@ -16,11 +16,13 @@ result is the original's either way (up to float rounding).
 (:func:`l2o_scale.meta_training.parallel_eval.steps_per_chunk`).
 ``recompute_budget`` (bytes) bounds the optimizer's values that the
 meta-gradient keeps: above it, it recomputes each step's values from the
-step's inputs instead (:mod:`l2o_scale.meta_training.recompute`).
+step's inputs instead (:mod:`l2o_scale.meta_training.recompute` chooses,
+:mod:`l2o_scale.meta_training.fused_step` recomputes).
 """
 
 import tensorflow as tf
 
+from l2o_scale.meta_training import fused_step
 from l2o_scale.meta_training import recompute
 from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
@@ -72,7 +74,7 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
   # With jit_compile the fused step already recomputes its values in the
   # meta-gradient (fused_step), so the budget has nothing to choose.
   recomputed = (None if jit_compile else
-                recompute.recomputed_update(optimizer, False))
+                fused_step.FusedUpdate(optimizer, jit_compile=False))
 
   def compiled(parallel):
     @tf.function(autograph=False)

@@ -1,99 +1,24 @@
-"""The optimizer's step recomputed in the meta-gradient instead of kept.
+"""When to recompute the optimizer's step in the meta-gradient instead of
+keeping its values.
 
 The meta-gradient of an unroll's while loop (the original's
 ``tf.gradients`` through the loop of ``optimizer/trainable_optimizer.py``
 l.282-350) keeps, for every step, each value of the optimizer's step that
 the step's gradient reads: for the hierarchical RNN about 180 floats per
 optimizee parameter and step, 2.7 GiB for 20 steps of the MNIST MLP
-784-256-10 (203,530 parameters). :func:`recomputed_update` wraps the step in
-``tf.recompute_grad``: the loop then keeps only the step's inputs (the
-meta-parameters' values, parameters, gradients, packed state, global state,
-teacher steps) and the backward pass runs the step once more from them.
-:func:`choose_update` takes it where the estimate of what the kept step
-needs (:func:`step_bytes`, times steps and instances) exceeds a budget.
-The numbers are the kept step's up to float rounding.
-
-Why the meta-parameters are passed in as values: the recomputation runs in
-the gradient of the while loop's body, where TensorFlow 2.21 cannot read a
-``tf.Variable`` (the body's gradient graph captures the variable's handle
-outside the loop and the while loop's gradient rejects it). The step runs
-with the optimizer's meta-variables replaced by tensors read once per step
-in the forward loop (:func:`~l2o_scale.meta_training.fused_step.meta_values`), so the gradient with respect to
-the meta-parameters flows through those reads, as through any other input.
-For the same reason a recomputed step must not read an eager tensor held
-by the optimizer (``LearningRateSchedule``'s ``max_index``; its step keeps
-almost nothing, so the budget never recomputes it).
+784-256-10 (203,530 parameters). The fused step
+(:class:`~l2o_scale.meta_training.fused_step.FusedUpdate`) keeps only the
+step's inputs and runs the step once more in the backward pass; it is the
+one mechanism for that, with XLA (``--jit_compile``) or without.
+:func:`choose_update` takes it, without XLA, where the estimate of what the
+kept step needs (:func:`step_bytes`, times steps and instances) exceeds a
+budget (``--recompute_memory_gib``). The numbers are the kept step's up to
+float rounding.
 """
 
 import weakref
 
 import tensorflow as tf
-
-from l2o_scale.meta_training import fused_step
-
-
-def _checked_step(optimizer, values, params, grads, states, global_state,
-                  mode_mt, teacher_steps):
-  """The optimizer's packed step on the meta-parameters ``values``; raises
-  if the step still reads a variable (one :func:`~l2o_scale.meta_training.fused_step.meta_values` could not
-  replace), which the recomputation could not read in the loop's
-  gradient."""
-  graph = None if tf.executing_eagerly() else (
-      tf.convert_to_tensor(params[0]).graph)
-  before = graph and len(graph.get_operations())
-  with fused_step.meta_values(optimizer, values):
-    out = optimizer.compute_updates_packed(params, grads, states,
-                                           global_state, mode_mt,
-                                           teacher_steps)
-  reads = graph and [op.name for op in graph.get_operations()[before:]
-                     if op.type == "ReadVariableOp"]
-  if reads:
-    raise ValueError("the optimizer's step reads variables that are not "
-                     "meta-parameter attributes, which a recomputed step "
-                     "cannot read: {}".format(", ".join(reads)))
-  return out
-
-
-def recomputed_update(optimizer, jit_compile=False):
-  """The optimizer's packed step as :func:`~l2o_scale.meta_training.unroll.
-  optimizer_update` gives it, with its intermediates recomputed in the
-  meta-gradient (``tf.recompute_grad``) instead of kept; compiled with XLA
-  (forward and recomputing backward) if ``jit_compile``."""
-  def update(params, grads, states, global_state, mode_mt, teacher_steps):
-    # Read here, in the forward loop: the meta-gradient reaches the
-    # variables through these reads.
-    values = [tf.convert_to_tensor(v) for v in optimizer.meta_variables]
-    structure = (values, list(params), list(grads), states,
-                 list(global_state), list(teacher_steps or []))
-    flat = [tf.convert_to_tensor(t) for t in tf.nest.flatten(structure)]
-    # Only floating values have gradients: the others (e.g. a step
-    # counter) enter the recomputation as they are, and leave the forward
-    # call beside it (``others``: the last call's, read right after it).
-    floating = [i for i, t in enumerate(flat) if t.dtype.is_floating]
-    out_structure, others = [], {}
-
-    def step(*args):
-      inputs = list(flat)
-      for i, arg in zip(floating, args):
-        inputs[i] = arg
-      meta, p, g, s, glob, teacher = tf.nest.pack_sequence_as(structure,
-                                                              inputs)
-      out = _checked_step(optimizer, meta, p, g, s, glob, mode_mt,
-                          teacher if teacher_steps is not None else None)
-      outs = [tf.convert_to_tensor(t) for t in tf.nest.flatten(out)]
-      out_structure[:] = [out]
-      others.clear()
-      others.update((i, t) for i, t in enumerate(outs)
-                    if not t.dtype.is_floating)
-      return [t for t in outs if t.dtype.is_floating]
-
-    floats = iter(tf.recompute_grad(step)(*[flat[i] for i in floating]))
-    count = len(tf.nest.flatten(out_structure[0]))
-    return tf.nest.pack_sequence_as(
-        out_structure[0],
-        [others[i] if i in others else next(floats) for i in range(count)])
-
-  return tf.function(update, jit_compile=True) if jit_compile else update
 
 
 def _spec(tensor):
@@ -168,8 +93,9 @@ def _kept_bytes(optimizer, params, grads, states, global_state):
 
 def choose_update(kept, recomputed, optimizer, budget_bytes, copies):
   """The step the unroll calls: ``kept`` (the original's meta-gradient,
-  which keeps the step's values), or ``recomputed``
-  (:func:`recomputed_update`) where ``copies`` (steps x optimizee instances
+  which keeps the step's values), or ``recomputed`` (the step recomputed in
+  the meta-gradient, a :class:`~l2o_scale.meta_training.fused_step.
+  FusedUpdate`) where ``copies`` (steps x optimizee instances
   of the meta-gradient) times the step's estimated kept bytes
   (:func:`step_bytes`) exceed ``budget_bytes``. ``kept`` where
   ``recomputed`` or the budget is None, the budget <= 0 or the number of

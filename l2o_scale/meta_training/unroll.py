@@ -212,8 +212,10 @@ def optimizer_update(optimizer, jit_compile=False):
   cannot be compiled this way in TF 2.21 (its gradient inside the while
   loop fails). The numbers differ from the uncompiled ones by float
   rounding. Its meta-gradient keeps the step's values at every step;
-  :func:`~l2o_scale.meta_training.recompute.recomputed_update` is the same
-  step recomputed in the meta-gradient instead (above a memory budget).
+  ``fused_step.FusedUpdate(optimizer, jit_compile=False)`` is the same step
+  recomputed in the meta-gradient instead, which
+  :func:`~l2o_scale.meta_training.recompute.choose_update` takes above a
+  memory budget.
   """
   if not jit_compile:
     return optimizer.compute_updates_packed
