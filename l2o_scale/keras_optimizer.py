@@ -264,7 +264,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                                  initializer=_constant_initializer(leaf),
                                  name=prefix + name)
                for name, leaf in _named_leaves(part)]
-      self._pass_structures.append(part)
+      # The structure only: the initial tensors themselves would stay
+      # alive beside the variables, a second copy of the state.
+      self._pass_structures.append(tf.nest.map_structure(lambda _: 0, part))
       self._pass_slots.append(slots)
       self._packed_slots += slots
 
