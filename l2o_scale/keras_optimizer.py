@@ -270,11 +270,15 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       self._pass_slots.append(slots)
       self._packed_slots += slots
 
+  def _pass_variables(self, index):
+    """The packed structure of pass ``index``'s state variables (unread)."""
+    return tf.nest.pack_sequence_as(self._pass_structures[index],
+                                    self._pass_slots[index])
+
   def _pass_state(self, index):
     """The packed state of pass ``index``, read from its variables."""
-    return tf.nest.pack_sequence_as(
-        self._pass_structures[index],
-        [tf.convert_to_tensor(v) for v in self._pass_slots[index]])
+    return tf.nest.map_structure(tf.convert_to_tensor,
+                                 self._pass_variables(index))
 
   def _assign_pass_state(self, index, packed):
     for slot, value in zip(self._pass_slots[index], tf.nest.flatten(packed)):
@@ -369,11 +373,13 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   def _step_in_passes(self, variables, params, grads, global_state,
                       learning_rate):
     """The step of all variables, one pass after the other, so that only one
-    pass's intermediates exist at a time. Returns the new global state (of the last pass, which holds
-    the last variable, the one the global RNN reads)."""
+    pass's intermediates exist at a time. Returns the new global state (of
+    the last pass, which holds the last variable, the one the global RNN
+    reads)."""
     opt = self.learned_optimizer
+    # The variables, not their values: only the log learning rates are read.
     lr_mean = opt.problem_mean_log_lr(
-        [self._pass_state(i) for i in range(len(self._pass_slots))])
+        [self._pass_variables(i) for i in range(len(self._pass_slots))])
     new_global, done = None, []
     for index, (first, last, _, _) in enumerate(self._passes_built):
       # Each pass's state is read once the pass before has computed its

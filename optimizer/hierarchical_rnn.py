@@ -519,7 +519,8 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     """What a step on part of the tensors (:meth:`packed_columns`) needs of
     the others: the mean log learning rate of the whole problem
     (``use_problem_lr_mean``, the original's _compute_mean_log_lr), from the
-    packed states of consecutive groups of all its tensors (``parts``); None
+    packed states (or their variables) of consecutive groups of all its
+    tensors (``parts``); None
     where the step does not read it. Every other quantity is per tensor, and
     the global RNN reads the last tensor's layer state only (the original's
     l.429), so the part that holds the last tensor gives the new global
