@@ -469,9 +469,14 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       store[self.META_KEY.format(i)] = var.numpy()
 
   def load_own_variables(self, store):
-    """Restores what :meth:`save_own_variables` wrote. Slots that cannot be
-    restored (saved before the optimizer was built) start afresh from the
-    restored meta-parameters."""
+    """Restores what :meth:`save_own_variables` wrote.
+
+    The state saved by an optimizer that stepped in one pass (every file
+    written before ``coordinates_per_pass`` existed, or with it None) is
+    split into this optimizer's passes, so such a file restores exactly
+    under the default. State that fits neither layout (another model, or
+    other passes) starts afresh from the variables, with a warning; so does
+    a store saved before the optimizer was built, without one."""
     keys = list(store.keys())
     meta = sorted((k for k in keys if k.startswith("meta_")),
                   key=lambda k: int(k[len("meta_"):]))
@@ -490,10 +495,45 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
         var.assign(value)
       self._meta_parameters_pending = False
     rest = {k: store[k] for k in keys if not k.startswith("meta_")}
-    if len(rest) == len(self.variables):
+    saved = [np.asarray(rest[str(i)]) for i in range(len(rest))]
+    if _shapes(saved) == _shapes(self.variables):
       super().load_own_variables(rest)
-    elif self.built:
+    elif self.built and not self._load_one_pass_state(saved):
+      base = (len(self.variables) - len(self._packed_slots) -
+              len(self._global_slots))
+      if len(saved) > base:
+        warnings.warn(
+            "the saved LearnedOptimizer state ({} variables) does not fit "
+            "this optimizer's ({}: another model, or other passes); its "
+            "state starts afresh from the variables".format(
+                len(saved), len(self.variables)), stacklevel=2)
       self.reset_state()
+
+  def _load_one_pass_state(self, saved):
+    """Assigns ``saved`` (the arrays of ``save_own_variables`` without the
+    meta-parameters) if they are this optimizer's variables in the layout of
+    one pass; returns whether they were."""
+    variables, globals_ = self.variables, len(self._global_slots)
+    base = len(variables) - len(self._packed_slots) - globals_
+    specs = [tf.nest.map_structure(
+        lambda v: tf.TensorSpec(v.shape, tf.float32), self._pass_variables(i))
+             for i in range(len(self._pass_slots))]
+    # The joined layout's shapes, traced, not computed: joining the state
+    # itself would hold a second copy of it.
+    joined = tf.function(
+        self.learned_optimizer.join_packed).get_concrete_function(
+            specs).structured_outputs if len(specs) > 1 else specs[0]
+    expected = (_shapes(variables[:base]) + _shapes(tf.nest.flatten(joined))
+                + _shapes(self._global_slots))
+    if _shapes(saved) != expected:
+      return False
+    for variable, value in zip(variables[:base], saved[:base]):
+      variable.assign(value)
+    self._assign_packed_state(tf.nest.pack_sequence_as(
+        joined, saved[base:len(saved) - globals_]))
+    for slot, value in zip(self._global_slots, saved[len(saved) - globals_:]):
+      slot.assign(value)
+    return True
 
   def get_config(self):
     """Keras config: the options of the learned optimizer (all of them), not
@@ -555,6 +595,10 @@ def long_run_schedule(total_steps, decay_start=0.8):
   ``--step_schedule=cosine --step_decay_start``, as a ``learning_rate`` of
   :class:`LearnedOptimizer` (:func:`l2o_scale.steps.step_schedule.keras_schedule`)."""
   return step_schedule.keras_schedule("cosine", total_steps, decay_start)
+
+
+def _shapes(arrays):
+  return [tuple(a.shape) for a in arrays]
 
 
 def _json_ready(kwargs):

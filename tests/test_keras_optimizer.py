@@ -326,6 +326,49 @@ def test_a_step_in_passes_equals_the_step_in_one(fixtures_dir, attention,
   assert not np.allclose(vars_a[2], values[2])
 
 
+def test_state_saved_in_one_pass_loads_into_passes(fixtures_dir):
+  """A store saved by the one-pass step (every .keras file older than
+  coordinates_per_pass) restores the state exactly into an optimizer that
+  steps in passes, and the next step is the one-pass step's; a store of
+  another model warns and starts the state afresh."""
+  ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  shapes = [(20, 30), (30,), (30, 40), (40,), (40, 5), (5,)]
+  rng = np.random.RandomState(0)
+  values = [rng.randn(*s).astype(np.float32) for s in shapes]
+  grads = [[rng.randn(*s).astype(np.float32) for s in shapes]
+           for _ in range(3)]
+  one = LearnedOptimizer.from_checkpoint(
+      ckpt, optimizer_kwargs={"init_lr_range": (1e-5, 1e-2)},
+      coordinates_per_pass=None)
+  variables = [keras.Variable(v) for v in values]
+  for g in grads[:2]:
+    one.apply(g, variables)
+  store = {}
+  one.save_own_variables(store)
+  config = one.get_config()
+  del config["coordinates_per_pass"]  # As in a file saved before it.
+  split = LearnedOptimizer.from_config(config)
+  assert split.coordinates_per_pass == 2**20
+  split.coordinates_per_pass = 700
+  copies = [keras.Variable(v.numpy()) for v in variables]
+  split.build(copies)
+  assert len(split._pass_slots) == 3  # pylint: disable=protected-access
+  split.load_own_variables(store)
+  assert int(split.iterations.numpy()) == 2
+  for a, b in zip(_state(one), _state(split)):
+    np.testing.assert_array_equal(a, b)
+  one.apply(grads[2], variables)
+  split.apply(grads[2], copies)
+  for a, b in zip([v.numpy() for v in variables] + _state(one),
+                  [v.numpy() for v in copies] + _state(split)):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+  other = LearnedOptimizer.from_config(one.get_config())
+  other.build([keras.Variable(np.zeros((7, 3), np.float32))])
+  with pytest.warns(UserWarning, match="starts afresh"):
+    other.load_own_variables(store)
+  assert int(other.iterations.numpy()) == 0
+
+
 def _apply(optimizer, variables, grads):
   optimizer.apply(grads, variables)
 
