@@ -45,6 +45,27 @@ def test_sweep_runs_and_reports_every_field(tmp_path):
   assert "TensorFlow's {} CPU allocator".format(report["cpu_allocator"]) in text
 
 
+def test_the_loop_sweep_times_steps_of_the_compiled_meta_test_loop():
+  """Each call runs LOOP_CHUNK steps that carry the parameters on, and the
+  report is per step: with a timer that advances one unit per reading,
+  every repeat lasts one unit, so a step lasts 1 / (steps per repeat)."""
+  step = bench_sizes.make_loop_step(4, bench_sizes.loop_adam())
+  assert step.steps_per_call == bench_sizes.LOOP_CHUNK
+  first, second = step(), step()
+  assert np.isfinite(first) and second != first
+  ticks = iter(range(10**6))
+  report = bench_sizes.bench_sizes([4], repeats=2, warmup=1, sweep="loop",
+                                   timer=lambda: float(next(ticks)),
+                                   budget=2e4)
+  [row] = report["rows"]
+  assert row["steps_per_repeat"] % bench_sizes.LOOP_CHUNK == 0
+  for key in ("learned_ms", "adam_ms"):
+    assert np.isclose(row[key] * 1e-3 * row["steps_per_repeat"], 1.0), key
+  assert report["sweep"] == "loop" and "meta-test loop" in report["model"]
+  assert "--sizes_in=loop" in bench_sizes.format_markdown(
+      dict(report, machine={}))
+
+
 def test_importing_the_package_selects_the_bfc_allocator(monkeypatch):
   """conftest imports l2o_scale before TensorFlow's first operation, as a
   script's imports do: TensorFlow then runs with the BFC allocator unless

@@ -341,6 +341,22 @@ def _speed(start_time, compiled_at, now, steps):
               includes_compile=True)
 
 
+def chunk_runner(optimizer, problem, num_steps, dataset=None, seed=None,
+                 batch_size=None, jit_compile=False, logdir=None,
+                 restore_model_name=None):
+  """``(run_chunk, schedule)``: the compiled loop of :func:`test_optimizer`
+  from the problem's initial parameters, and the batch rows of
+  ``num_steps`` steps. ``run_chunk(rows)`` runs one step per entry of
+  ``rows`` (a slice of ``schedule``) in one ``tf.while_loop``, carrying
+  parameters and optimizer state from one call to the next, and returns
+  the objectives; what :func:`run_wall_clock_test` and the benchmark's size
+  sweep time."""
+  run, schedule, _, _ = _prepare(optimizer, problem, num_steps, dataset,
+                                 batch_size, seed, logdir, restore_model_name,
+                                 None, jit_compile, None)
+  return run.run_chunk, schedule
+
+
 def run_wall_clock_test(optimizer, problem, num_steps, dataset=None,
                         seed=None, logdir=None, batch_size=None,
                         restore_model_name=None, timing_chunk=10,
@@ -355,15 +371,15 @@ def run_wall_clock_test(optimizer, problem, num_steps, dataset=None,
   """
   timing_chunk = max(1, min(int(timing_chunk), int(num_steps)))
   total = int(num_steps) + timing_chunk
-  run, schedule, _, _ = _prepare(optimizer, problem, total, dataset,
-                                 batch_size, seed, logdir, restore_model_name,
-                                 None, jit_compile, None)
-  run.run_chunk(tf.constant(schedule[:timing_chunk])).numpy()  # warm-up
+  run_chunk, schedule = chunk_runner(
+      optimizer, problem, total, dataset, seed, batch_size, jit_compile,
+      logdir, restore_model_name)
+  run_chunk(tf.constant(schedule[:timing_chunk])).numpy()  # warm-up
   times = []
   for start in range(timing_chunk, total, timing_chunk):
     chunk = tf.constant(schedule[start:min(start + timing_chunk, total)])
     t0 = time.time()
-    run.run_chunk(chunk).numpy()
+    run_chunk(chunk).numpy()
     times.append((time.time() - t0) / int(chunk.shape[0]))
   return float(np.median(np.array(times)))
 

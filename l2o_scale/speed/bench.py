@@ -104,6 +104,11 @@ def build_parser():
                       help="instead: the learned step's cost across model "
                       "sizes, MLPs 784-H-H-10 for these comma-separated "
                       "widths H (default %(const)s), learned against Adam")
+  parser.add_argument("--sizes_in", choices=sorted(bench_sizes.SWEEPS),
+                      default="fit",
+                      help="with --sizes: time the steps of Keras fit (XLA) "
+                      "or of the compiled meta-test loop (metatest.py "
+                      "--jit_compile)")
   parser.add_argument("--markdown", metavar="PATH",
                       help="with --sizes: also write the results page here")
   parser.add_argument("--time_to_trained", action="store_true",
@@ -179,7 +184,7 @@ def main_sizes(args):
   print(bench_sizes.TABLE_HEADER, flush=True)
   report = bench_sizes.bench_sizes(
       widths, repeats=3 if args.quick else 7, warmup=1 if args.quick else 3,
-      budget=bench_sizes.QUICK_BUDGET if args.quick else 2e6)
+      sweep=args.sizes_in, budget=bench_sizes.QUICK_BUDGET if args.quick else 2e6)
   report.update(machine=info, date=info["date"], load_before=load_before,
                 load_after=list(os.getloadavg()))
   if args.json:

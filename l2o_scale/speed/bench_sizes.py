@@ -63,6 +63,40 @@ def make_fit_step(width, optimizer, jit_compile=True, seed=0):
   return step
 
 
+# Steps per call of the compiled meta-test loop (make_loop_step).
+LOOP_CHUNK = 10
+
+
+def make_loop_step(width, optimizer, jit_compile=True, seed=0):
+  """:data:`LOOP_CHUNK` steps of the compiled meta-test loop
+  (``metatest.py --jit_compile``: steps in one ``tf.while_loop``, no Python
+  between them) on the same MLP and batch as :func:`make_fit_step`:
+  returns ``step()``, blocking, with ``step.steps_per_call``. ``optimizer``:
+  a learned optimizer from ``optimizer/`` or a baseline of
+  :mod:`l2o_scale.meta_testing.baselines`."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import testing  # pylint: disable=g-import-not-at-top
+  from problems import datasets  # pylint: disable=g-import-not-at-top
+  from problems import problem_generator  # pylint: disable=g-import-not-at-top
+  problem = problem_generator.FullyConnected(
+      INPUTS, CLASSES, hidden_sizes=(width, width), activation=tf.nn.relu,
+      random_seed=seed)
+  rng = np.random.RandomState(seed)
+  batch = datasets.Dataset(
+      rng.rand(BATCH_SIZE, INPUTS).astype(np.float32),
+      rng.randint(0, CLASSES, BATCH_SIZE).astype(np.int32), BATCH_SIZE)
+  run_chunk, schedule = testing.chunk_runner(
+      optimizer, problem, LOOP_CHUNK, batch, seed=seed,
+      batch_size=BATCH_SIZE, jit_compile=jit_compile)
+  rows = tf.constant(schedule)
+
+  def step():
+    return float(run_chunk(rows)[-1])
+
+  step.steps_per_call = LOOP_CHUNK
+  return step
+
+
 def learned_optimizer():
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
   return LearnedOptimizer.pretrained("l2o-scale")
@@ -71,6 +105,32 @@ def learned_optimizer():
 def adam():
   import keras  # pylint: disable=g-import-not-at-top
   return keras.optimizers.Adam()
+
+
+def loop_learned_optimizer():
+  """The shipped optimizer's learned optimizer, as the meta-test loop runs
+  it."""
+  return learned_optimizer().learned_optimizer
+
+
+def loop_adam():
+  from l2o_scale.meta_testing import baselines  # pylint: disable=g-import-not-at-top
+  return baselines.build("Adam")
+
+
+# What each sweep times: its step builder, the learned optimizer and the
+# baseline (factories), the model's description, the optimizers' names.
+SWEEPS = {
+    "fit": (make_fit_step, learned_optimizer, adam,
+            "MLP 784-H-H-10 (ReLU), Keras fit train step, XLA",
+            'LearnedOptimizer.pretrained("l2o-scale")',
+            "keras.optimizers.Adam()"),
+    "loop": (make_loop_step, loop_learned_optimizer, loop_adam,
+             "MLP 784-H-H-10 (ReLU), steps of the compiled meta-test loop "
+             "(metatest.py --jit_compile), {} per call".format(LOOP_CHUNK),
+             'the learned optimizer of LearnedOptimizer.pretrained('
+             '"l2o-scale")', "the meta-test Adam baseline"),
+}
 
 
 def inner_calls(params, budget=2e6):
@@ -82,21 +142,27 @@ QUICK_BUDGET = 2e4  # --quick: a few steps per repeat.
 
 
 def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
-                timer=time.perf_counter, build=make_fit_step, budget=2e6):
-  """Times the learned and the Adam step at each width; returns
-  ``{"rows": [...], "batch_size", "model"}``, one row per width with the
-  ``params``, ``adam_ms``, ``learned_ms`` (medians), ``ratio`` (the median
-  over repeats of learned / Adam, each repeat timing both in turn),
-  ``learned_ns_per_param``, ``extra_ns_per_param`` (learned minus Adam,
-  per parameter) and both steps' ``first_call_seconds``."""
+                timer=time.perf_counter, sweep="fit", budget=2e6):
+  """Times the learned and the Adam step at each width, in ``fit``
+  (``sweep="fit"``) or in the compiled meta-test loop (``"loop"``);
+  returns ``{"rows": [...], "batch_size", "model"}``, one row per width
+  with the ``params``, ``adam_ms``, ``learned_ms`` (medians per step),
+  ``ratio`` (the median over repeats of learned / Adam, each repeat timing
+  both in turn), ``learned_ns_per_param``, ``extra_ns_per_param`` (learned
+  minus Adam, per parameter) and both steps' ``first_call_seconds``."""
+  build, learned_factory, adam_factory, model, learned_name, baseline = (
+      SWEEPS[sweep])
   rows = []
   for width in widths:
     params = mlp_parameters(width)
-    steps = {"learned": build(width, learned_optimizer()),
-             "adam": build(width, adam())}
-    inner = inner_calls(params, budget)
+    steps = {"learned": build(width, learned_factory()),
+             "adam": build(width, adam_factory())}
+    per_call = getattr(steps["learned"], "steps_per_call", 1)
+    inner = max(2, inner_calls(params, budget) // per_call)
     stats = core.measure_interleaved(steps, warmup, repeats, inner, timer)
     learned, adam_ = stats["learned"], stats["adam"]
+    for stat in (learned, adam_):
+      stat["median"] /= per_call
     ratios = [a / b for a, b in zip(learned["samples"], adam_["samples"])]
     rows.append(dict(
         width=int(width), params=int(params),
@@ -106,15 +172,13 @@ def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
         learned_ns_per_param=learned["median"] / params * 1e9,
         extra_ns_per_param=(learned["median"] - adam_["median"]) / params
         * 1e9,
-        repeats=int(repeats), steps_per_repeat=inner,
+        repeats=int(repeats), steps_per_repeat=inner * per_call,
         first_call_seconds=dict(learned=learned["first_call_seconds"],
                                 adam=adam_["first_call_seconds"])))
     print(format_row(rows[-1]), flush=True)
-  return {"rows": rows, "batch_size": BATCH_SIZE,
-          "cpu_allocator": allocator_lib.in_use(),
-          "model": "MLP 784-H-H-10 (ReLU), Keras fit train step, XLA",
-          "learned": 'LearnedOptimizer.pretrained("l2o-scale")',
-          "baseline": "keras.optimizers.Adam()"}
+  return {"rows": rows, "batch_size": BATCH_SIZE, "sweep": sweep,
+          "cpu_allocator": allocator_lib.in_use(), "model": model,
+          "learned": learned_name, "baseline": baseline}
 
 
 TABLE_HEADER = ("| parameters | Adam ms/step | learned ms/step | learned / Adam "
@@ -135,8 +199,9 @@ def format_markdown(report):
   lines = [
       "# The learned step's cost across model sizes",
       "",
-      "`python -m l2o_scale.bench --sizes`: {}, batch {}, {} against {}, "
+      "`python -m l2o_scale.bench --sizes{}`: {}, batch {}, {} against {}, "
       "taking turns in one process; medians over {} repeats.".format(
+          " --sizes_in=loop" if report.get("sweep") == "loop" else "",
           report["model"], report["batch_size"], report["learned"],
           report["baseline"], report["rows"][0]["repeats"] if report["rows"]
           else 0),
