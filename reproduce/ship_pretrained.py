@@ -244,9 +244,14 @@ def _write_record(dest, record):
     f.write("\n")
 
 
-def update_benchmark(name, benchmark_dir, outside_training, dest_root):
+def update_benchmark(name, benchmark_dir, outside_training, dest_root,
+                     add_budgets=False):
   """Writes the ``benchmark`` section of the shipped ``name``'s card from
-  the task-suite benchmark's results.json in ``benchmark_dir``."""
+  the task-suite benchmark's results.json in ``benchmark_dir``; with
+  ``add_budgets``, the run's budgets join those already on the card
+  (:func:`~l2o_scale.benchmark.report.merge_card_sections`) instead of
+  replacing them. Why not by default: a card's budgets must all describe
+  the checkpoint it ships, and a re-shipped checkpoint's card starts anew."""
   from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
   dest, record = _shipped_record(dest_root, name)
   with open(os.path.join(benchmark_dir, "results.json")) as f:
@@ -254,8 +259,11 @@ def update_benchmark(name, benchmark_dir, outside_training, dest_root):
   if results["config"]["optimizer"] != name:
     raise ValueError("{} benchmarks {}, not {}".format(
         benchmark_dir, results["config"]["optimizer"], name))
-  record["card"]["benchmark"] = report.card_section(results,
-                                                    outside_training)
+  section = report.card_section(results, outside_training)
+  if add_budgets and record["card"].get("benchmark"):
+    section = report.merge_card_sections(record["card"]["benchmark"],
+                                         section)
+  record["card"]["benchmark"] = section
   _write_record(dest, record)
   return dest
 
@@ -317,6 +325,10 @@ def main(argv=None):
   parser.add_argument("--outside_training", default="",
                       help="with --benchmark: comma-separated tasks whose "
                       "models the optimizer never trained on")
+  parser.add_argument("--add_budgets", action="store_true",
+                      help="with --benchmark: add the run's budgets to those "
+                      "on the card (the same checkpoint) instead of "
+                      "replacing the card's benchmark section")
   args = parser.parse_args(argv)
   if sum(map(bool, (args.out, args.long_runs, args.train_dir,
                     args.benchmark))) != 1:
@@ -324,7 +336,8 @@ def main(argv=None):
                  "--long_runs and --benchmark")
   if args.benchmark:
     print(update_benchmark(args.name, args.benchmark, [
-        t for t in args.outside_training.split(",") if t], args.dest))
+        t for t in args.outside_training.split(",") if t], args.dest,
+        args.add_budgets))
     return
   if args.train_dir:
     print(ship_train_dir(args.train_dir, args.name, args.description,

@@ -282,6 +282,20 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   claim, = report.claim_lines({"x": {"benchmark": card}})
   assert claim.startswith("- `x`, 50 steps, 1 seeds, 2 tasks") and (
       "both on {}".format(counts["both"]) in claim)
+  # A run of another budget joins the card: each budget keeps its own
+  # run's seeds and date, the card's other fields stay the first run's.
+  longer = dict(card, seeds=3, date="2030-01-01", tasks=["logreg_mnist"],
+                budgets=[500], budget={"500": dict(
+                    card["budget"]["50"], seeds=3, date="2030-01-01")})
+  older = dict(card, budget={"50": {k: v for k, v in card["budget"][
+      "50"].items() if k not in ("seeds", "date", "baselines")}})
+  merged = report.merge_card_sections(older, longer)
+  assert merged["budgets"] == [50, 500] and merged["tasks"] == card["tasks"]
+  short, long_ = report.claim_lines({"x": {"benchmark": merged}})
+  assert short.startswith("- `x`, 50 steps, 1 seeds") and (
+      "(measured {})".format(card["date"]) in short)
+  assert long_.startswith("- `x`, 500 steps, 3 seeds") and (
+      "(measured 2030-01-01)" in long_)
   # Against itself: a tie on every task counts as at or below.
   assert report.comparison_lines(results, results)[0] == (
       "small reaches a lower final training loss than small on 2 of 2 task "

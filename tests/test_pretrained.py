@@ -144,9 +144,11 @@ def test_the_generalist_runs_by_name_with_its_benchmark_on_its_card(
   assert "--recipe=generalist" in record["command"]
   assert "/work/" not in json.dumps(record)
   bench = card["benchmark"]
-  assert bench["seeds"] == 3 and "2000" in bench["budget"]
-  for entry in bench["budget"].values():
-    assert entry["counts"]["tasks"] == len(entry["tasks"]) == 9
+  assert bench["seeds"] == 3 and sorted(bench["budget"]) == ["10000", "2000"]
+  for budget, tasks in (("2000", 9), ("10000", 5)):
+    entry = bench["budget"][budget]
+    assert entry["counts"]["tasks"] == len(entry["tasks"]) == tasks
+    assert entry["seeds"] == 3
     for task in entry["tasks"].values():
       assert task["final_train_loss"]["n"] == 3
   assert pretrained.long_run_settings(GENERALIST) is None

@@ -209,7 +209,9 @@ def card_section(results, outside_training=None):
   """What a shipped optimizer's card holds about its benchmark run: when,
   where, what size, and per budget the verdict in numbers (:func:`counts`,
   also over ``outside_training``, the tasks whose model the optimizer never
-  trained on) and per task the means over seeds with their range."""
+  trained on) and per task the means over seeds with their range. Each
+  budget's entry also holds its run's date, seeds and baselines, so that
+  budgets from several runs can share a card (:func:`merge_card_sections`)."""
   c = results["config"]
   section = dict(
       date=results["date"][:10], machine="{} ({} CPU cores)".format(
@@ -229,13 +231,32 @@ def card_section(results, outside_training=None):
           tuned_adam_final_train_loss=adam and adam["final_train_loss"],
           tuned_adam_test_metric=adam and adam["test_metric"],
           speedup=speedup_text(e["speedup"]))
-    entry = dict(counts=counts(results, budget), tasks=per_task)
+    entry = dict(counts=counts(results, budget), tasks=per_task,
+                 date=section["date"], seeds=c["seeds"],
+                 baselines=list(c["baselines"]))
     if outside_training:
       entry["counts_outside_training"] = counts(results, budget,
                                                 outside_training)
       entry["outside_training"] = list(outside_training)
     section["budget"][str(budget)] = entry
   return section
+
+
+def merge_card_sections(old, new):
+  """A card's benchmark section with the budgets of ``old`` and of ``new``
+  (``new``'s entry where both have a budget): e.g. the 10,000-step run of
+  some tasks beside the 2,000-step run of all. The other fields stay
+  ``old``'s (the card's first run); each budget's entry holds its own run's
+  date, seeds and baselines (taken from ``old``'s fields where an older
+  card lacks them), and its tasks are the keys of its ``tasks``."""
+  budgets = {}
+  for budget, entry in old["budget"].items():
+    budgets[budget] = dict({key: old[key] for key in
+                            ("date", "seeds", "baselines")}, **entry)
+  budgets.update(new["budget"])
+  merged = dict(old, budget=budgets)
+  merged["budgets"] = sorted(int(b) for b in budgets)
+  return merged
 
 
 def claim_lines(cards):
@@ -253,8 +274,8 @@ def claim_lines(cards):
               "final training loss at or below tuned Adam's on {} of {} "
               "tasks, test metric within tolerance on {}, both on {}; "
               "median speedup over tuned Adam {}".format(
-                  name, int(budget), bench["seeds"], c["tasks"],
-                  bench["date"], c["loss_ok"], c["tasks"], c["metric_ok"],
+                  name, int(budget), entry.get("seeds", bench["seeds"]),
+                  c["tasks"], entry.get("date", bench["date"]), c["loss_ok"], c["tasks"], c["metric_ok"],
                   c["both"], _num(c["median_speedup"], 2)))
       outside = entry.get("counts_outside_training")
       if outside:
