@@ -499,9 +499,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     if _shapes(saved) == _shapes(self.variables):
       super().load_own_variables(rest)
     elif self.built and not self._load_one_pass_state(saved):
-      base = (len(self.variables) - len(self._packed_slots) -
-              len(self._global_slots))
-      if len(saved) > base:
+      if len(saved) > self._keras_variable_count():
         warnings.warn(
             "the saved LearnedOptimizer state ({} variables) does not fit "
             "this optimizer's ({}: another model, or other passes); its "
@@ -509,12 +507,22 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                 len(saved), len(self.variables)), stacklevel=2)
       self.reset_state()
 
+  def _keras_variable_count(self):
+    """How many of :attr:`variables` are Keras' own (step counter, learning
+    rate, EMA...): they come first, then the packed state, then the global
+    state."""
+    return (len(self.variables) - len(self._packed_slots) -
+            len(self._global_slots))
+
   def _load_one_pass_state(self, saved):
     """Assigns ``saved`` (the arrays of ``save_own_variables`` without the
     meta-parameters) if they are this optimizer's variables in the layout of
-    one pass; returns whether they were."""
+    one pass; returns whether they were (never where this optimizer takes
+    one pass: its own layout is checked before)."""
+    if len(self._pass_slots) == 1:
+      return False
     variables, globals_ = self.variables, len(self._global_slots)
-    base = len(variables) - len(self._packed_slots) - globals_
+    base = self._keras_variable_count()
     specs = [tf.nest.map_structure(
         lambda v: tf.TensorSpec(v.shape, tf.float32), self._pass_variables(i))
              for i in range(len(self._pass_slots))]
@@ -522,7 +530,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     # itself would hold a second copy of it.
     joined = tf.function(
         self.learned_optimizer.join_packed).get_concrete_function(
-            specs).structured_outputs if len(specs) > 1 else specs[0]
+            specs).structured_outputs
     expected = (_shapes(variables[:base]) + _shapes(tf.nest.flatten(joined))
                 + _shapes(self._global_slots))
     if _shapes(saved) != expected:

@@ -275,8 +275,9 @@ def claim_lines(cards):
               "tasks, test metric within tolerance on {}, both on {}; "
               "median speedup over tuned Adam {}".format(
                   name, int(budget), entry.get("seeds", bench["seeds"]),
-                  c["tasks"], entry.get("date", bench["date"]), c["loss_ok"], c["tasks"], c["metric_ok"],
-                  c["both"], _num(c["median_speedup"], 2)))
+                  c["tasks"], entry.get("date", bench["date"]),
+                  c["loss_ok"], c["tasks"], c["metric_ok"], c["both"],
+                  _num(c["median_speedup"], 2)))
       outside = entry.get("counts_outside_training")
       if outside:
         text += ("; on the {} tasks whose models it never trained on: "

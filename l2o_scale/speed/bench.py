@@ -184,7 +184,8 @@ def main_sizes(args):
   print(bench_sizes.TABLE_HEADER, flush=True)
   report = bench_sizes.bench_sizes(
       widths, repeats=3 if args.quick else 7, warmup=1 if args.quick else 3,
-      sweep=args.sizes_in, budget=bench_sizes.QUICK_BUDGET if args.quick else 2e6)
+      sweep=args.sizes_in,
+      budget=bench_sizes.QUICK_BUDGET if args.quick else 2e6)
   report.update(machine=info, date=info["date"], load_before=load_before,
                 load_after=list(os.getloadavg()))
   if args.json:

@@ -15,6 +15,7 @@ The batch is fixed random data (the step's cost does not depend on the
 values), so the sweep needs no data set.
 """
 
+import collections
 import statistics
 import time
 
@@ -35,6 +36,14 @@ def mlp_parameters(width):
   return (INPUTS + 1) * width + (width + 1) * width + (width + 1) * CLASSES
 
 
+def fixed_batch(seed=0):
+  """The sweep's batch: random pixels and labels (the step's cost does not
+  depend on the values), the same for every step builder."""
+  rng = np.random.RandomState(seed)
+  return (rng.rand(BATCH_SIZE, INPUTS).astype(np.float32),
+          rng.randint(0, CLASSES, BATCH_SIZE).astype(np.int32))
+
+
 def make_fit_step(width, optimizer, jit_compile=True, seed=0):
   """The train function of ``fit`` for a 784-H-H-10 ReLU MLP: returns
   ``step()``, one blocking train step on a fixed batch."""
@@ -49,9 +58,7 @@ def make_fit_step(width, optimizer, jit_compile=True, seed=0):
   model.compile(optimizer=optimizer, jit_compile=jit_compile,
                 loss=keras.losses.SparseCategoricalCrossentropy(
                     from_logits=True))
-  rng = np.random.RandomState(seed)
-  x = rng.rand(BATCH_SIZE, INPUTS).astype(np.float32)
-  y = rng.randint(0, CLASSES, BATCH_SIZE).astype(np.int32)
+  x, y = fixed_batch(seed)
   batches = iter(tf.data.Dataset.from_tensors((x, y)).repeat())
   model.train_on_batch(x, y)  # Builds model and optimizer.
   train = model.make_train_function()
@@ -81,10 +88,7 @@ def make_loop_step(width, optimizer, jit_compile=True, seed=0):
   problem = problem_generator.FullyConnected(
       INPUTS, CLASSES, hidden_sizes=(width, width), activation=tf.nn.relu,
       random_seed=seed)
-  rng = np.random.RandomState(seed)
-  batch = datasets.Dataset(
-      rng.rand(BATCH_SIZE, INPUTS).astype(np.float32),
-      rng.randint(0, CLASSES, BATCH_SIZE).astype(np.int32), BATCH_SIZE)
+  batch = datasets.Dataset(*fixed_batch(seed), BATCH_SIZE)
   run_chunk, schedule = testing.chunk_runner(
       optimizer, problem, LOOP_CHUNK, batch, seed=seed,
       batch_size=BATCH_SIZE, jit_compile=jit_compile)
@@ -118,18 +122,23 @@ def loop_adam():
   return baselines.build("Adam")
 
 
-# What each sweep times: its step builder, the learned optimizer and the
-# baseline (factories), the model's description, the optimizers' names.
+# What a sweep times: its step builder, the factories of the learned
+# optimizer and of the baseline, and how the report names the three.
+Sweep = collections.namedtuple(
+    "Sweep", ["build", "learned", "baseline", "model", "learned_name",
+              "baseline_name"])
+
 SWEEPS = {
-    "fit": (make_fit_step, learned_optimizer, adam,
-            "MLP 784-H-H-10 (ReLU), Keras fit train step, XLA",
-            'LearnedOptimizer.pretrained("l2o-scale")',
-            "keras.optimizers.Adam()"),
-    "loop": (make_loop_step, loop_learned_optimizer, loop_adam,
-             "MLP 784-H-H-10 (ReLU), steps of the compiled meta-test loop "
-             "(metatest.py --jit_compile), {} per call".format(LOOP_CHUNK),
-             'the learned optimizer of LearnedOptimizer.pretrained('
-             '"l2o-scale")', "the meta-test Adam baseline"),
+    "fit": Sweep(make_fit_step, learned_optimizer, adam,
+                 "MLP 784-H-H-10 (ReLU), Keras fit train step, XLA",
+                 'LearnedOptimizer.pretrained("l2o-scale")',
+                 "keras.optimizers.Adam()"),
+    "loop": Sweep(make_loop_step, loop_learned_optimizer, loop_adam,
+                  "MLP 784-H-H-10 (ReLU), steps of the compiled meta-test "
+                  "loop (metatest.py --jit_compile), {} per call".format(
+                      LOOP_CHUNK),
+                  'the learned optimizer of LearnedOptimizer.pretrained('
+                  '"l2o-scale")', "the meta-test Adam baseline"),
 }
 
 
@@ -150,13 +159,12 @@ def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
   ``ratio`` (the median over repeats of learned / Adam, each repeat timing
   both in turn), ``learned_ns_per_param``, ``extra_ns_per_param`` (learned
   minus Adam, per parameter) and both steps' ``first_call_seconds``."""
-  build, learned_factory, adam_factory, model, learned_name, baseline = (
-      SWEEPS[sweep])
+  timed = SWEEPS[sweep]
   rows = []
   for width in widths:
     params = mlp_parameters(width)
-    steps = {"learned": build(width, learned_factory()),
-             "adam": build(width, adam_factory())}
+    steps = {"learned": timed.build(width, timed.learned()),
+             "adam": timed.build(width, timed.baseline())}
     per_call = getattr(steps["learned"], "steps_per_call", 1)
     inner = max(2, inner_calls(params, budget) // per_call)
     stats = core.measure_interleaved(steps, warmup, repeats, inner, timer)
@@ -177,8 +185,8 @@ def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
                                 adam=adam_["first_call_seconds"])))
     print(format_row(rows[-1]), flush=True)
   return {"rows": rows, "batch_size": BATCH_SIZE, "sweep": sweep,
-          "cpu_allocator": allocator_lib.in_use(), "model": model,
-          "learned": learned_name, "baseline": baseline}
+          "cpu_allocator": allocator_lib.in_use(), "model": timed.model,
+          "learned": timed.learned_name, "baseline": timed.baseline_name}
 
 
 TABLE_HEADER = ("| parameters | Adam ms/step | learned ms/step | learned / Adam "
