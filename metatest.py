@@ -146,6 +146,13 @@ class MetatestConfig:
       "is fit and lose held-out accuracy in long runs; the shipped "
       "optimizers' cards give a value for long runs (docs/meta-testing.md).",
       ge=0)
+  hold_zero_gradients: bool = flag(
+      False, "Leave every coordinate whose gradient in a step is exactly zero "
+      "where it is (learned or baseline). False: every coordinate takes the "
+      "optimizer's step (the original). The learned step goes on moving "
+      "parameters the data no longer reaches (weights of always-zero "
+      "inputs, of dead ReLU units), which held-out data can then excite "
+      "(docs/meta-testing.md).")
   progress_every: int = flag(500, "Print progress every N steps (0: never).",
                              ge=0)
   jit_compile: bool = flag(
@@ -433,7 +440,8 @@ def step_transforms(flag_values):
   return step_settings.step_transforms_from(
       weight_decay=flag_values.weight_decay,
       step_schedule=flag_values.step_schedule,
-      step_decay_start=flag_values.step_decay_start)
+      step_decay_start=flag_values.step_decay_start,
+      hold_zero_gradients=flag_values.hold_zero_gradients)
 
 
 def _prepare(flag_values):
@@ -591,6 +599,7 @@ def heldout_report(records, flag_name, spec, seed, flag_values, train, heldout):
       "step_schedule": flag_values.step_schedule,
       "step_decay_start": flag_values.step_decay_start,
       "weight_decay": flag_values.weight_decay,
+      "hold_zero_gradients": flag_values.hold_zero_gradients,
   }
 
 

@@ -65,6 +65,7 @@ from l2o_scale.steps import settings as step_settings
 from l2o_scale.steps import step_schedule
 from l2o_scale.steps import transform
 from l2o_scale.steps import weight_decay as weight_decay_lib
+from l2o_scale.steps import zero_gradient_hold
 from optimizer import hierarchical_rnn
 
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
@@ -102,6 +103,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       23.6M: see docs/keras.md). The numbers are those of one pass over all
       variables. None: one pass (also for learned optimizers other than
       the hierarchical RNN).
+    hold_zero_gradients: keep every coordinate whose gradient in a step is
+      exactly zero where it is (metatest.py's ``--hold_zero_gradients``,
+      :mod:`l2o_scale.steps.zero_gradient_hold`); False: the learned step
+      moves every coordinate, as the original's.
     name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras
       optimizer.
   """
@@ -109,7 +114,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   def __init__(self, learned_optimizer, checkpoint_path=None,
                optimizer_kwargs=None, level_sizes=DEFAULT_LEVEL_SIZES,
                learning_rate=1.0, coordinates_per_pass=COORDINATES_PER_PASS,
-               name="learned_optimizer", **kwargs):
+               hold_zero_gradients=False, name="learned_optimizer", **kwargs):
     check_numbers(learning_rate=learning_rate, **kwargs)
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     for method in ("initialize_state", "initialize_global_state",
@@ -118,7 +123,9 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
         raise TypeError("learned_optimizer must implement {} (a learned "
                         "optimizer from optimizer/), got {!r}".format(
                             method, type(learned_optimizer).__name__))
-    if kwargs.get("weight_decay") or not (
+    zero_gradient_hold.hold_zero_gradients(hold_zero_gradients)  # Checks it.
+    self.hold_zero_gradients = hold_zero_gradients
+    if hold_zero_gradients or kwargs.get("weight_decay") or not (
         isinstance(learning_rate, (int, float)) and learning_rate == 1):
       transform.check_compatible(learned_optimizer)
     self.learned_optimizer = learned_optimizer
@@ -334,10 +341,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       self.assign(slot, value)
     self._assign_packed_state(new_packed)
     self._assign_variables([variables[i] for i in indices],
-                           [params[i] for i in indices], new_params,
-                           new_attend, learning_rate)
+                           [params[i] for i in indices], dense_grads,
+                           new_params, new_attend, learning_rate)
 
-  def _assign_variables(self, variables, old, new_params, new_attend,
+  def _assign_variables(self, variables, old, grads, new_params, new_attend,
                         learning_rate):
     """The variables take their values after the step: the attended
     location with attention, otherwise the new parameter (original
@@ -346,7 +353,8 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                                        new_attend)
     if not inner_step.uses_attention(self.learned_optimizer):
       values = self._step_transforms(variables).apply(
-          old, values, {transform.SCALE: tf.cast(learning_rate, tf.float32)})
+          old, values, {transform.SCALE: tf.cast(learning_rate, tf.float32),
+                        transform.GRADIENTS: grads})
     for var, value in zip(variables, values):
       self.assign(var, tf.cast(tf.reshape(value, var.shape), var.dtype))
 
@@ -394,7 +402,8 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       done = tf.nest.flatten(new_packed) + list(new_params)
       self._assign_pass_state(index, new_packed)
       self._assign_variables(variables[first:last], params[first:last],
-                             new_params, new_attend, learning_rate)
+                             grads[first:last], new_params, new_attend,
+                             learning_rate)
     return new_global
 
   def _subset_update(self, params, indices, grads, packed, global_state):
@@ -427,9 +436,11 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
           "support multi-replica distribution strategies.")
 
   def _step_transforms(self, variables):
-    """The learning rate's scale, then Keras' weight decay, of metatest's
-    step transforms (the decay of the variables Keras does not exclude)."""
+    """The held coordinates, the learning rate's scale, then Keras' weight
+    decay, of metatest's step transforms (the decay of the variables Keras
+    does not exclude)."""
     return transform.chain(
+        zero_gradient_hold.hold_zero_gradients(self.hold_zero_gradients),
         step_schedule.ScaleStep(),
         weight_decay_lib.decoupled_weight_decay(
             self.weight_decay or 0.,
@@ -549,7 +560,8 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     config = super().get_config()
     config.update(optimizer_kwargs=_json_ready(self.optimizer_kwargs),
                   level_sizes=list(self.level_sizes),
-                  coordinates_per_pass=self.coordinates_per_pass)
+                  coordinates_per_pass=self.coordinates_per_pass,
+                  hold_zero_gradients=self.hold_zero_gradients)
     return config
 
   @classmethod

@@ -177,3 +177,82 @@ def test_keras_weight_decay_is_the_transform_and_honours_exclusions():
   with pytest.raises(ValueError, match="use_attention"):
     keras_optimizer.LearnedOptimizer(learned.learned_optimizer,
                                      weight_decay=1e-3)
+
+
+def test_hold_zero_gradients_keeps_exactly_the_coordinates_without_gradient():
+  """Closed form: where the gradient is 0 the old value, elsewhere the
+  proposal; a weight decay chained after it still decays a held coordinate;
+  without the step's gradients it refuses; off, it is the identity."""
+  grads = [tf.constant([0., -0.3]), tf.constant([[0.]])]
+  hold = settings.step_transforms_from(hold_zero_gradients=True)
+  got = _apply(hold, {transform.GRADIENTS: grads})
+  np.testing.assert_array_equal(got[0], [OLD[0][0], PROPOSED[0][1]])
+  np.testing.assert_array_equal(got[1], OLD[1])
+  wd = 0.1
+  got = _apply(settings.step_transforms_from(hold_zero_gradients=True,
+                                             weight_decay=wd),
+               {transform.GRADIENTS: grads})
+  np.testing.assert_allclose(got[0], [OLD[0][0], PROPOSED[0][1]] -
+                             wd * OLD[0], rtol=1e-6)
+  np.testing.assert_allclose(got[1], OLD[1] - wd * OLD[1], rtol=1e-6)
+  with pytest.raises(ValueError, match="needs this step's gradients"):
+    _apply(hold)
+  assert settings.step_transforms_from(hold_zero_gradients=False).is_identity
+  assert hold.keras_kwargs(100) == {"hold_zero_gradients": True}
+  with pytest.raises(ValueError, match="must be True or False"):
+    settings.step_transforms_from(hold_zero_gradients="yes")
+
+
+def _dead_quadratic():
+  """A quadratic whose last two coordinates never get a gradient (their
+  columns of W are zero), and its starting point."""
+  problem = pg.Quadratic(5, random_seed=3)
+  problem.w[:, 3:] = 0.
+  init = [np.random.RandomState(0).randn(5, 1).astype(np.float32)]
+  return problem, init
+
+
+def test_meta_test_holds_the_learned_step_where_the_gradient_is_zero():
+  """The shipped learned optimizer moves coordinates without a gradient;
+  with hold_zero_gradients they stay where they started and the others
+  follow the same trajectory (the optimizer's state never reads them)."""
+  from l2o_scale import keras_optimizer  # pylint: disable=g-import-not-at-top
+  learned = keras_optimizer.LearnedOptimizer.pretrained(
+      "l2o-scale").learned_optimizer
+  problem, init = _dead_quadratic()
+
+  def run(hold):
+    tf.random.set_seed(0)  # the initial learning rates are drawn
+    return testing.test_optimizer(learned, problem, 20, seed=init,
+                                  progress=False,
+                                  hold_zero_gradients=hold)[1][0]
+  plain, held = run(False), run(True)
+  assert np.abs(plain[3:] - init[0][3:]).min() > 1e-6
+  np.testing.assert_array_equal(held[3:], init[0][3:])
+  np.testing.assert_allclose(held[:3], plain[:3], rtol=1e-5, atol=1e-7)
+
+
+def test_keras_hold_zero_gradients_is_the_transform_and_in_the_config():
+  import keras  # pylint: disable=g-import-not-at-top
+  from l2o_scale import keras_optimizer  # pylint: disable=g-import-not-at-top
+  init = np.linspace(-1., 1., 6).astype(np.float32)
+  grads = [tf.constant([0.5, 0., -0.2, 0., 0.1, 1.])]
+
+  def three_steps(**kwargs):
+    tf.random.set_seed(0)  # the initial learning rates are drawn
+    opt = keras_optimizer.LearnedOptimizer.pretrained("l2o-scale", **kwargs)
+    variables = [keras.Variable(init)]
+    for _ in range(3):
+      opt.apply(grads, variables)
+    return opt, variables[0].numpy()
+
+  _, plain = three_steps()
+  opt, held = three_steps(hold_zero_gradients=True)
+  zero = np.array([False, True, False, True, False, False])
+  assert np.abs(plain[zero] - init[zero]).min() > 1e-6
+  np.testing.assert_array_equal(held[zero], init[zero])
+  np.testing.assert_allclose(held[~zero], plain[~zero], rtol=1e-6)
+  config = opt.get_config()
+  assert config["hold_zero_gradients"] is True
+  assert keras_optimizer.LearnedOptimizer.from_config(
+      config).hold_zero_gradients is True

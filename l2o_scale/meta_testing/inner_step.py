@@ -132,6 +132,7 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
     transforms, step_inputs = shorthand_transforms(step_scale, weight_decay)
   if transforms is not None and not transforms.is_identity:
     transforms.check(optimizer)
-    new_variables = transforms.apply(variables, new_variables,
-                                     step_inputs or {})
+    inputs = dict(step_inputs or {})
+    inputs[transform.GRADIENTS] = list(grads)
+    new_variables = transforms.apply(variables, new_variables, inputs)
   return StepResult(obj, new_variables, new_states, list(new_global))

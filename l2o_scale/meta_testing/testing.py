@@ -283,7 +283,7 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
       the ``num_iter`` steps; None: the original update.
     **step_settings: instead of ``step_transforms``, metatest.py's
       ``step_schedule`` (None/``"none"``, ``"cosine"``, ``"linear"``),
-      ``step_decay_start`` and ``weight_decay``
+      ``step_decay_start``, ``weight_decay`` and ``hold_zero_gradients``
       (:func:`l2o_scale.steps.settings.step_transforms_from`).
 
   Returns:

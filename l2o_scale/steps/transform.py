@@ -20,10 +20,14 @@ names the per-step arrays it needs for a run of known length
 caller feeds each step its entries. :data:`SCALE` is the step's scale: the
 step schedule's in metatest.py, Keras' learning rate in Keras; the weight
 decay is scaled by it, as Keras' and AdamW's are by their learning rate.
+Every caller also gives :data:`GRADIENTS`, the step's gradients, for a
+transform that reads them (:mod:`l2o_scale.steps.zero_gradient_hold`).
 """
 
 # The input that scales a step (a float32 scalar tensor).
 SCALE = "scale"
+# The input that holds the step's gradients (a list, one per variable).
+GRADIENTS = "gradients"
 
 
 class StepTransform(object):
@@ -131,6 +135,7 @@ def check_compatible(optimizer):
   then hold the attended point and its real parameters live in its state,
   which a changed step would leave behind."""
   if getattr(optimizer, "use_attention", False):
-    raise ValueError("a scaled step (step schedule, Keras learning_rate) or a "
-                     "weight decay does not go with an optimizer that attends "
+    raise ValueError("a scaled step (step schedule, Keras learning_rate), a "
+                     "weight decay or a held step (hold_zero_gradients) does "
+                     "not go with an optimizer that attends "
                      "(use_attention): its real parameters live in its state")
