@@ -223,8 +223,16 @@ def test_optimizer_specs():
   assert float(adam.learning_rate) == pytest.approx(3e-4)
   learned = optimizers.factory("l2o-scale")(100)
   assert type(learned).__name__ == "LearnedOptimizer"
+  assert not learned.hold_zero_gradients
+  held = optimizers.factory("l2o-scale+hold_zero_gradients")(100)
+  assert held.hold_zero_gradients
+  assert held.weight_decay == learned.weight_decay  # the card's settings too
+  assert optimizers.identity("l2o-scale+hold_zero_gradients") == (
+      optimizers.identity("l2o-scale") + "+hold_zero_gradients")
   with pytest.raises(ValueError, match="names no optimizer"):
     optimizers.factory("no-such-optimizer")
+  with pytest.raises(ValueError, match="goes with a learned optimizer"):
+    optimizers.factory("adam:1e-3+hold_zero_gradients")
   schedule = optimizers.CosineToZero(100, base=0.1)
   assert float(schedule(0)) == pytest.approx(0.1)
   assert float(schedule(50)) == pytest.approx(0.05)

@@ -13,6 +13,11 @@ The optimizer under test is given by a spec string (:func:`factory`):
 * ``import:package.module.attr``: a callable returning a Keras optimizer,
   called with ``total_steps=budget`` when it accepts that argument.
 
+A learned optimizer's spec (a shipped name or a checkpoint) may end in
+``+hold_zero_gradients``: the same optimizer with
+``LearnedOptimizer(hold_zero_gradients=True)`` (no step where a step's
+gradient is exactly zero, :mod:`l2o_scale.steps.zero_gradient_hold`).
+
 The baselines (:class:`Baseline`) are Adam, AdamW and SGD with momentum 0.9,
 each with a cosine decay of the learning rate to 0 over the budget. The
 decay's base value lives in a variable, so one compiled training step serves
@@ -31,6 +36,10 @@ import keras
 import tensorflow as tf
 
 from l2o_scale import pretrained as shipped
+
+# The suffix of a learned optimizer's spec that holds coordinates without a
+# gradient (module doc).
+HOLD_SUFFIX = "+hold_zero_gradients"
 
 HALF_DECADES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 
@@ -131,6 +140,8 @@ def identity(spec):
   and for a shipped optimizer also a digest of its checkpoint and card
   settings, so that a changed shipped optimizer (new meta-parameters, new
   settings for long runs) never reuses the runs of the old one."""
+  if spec.endswith(HOLD_SUFFIX):
+    return identity(spec[:-len(HOLD_SUFFIX)]) + HOLD_SUFFIX
   if spec not in shipped.names():
     return spec
   digest = hashlib.sha1(json.dumps(shipped.long_run_settings(spec),
@@ -148,12 +159,21 @@ def factory(spec):
   Raises ``ValueError`` with one line for a spec that names nothing."""
   # Imported here: it restores TF checkpoints and pulls in the optimizer.
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
-  if spec in shipped.names():
+  learned, hold = spec, spec.endswith(HOLD_SUFFIX)
+  if hold:
+    learned = spec[:-len(HOLD_SUFFIX)]
+  if learned in shipped.names():
     return lambda total_steps: LearnedOptimizer.pretrained(
-        spec, total_steps=total_steps)
-  if spec.startswith("checkpoint:") or os.path.exists(spec):
-    path = spec.split(":", 1)[1] if spec.startswith("checkpoint:") else spec
-    return lambda total_steps: LearnedOptimizer.from_checkpoint(path)
+        learned, total_steps=total_steps, hold_zero_gradients=hold)
+  if learned.startswith("checkpoint:") or os.path.exists(learned):
+    path = (learned.split(":", 1)[1] if learned.startswith("checkpoint:")
+            else learned)
+    return lambda total_steps: LearnedOptimizer.from_checkpoint(
+        path, hold_zero_gradients=hold)
+  if hold:
+    raise ValueError("--optimizer={!r}: {} goes with a learned optimizer (a "
+                     "shipped name or checkpoint:PATH) only".format(
+                         spec, HOLD_SUFFIX))
   if spec.startswith("import:"):
     return lambda total_steps: _from_import(spec[len("import:"):],
                                             total_steps)
