@@ -283,3 +283,13 @@ def test_a_pretrained_run_without_the_cards_long_run_settings_is_told():
       "--pretrained=l2o-scale", "--weight_decay=1e-3",
       "--step_schedule=cosine", "--step_decay_start=0.8")) is None
   assert metatest.long_run_note(_parse("--test_optimizer=Adam")) is None
+
+
+def test_hold_zero_gradients_flag_builds_its_step_transform():
+  """--hold_zero_gradients puts the hold first in the chain, before the
+  weight decay; without it the chain is the original's update."""
+  chain = metatest.step_transforms(_parse("--hold_zero_gradients",
+                                          "--weight_decay=1e-3"))
+  assert [type(t).__name__ for t in chain.transforms] == [
+      "HoldZeroGradients", "DecoupledWeightDecay"]
+  assert metatest.step_transforms(_parse()).is_identity
