@@ -203,7 +203,8 @@ def long_run_card(rows, settings):
 
 def report_settings(report_dir, rows):
   """The learned optimizer's --weight_decay/--step_schedule/
-  --step_decay_start in a horizon check, from its held-out records."""
+  --step_decay_start (and --hold_zero_gradients where it was on) in a
+  horizon check, from its held-out records."""
   from l2o_scale.tools import horizon_check  # pylint: disable=g-import-not-at-top
   r = rows[-1]
   folder = horizon_check.learned_dir(report_dir, r["problem"], r["horizon"],
@@ -217,13 +218,17 @@ def report_settings(report_dir, rows):
           record = json.load(fh)
         found.add((record.get("weight_decay", 0.),
                    record.get("step_schedule", "none"),
-                   record.get("step_decay_start", 0.)))
+                   record.get("step_decay_start", 0.),
+                   bool(record.get("hold_zero_gradients", False))))
   if len(found) != 1:
     raise ValueError("{} holds learned runs with {} sets of settings; check "
                      "one optimizer per folder".format(report_dir, len(found)))
-  weight_decay, schedule, start = found.pop()
-  return {"weight_decay": weight_decay, "step_schedule": schedule,
-          "step_decay_start": start}
+  weight_decay, schedule, start, hold = found.pop()
+  settings = {"weight_decay": weight_decay, "step_schedule": schedule,
+              "step_decay_start": start}
+  if hold:  # Only where on: the shipped cards' settings stay as they are.
+    settings["hold_zero_gradients"] = True
+  return settings
 
 
 def _shipped_record(dest_root, name):

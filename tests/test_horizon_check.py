@@ -63,3 +63,15 @@ _DEFAULTS = {"jit_compile": False, "meta_optimizer": "rmsprop",
              "on_divergence": "continue", "selection": "original",
              "optimizee_init": "normal"}
 
+
+
+def test_the_learned_runs_get_the_step_transforms_of_the_check():
+  flag_values = horizon_check.define_flags("horizon_check_test")
+  flag_values(["horizon_check", "--pretrained=l2o-scale"])
+  assert horizon_check.learned_source(flag_values) == [
+      "--pretrained=l2o-scale"]
+  flag_values(["horizon_check", "--pretrained=l2o-scale",
+               "--weight_decay=1e-3", "--hold_zero_gradients"])
+  assert horizon_check.learned_source(flag_values) == [
+      "--pretrained=l2o-scale", "--weight_decay=0.001",
+      "--hold_zero_gradients"]

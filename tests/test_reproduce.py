@@ -922,6 +922,16 @@ def test_shipping_writes_the_long_run_settings_from_a_horizon_check(tmp_path):
                   "step_decay_start": 0.8}))
   out = run()
   assert out.returncode != 0 and "2 sets of settings" in out.stderr
+  for seed in (1, 2):
+    (report / "p" / "seed{}_heldout_record-learned.json".format(
+        seed)).write_text(json.dumps({
+            "weight_decay": 1e-3, "step_schedule": "cosine",
+            "step_decay_start": 0.8, "hold_zero_gradients": True}))
+  out = run()
+  assert out.returncode == 0, out.stderr[-2000:]
+  settings = json.loads(out.stdout.strip().splitlines()[-1])["long_runs"][
+      "settings"]
+  assert settings["hold_zero_gradients"] is True
 
 
 def test_horizon_verdicts_compare_training_seed_means(tmp_path):

@@ -98,6 +98,25 @@ class HorizonCheckConfig:
   weight_decay: float = flag(
       0., "metatest.py's --weight_decay for the learned optimizer (Adam "
       "runs without).", ge=0)
+  hold_zero_gradients: bool = flag(
+      False, "metatest.py's --hold_zero_gradients for the learned optimizer "
+      "(Adam runs without).")
+
+
+def learned_source(flag_values):
+  """metatest.py's flags that give the learned optimizer of the check and
+  its step transforms other than the step schedule (which is per
+  horizon)."""
+  if flag_values.pretrained:
+    source = ["--pretrained=" + flag_values.pretrained]
+  else:
+    source = ["--test_optimizer=L2o", "--train_dir=" + flag_values.train_dir,
+              "--restore_model_name=model.ckpt-0"]
+  if flag_values.weight_decay:
+    source.append("--weight_decay={}".format(flag_values.weight_decay))
+  if flag_values.hold_zero_gradients:
+    source.append("--hold_zero_gradients")
+  return source
 
 
 def define_flags(module_name="horizon_check"):
@@ -236,13 +255,7 @@ def main(argv):
   if any(h > FLAGS.steps or h % FLAGS.heldout_every for h in horizons):
     raise app.UsageError("each of --horizons must be <= --steps and a "
                          "multiple of --heldout_every")
-  if FLAGS.pretrained:
-    source = ["--pretrained=" + FLAGS.pretrained]
-  else:
-    source = ["--test_optimizer=L2o", "--train_dir=" + FLAGS.train_dir,
-              "--restore_model_name=model.ckpt-0"]
-  if FLAGS.weight_decay:
-    source.append("--weight_decay={}".format(FLAGS.weight_decay))
+  source = learned_source(FLAGS)
   flag_of = dict(PROBLEMS)
   for problem in FLAGS.problems:
     out_dir = os.path.join(FLAGS.out, problem)
