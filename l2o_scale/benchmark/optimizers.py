@@ -135,13 +135,21 @@ def _from_import(path, total_steps):
   return target(total_steps=total_steps) if accepts else target()
 
 
+def _split_hold(spec):
+  """(the spec without :data:`HOLD_SUFFIX`, whether it ended in it)."""
+  if spec.endswith(HOLD_SUFFIX):
+    return spec[:-len(HOLD_SUFFIX)], True
+  return spec, False
+
+
 def identity(spec):
   """What names the optimizer of ``spec`` in a stored run's key: the spec,
   and for a shipped optimizer also a digest of its checkpoint and card
   settings, so that a changed shipped optimizer (new meta-parameters, new
   settings for long runs) never reuses the runs of the old one."""
-  if spec.endswith(HOLD_SUFFIX):
-    return identity(spec[:-len(HOLD_SUFFIX)]) + HOLD_SUFFIX
+  learned, hold = _split_hold(spec)
+  if hold:
+    return identity(learned) + HOLD_SUFFIX
   if spec not in shipped.names():
     return spec
   digest = hashlib.sha1(json.dumps(shipped.long_run_settings(spec),
@@ -159,9 +167,7 @@ def factory(spec):
   Raises ``ValueError`` with one line for a spec that names nothing."""
   # Imported here: it restores TF checkpoints and pulls in the optimizer.
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
-  learned, hold = spec, spec.endswith(HOLD_SUFFIX)
-  if hold:
-    learned = spec[:-len(HOLD_SUFFIX)]
+  learned, hold = _split_hold(spec)
   if learned in shipped.names():
     return lambda total_steps: LearnedOptimizer.pretrained(
         learned, total_steps=total_steps, hold_zero_gradients=hold)
