@@ -11,6 +11,7 @@ tables, figures, resume).
 import json
 import math
 import os
+import re
 
 import keras
 import numpy as np
@@ -245,6 +246,56 @@ def test_help_names_it_apart_from_the_speed_benchmark(capsys):
   text = capsys.readouterr().out
   assert "Task-suite benchmark: training quality" in text
   assert "l2o_scale.bench`" in text
+
+
+def _config_from_command_line(argv):
+  from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top
+  args = cli.parse_args(argv)
+  given = config_flags.given(suite.Config, args)
+  return suite.Config.for_size(given.pop("size", args.size), **given)
+
+
+def test_flags_given_override_the_size_preset_and_the_rest_keep_it():
+  config = _config_from_command_line(["--size=full", "--seeds=2",
+                                      "--budgets=300,600"])
+  assert config.seeds == 2 and config.budgets == (300, 600)
+  assert config.tasks == tuple(tasks.REGISTRY) and config.grid == "full"
+  small = _config_from_command_line(["--size=small", "--batch_size=16"])
+  assert small.batch_size == 16 and small.tiny and small.budgets == (50,)
+  assert small.tasks == suite.SIZES["small"]["tasks"]
+  assert _config_from_command_line([]) == suite.Config(
+      data_dir=None)  # no --size: medium, the Config defaults
+
+
+def test_every_config_field_with_a_flag_is_in_help_with_its_text(capsys):
+  from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit):
+    cli.parse_args(["--help"])
+  text = " ".join(capsys.readouterr().out.split())
+  fields = config_flags.flag_fields(suite.Config)
+  assert len(fields) >= 12
+  for field in fields:
+    assert re.search(r"--(\[no\])?{}:".format(
+        config_flags.flag_name(field)), text)
+    assert " ".join(field.metadata["help"].split()[:4]) in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds=0"], "--seeds must be >= 1"),
+    (["--budgets=ten"], "--budgets takes a comma-separated list of int"),
+    (["--size=huge"], "--size"),
+    (["--no_such_flag=1"], "no_such_flag"),
+    (["--tasks=nope"], "unknown task 'nope'"),
+])
+def test_bad_command_line_is_one_line_error(argv, message, capsys):
+  try:
+    code = cli.main(argv + ["--out=/nonexistent/never-written"])
+  except SystemExit as e:
+    code = e.code
+  assert code == 2
+  err = capsys.readouterr().err.strip()
+  assert message in err and len(err.splitlines()) == 1
+  assert not os.path.exists("/nonexistent/never-written")
 
 
 # ---------------------------------------------------------- end to end

@@ -35,6 +35,8 @@ from l2o_scale.benchmark import optimizers
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
 from l2o_scale.benchmark import training
+from l2o_scale.config import config_flags
+from l2o_scale.config.config_flags import flag
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
 
@@ -42,42 +44,64 @@ FORMAT = "l2o-scale task-suite benchmark"
 VERSION = 1
 RUN_VERSION = 1  # Bump when a change alters what a stored run holds.
 
+# What each --size sets; the other fields keep Config's defaults, which are
+# the medium size (all tasks, 2,000 steps, 1 seed).
 SIZES = {
     "small": dict(tasks=("logreg_mnist", "regression_synthetic"),
                   budgets=(50,), seeds=1, grid="small", tiny=True,
                   eval_points=5, batch_size=32, jit_compile=False,
                   grid_extension=0),
-    "medium": dict(tasks=tuple(task_registry.REGISTRY), budgets=(2000,),
-                   seeds=1, grid="full", tiny=False, eval_points=50,
-                   batch_size=128),
-    "full": dict(tasks=tuple(task_registry.REGISTRY), budgets=(2000, 10000),
-                 seeds=3, grid="full", tiny=False, eval_points=50,
-                 batch_size=128),
+    "medium": dict(),
+    "full": dict(budgets=(2000, 10000), seeds=3),
 }
 
 
 @dataclasses.dataclass
 class Config:
-  """What a suite runs (``--size`` presets, flags override each field)."""
-  optimizer: str = "l2o-scale"
-  size: str = "medium"
-  tasks: tuple = ()
-  budgets: tuple = ()
-  seeds: int = 1
+  """What a suite runs. Each field declared with ``flag`` is a command-line
+  flag of ``python -m l2o_scale.benchmark`` (its help, default and bounds
+  live here); ``--size`` picks a preset from ``SIZES``, and a flag given on
+  the command line overrides the preset's value."""
+  optimizer: str = flag(
+      "l2o-scale", "optimizer under test: a shipped name (l2o-scale, "
+      "optionally NAME+hold_zero_gradients), checkpoint:PATH, a Keras "
+      "optimizer NAME[:LR] (adam:1e-3) or import:module.attr", nonempty=True)
+  size: str = flag(
+      "medium", "preset of the fields marked '--size sets it' (a flag given "
+      "overrides its preset): small: 2 tiny tasks, 50 steps, 2 learning "
+      "rates, 1 seed (CI); medium: all tasks, 2,000 steps, 1 seed (the "
+      "defaults shown); full: all tasks, 2,000 and 10,000 steps, 3 seeds",
+      choices=("small", "medium", "full"))
+  # The defaults below are the medium size's: --size sets these fields.
+  tasks: tuple = flag(tuple(task_registry.REGISTRY), "comma-separated task "
+                      "names (--size sets them); --list_tasks lists them")
+  budgets: tuple = flag((2000,), "steps per run, comma-separated, e.g. "
+                        "2000,10000 (--size sets them)")
+  seeds: int = flag(1, "seeds per task, 0..N-1 (--size sets it)", ge=1)
   grid: str = "full"
   tiny: bool = False
-  eval_points: int = 50
-  batch_size: int = 128
-  select_on: str = "metric"
-  baselines: tuple = tuple(b.name for b in optimizers.BASELINES)
-  data_dir: str = None
-  out: str = "benchmark_results"
-  # Where the chosen learning rate is at an end of the grid, the grid grows
-  # by half a decade past that end, up to this many times.
-  grid_extension: int = 2
-  # XLA for the tasks that allow it (Task.jit_compile). The small size runs
-  # without: its runs are too short to repay the compile time.
-  jit_compile: bool = True
+  eval_points: int = flag(50, "training-loss measurements per run, on the "
+                          "whole training split (--size sets it)", ge=1)
+  batch_size: int = flag(128, "minibatch size of every run (--size sets it)",
+                         ge=1)
+  select_on: str = flag(
+      "metric", "what picks each baseline's learning rate on the validation "
+      "split (ties of the metric: lower loss)", choices=scoring.SELECT_ON)
+  baselines: tuple = flag(tuple(b.name for b in optimizers.BASELINES),
+                          "subset of " + ",".join(
+                              b.name for b in optimizers.BASELINES))
+  data_dir: str = flag(None, "MNIST IDX files (default: "
+                       "$L2O_SCALE_DATA_DIR)")
+  out: str = flag("benchmark_results", "folder for results.json, the "
+                  "stored runs (resume), the table, figures and results page",
+                  nonempty=True)
+  grid_extension: int = flag(
+      2, "half-decade steps a baseline's learning-rate grid may grow past an "
+      "end where the best learning rate lies (--size sets it)", ge=0)
+  jit_compile: bool = flag(
+      True, "XLA-compile the training steps of the tasks that allow it "
+      "(Task.jit_compile; the small size runs without: its runs are too "
+      "short to repay the compile time)")
 
   @classmethod
   def for_size(cls, size, **overrides):
@@ -94,8 +118,11 @@ class Config:
     if config.select_on not in scoring.SELECT_ON:
       raise ValueError("--select_on must be one of {}".format(
           ", ".join(scoring.SELECT_ON)))
-    if min(config.budgets) < 1 or config.seeds < 1:
-      raise ValueError("budgets and seeds must be positive")
+    errors = config_flags.validate(cls, config)
+    if errors:
+      raise ValueError(errors[0])
+    if not config.budgets or min(config.budgets) < 1:
+      raise ValueError("--budgets must be positive step counts")
     return config
 
 

@@ -131,15 +131,34 @@ def from_flags(cls, flag_values=flags.FLAGS, **extra):
   """``cls`` with every :func:`flag` field read from the parsed flags (a
   list flag becomes a tuple of its default's element type); ``extra`` gives
   the fields that are not flags."""
-  values = {}
-  for field in flag_fields(cls):
-    value = flag_values[flag_name(field)].value
-    if kind(field) is tuple:
-      element = type(default(field)[0]) if default(field) else str
-      value = tuple(element(v) for v in value)
-    values[field.name] = value
+  values = {field.name: flag_value(field, flag_values)
+            for field in flag_fields(cls)}
   values.update(extra)
   return cls(**values)
+
+
+def given(cls, flag_values=flags.FLAGS):
+  """``{field name: value}`` of the :func:`flag` fields of ``cls`` whose flag
+  was given on the command line, for a program whose defaults come from
+  elsewhere (a preset the given flags override)."""
+  return {field.name: flag_value(field, flag_values)
+          for field in flag_fields(cls)
+          if flag_values[flag_name(field)].present}
+
+
+def flag_value(field, flag_values):
+  """One field's value from the parsed flags (a list flag becomes a tuple
+  of its default's element type)."""
+  value = flag_values[flag_name(field)].value
+  if kind(field) is tuple:
+    element = type(default(field)[0]) if default(field) else str
+    try:
+      value = tuple(element(v) for v in value)
+    except ValueError:
+      raise ValueError("--{} takes a comma-separated list of {} values, not "
+                       "{!r}".format(flag_name(field), element.__name__,
+                                     ",".join(value))) from None
+  return value
 
 
 _BOUND_TEXT = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
