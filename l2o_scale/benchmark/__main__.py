@@ -2,10 +2,14 @@
 quality across model families against tuned baselines). For the time per
 optimizer step, see ``python -m l2o_scale.bench`` instead."""
 
+import dataclasses
 import os
 import sys
 
 from absl import flags
+
+from l2o_scale.config import config_flags
+from l2o_scale.config.config_flags import flag
 
 DESCRIPTION = (
     "Task-suite benchmark: training quality across model families against "
@@ -18,17 +22,21 @@ USAGE = "usage: python -m l2o_scale.benchmark [--flag=value ...]"
 MODULE = "l2o_scale.benchmark"  # the flags' owner in --help
 
 
+@dataclasses.dataclass
+class Actions:
+  """What the command does besides running ``suite.Config``."""
+  list_tasks: bool = flag(False, "list the tasks and exit")
+  no_report: bool = flag(False, "write results.json only (no table, "
+                         "figures or page)")
+
+
 def define_flags():
   """This program's own flag set: the fields of ``suite.Config`` (where
-  their help and defaults are declared) and two actions."""
+  their help and defaults are declared) and of ``Actions``."""
   from l2o_scale.benchmark import suite  # pylint: disable=g-import-not-at-top
-  from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top
   flag_values = flags.FlagValues()
-  config_flags.define_flags(suite.Config, MODULE, flag_values)
-  flags.DEFINE_boolean("list_tasks", False, "list the tasks and exit",
-                       flag_values=flag_values, module_name=MODULE)
-  flags.DEFINE_boolean("no_report", False, "write results.json only",
-                       flag_values=flag_values, module_name=MODULE)
+  for cls in (suite.Config, Actions):
+    config_flags.define_flags(cls, MODULE, flag_values)
   return flag_values
 
 
@@ -55,7 +63,6 @@ def parse_args(argv):
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
   from l2o_scale.benchmark import suite, tasks  # pylint: disable=g-import-not-at-top
-  from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top
   from problems import datasets  # pylint: disable=g-import-not-at-top
   if args.list_tasks:
     for task in tasks.REGISTRY.values():
