@@ -320,7 +320,11 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     params = [tf.cast(tf.convert_to_tensor(v), tf.float32)
               for v in variables]
     indices = sorted(given)
-    dense_grads = [tf.cast(tf.convert_to_tensor(given[i]), tf.float32)
+    # A gradient may lack a static shape where its variable has one (a
+    # Dense kernel applied to a sequence: the gradient of a tensordot); the
+    # packed step sizes its segments from the gradients' static shapes.
+    dense_grads = [tf.reshape(tf.cast(tf.convert_to_tensor(given[i]),
+                                      tf.float32), variables[i].shape)
                    for i in indices]
     global_state = [tf.convert_to_tensor(v) for v in self._global_slots]
     if len(self._passes_built) > 1 and len(indices) == len(variables):

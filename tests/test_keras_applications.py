@@ -115,3 +115,33 @@ def test_a_variable_without_gradient_keeps_its_state(fixtures_dir):
     after = slot.numpy()
     if after.ndim == 2 and after.shape[1] == 22:
       np.testing.assert_array_equal(after[:, 18:], before[:, 18:])
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_fit_trains_a_transformer_block(jit_compile):
+  """Dense layers applied to a sequence get gradients without a static
+  shape (the gradient of a tensordot in a traced step); the learned step
+  takes each gradient's shape from its variable."""
+  keras.utils.set_random_seed(0)
+  tokens = keras.Input((6,), dtype="int32")
+  x = keras.layers.Embedding(20, 8)(tokens)
+  x = keras.layers.LayerNormalization()(
+      x + keras.layers.MultiHeadAttention(2, 4)(x, x))
+  x = x + keras.layers.Dense(8)(keras.layers.Dense(16, activation="relu")(x))
+  x = keras.layers.GlobalAveragePooling1D()(x)
+  model = keras.Model(tokens, keras.layers.Dense(3)(x))
+  opt = LearnedOptimizer.pretrained("l2o-scale")
+  model.compile(optimizer=opt, jit_compile=jit_compile,
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  rng = np.random.RandomState(0)
+  # 10 rows in batches of 4: the last batch is partial, so the traced step
+  # has an unknown batch size.
+  x = rng.randint(0, 20, size=(10, 6)).astype(np.int32)
+  y = np.arange(10) % 3
+  before = [v.numpy().copy() for v in model.trainable_variables]
+  history = model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+  assert np.all(np.isfinite(history.history["loss"]))
+  assert int(opt.iterations.numpy()) == 3
+  for b, v in zip(before, model.trainable_variables):
+    assert np.all(np.isfinite(v.numpy())) and not np.array_equal(b, v.numpy())
