@@ -180,7 +180,8 @@ def test_registry_has_the_families_the_suite_promises():
   assert len(tasks.REGISTRY) >= 8
   families = " ".join(t.family for t in tasks.REGISTRY.values())
   for family in ("convex", "MLP", "normalization", "convolutional",
-                 "recurrent", "autoencoder", "regression", "generated"):
+                 "recurrent", "attention", "autoencoder", "regression",
+                 "generated"):
     assert family in families
 
 

@@ -207,6 +207,37 @@ def _text(tiny):
       keras.layers.Dense(5)])
 
 
+def _attention(tiny):
+  """One transformer encoder block (post-norm, as in Vaswani et al.) over
+  token and position embeddings, mean-pooled into a classifier."""
+  width, heads, hidden = (8, 2, 16) if tiny else (32, 4, 64)
+  tokens = keras.Input((24,), dtype="int32")
+  x = keras.layers.Embedding(200, width)(tokens)
+  x = PositionEmbedding(24, width)(x)
+  attended = keras.layers.MultiHeadAttention(heads, width // heads)(x, x)
+  x = keras.layers.LayerNormalization()(x + attended)
+  ffn = keras.layers.Dense(hidden, activation="relu")(x)
+  x = keras.layers.LayerNormalization()(x + keras.layers.Dense(width)(ffn))
+  x = keras.layers.GlobalAveragePooling1D()(x)
+  return keras.Model(tokens, keras.layers.Dense(5)(x))
+
+
+class PositionEmbedding(keras.layers.Layer):
+  """A learned embedding per position, added to the token embeddings."""
+
+  def __init__(self, length, width, **kwargs):
+    super().__init__(**kwargs)
+    self.length, self.width = length, width
+
+  def build(self, input_shape):
+    self.positions = self.add_weight(
+        shape=(self.length, self.width), name="positions",
+        initializer=keras.initializers.RandomNormal(stddev=0.02))
+
+  def call(self, x):
+    return x + self.positions
+
+
 def _pick(tiny, small, full):
   return small if tiny else full
 
@@ -252,3 +283,9 @@ register(Task(
     "token embedding (vocabulary 200), mean pooling, 32-unit ReLU layer; "
     "topic of generated 24-token documents",
     _text, text_data, "sparse_ce", "accuracy"))
+register(Task(
+    "attention_topics", "attention (generated data)",
+    "one transformer encoder block (4 heads, width 32, layer "
+    "normalization, residuals) over token and position embeddings; topic "
+    "of the generated 24-token documents of text_topics",
+    _attention, text_data, "sparse_ce", "accuracy"))
