@@ -250,10 +250,7 @@ def test_help_names_it_apart_from_the_speed_benchmark(capsys):
 
 
 def _config_from_command_line(argv):
-  from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top
-  args = cli.parse_args(argv)
-  given = config_flags.given(suite.Config, args)
-  return suite.Config.for_size(given.pop("size", args.size), **given)
+  return cli.config_from_flags(cli.parse_args(argv))
 
 
 def test_flags_given_override_the_size_preset_and_the_rest_keep_it():
@@ -264,8 +261,9 @@ def test_flags_given_override_the_size_preset_and_the_rest_keep_it():
   small = _config_from_command_line(["--size=small", "--batch_size=16"])
   assert small.batch_size == 16 and small.tiny and small.budgets == (50,)
   assert small.tasks == suite.SIZES["small"]["tasks"]
+  # No --size: medium, the Config defaults; --data_dir from the environment.
   assert _config_from_command_line([]) == suite.Config(
-      data_dir=None)  # no --size: medium, the Config defaults
+      data_dir=os.environ.get("L2O_SCALE_DATA_DIR"))
 
 
 def test_every_config_field_with_a_flag_is_in_help_with_its_text(capsys):

@@ -64,7 +64,6 @@ _DEFAULTS = {"jit_compile": False, "meta_optimizer": "rmsprop",
              "optimizee_init": "normal"}
 
 
-
 def test_the_learned_runs_get_the_step_transforms_of_the_check():
   flag_values = horizon_check.define_flags("horizon_check_test")
   flag_values(["horizon_check", "--pretrained=l2o-scale"])

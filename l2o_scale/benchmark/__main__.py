@@ -60,6 +60,17 @@ def parse_args(argv):
   return flag_values
 
 
+def config_from_flags(args):
+  """``suite.Config`` from the parsed flags: the ``--size`` preset, with
+  the flags given on the command line over it (``--data_dir`` defaults to
+  ``$L2O_SCALE_DATA_DIR``)."""
+  from l2o_scale.benchmark import suite  # pylint: disable=g-import-not-at-top
+  overrides = config_flags.given(suite.Config, args)
+  overrides.setdefault("data_dir", os.environ.get("L2O_SCALE_DATA_DIR"))
+  overrides.pop("size", None)
+  return suite.Config.for_size(args.size, **overrides)
+
+
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
   from l2o_scale.benchmark import suite, tasks  # pylint: disable=g-import-not-at-top
@@ -70,10 +81,7 @@ def main(argv=None):
                                       task.description))
     return 0
   try:
-    overrides = config_flags.given(suite.Config, args)
-    overrides.setdefault("data_dir", os.environ.get("L2O_SCALE_DATA_DIR"))
-    config = suite.Config.for_size(overrides.pop("size", args.size),
-                                   **overrides)
+    config = config_from_flags(args)
     results = suite.run(config, log=lambda line: print(line, flush=True))
   except (ValueError, FileNotFoundError, datasets.DataNotFoundError) as e:
     print("error: {}".format(e), file=sys.stderr)
