@@ -142,8 +142,13 @@ def regression_data(tiny=False, data_dir=None):
   return _shrink(_teacher_regression(), tiny)
 
 
+# The generated documents of the text tasks and the models that read them.
+TOPIC_VOCAB, TOPICS, TOPIC_LENGTH = 200, 5, 24
+
+
 @functools.lru_cache(maxsize=2)
-def _topic_documents(vocab=200, topics=5, length=24, background=0.6):
+def _topic_documents(vocab=TOPIC_VOCAB, topics=TOPICS, length=TOPIC_LENGTH,
+                     background=0.6):
   """Token sequences from a topic model: each document draws its words from
   its topic's word distribution (probability 1 - background) or from a
   shared background distribution; the label is the topic."""
@@ -200,26 +205,26 @@ def _autoencoder(tiny):
 
 def _text(tiny):
   return keras.Sequential([
-      keras.Input((24,), dtype="int32"),
-      keras.layers.Embedding(200, 4 if tiny else 16),
+      keras.Input((TOPIC_LENGTH,), dtype="int32"),
+      keras.layers.Embedding(TOPIC_VOCAB, 4 if tiny else 16),
       keras.layers.GlobalAveragePooling1D(),
       keras.layers.Dense(8 if tiny else 32, activation="relu"),
-      keras.layers.Dense(5)])
+      keras.layers.Dense(TOPICS)])
 
 
 def _attention(tiny):
   """One transformer encoder block (post-norm, as in Vaswani et al.) over
   token and position embeddings, mean-pooled into a classifier."""
   width, heads, hidden = (8, 2, 16) if tiny else (32, 4, 64)
-  tokens = keras.Input((24,), dtype="int32")
-  x = keras.layers.Embedding(200, width)(tokens)
-  x = PositionEmbedding(24, width)(x)
+  tokens = keras.Input((TOPIC_LENGTH,), dtype="int32")
+  x = keras.layers.Embedding(TOPIC_VOCAB, width)(tokens)
+  x = PositionEmbedding(TOPIC_LENGTH, width)(x)
   attended = keras.layers.MultiHeadAttention(heads, width // heads)(x, x)
   x = keras.layers.LayerNormalization()(x + attended)
   ffn = keras.layers.Dense(hidden, activation="relu")(x)
   x = keras.layers.LayerNormalization()(x + keras.layers.Dense(width)(ffn))
   x = keras.layers.GlobalAveragePooling1D()(x)
-  return keras.Model(tokens, keras.layers.Dense(5)(x))
+  return keras.Model(tokens, keras.layers.Dense(TOPICS)(x))
 
 
 class PositionEmbedding(keras.layers.Layer):
