@@ -12,11 +12,9 @@ setup(
     packages=find_packages(include=["l2o_scale", "l2o_scale.*", "optimizer",
                                     "optimizer.*", "problems", "problems.*"]),
     py_modules=["metarun", "metatest"],
-    # Recipes (metarun --recipe), the shipped pretrained optimizers
-    # (l2o_scale.pretrained: checkpoint and run record of each name) and the
-    # native GRU cell's source (optimizer/fused_cell.py builds it).
+    # Recipes (metarun --recipe) and the shipped pretrained optimizers
+    # (l2o_scale.pretrained: checkpoint and run record of each name).
     package_data={"l2o_scale": ["config/recipes/*.flags"],
-                  "optimizer": ["native/*.cc"],
                   "l2o_scale.pretrained": ["*/*/model.ckpt-0.*",
                                            "*/*/run_record.json"]},
     install_requires=[

@@ -66,7 +66,6 @@ from l2o_scale.steps import step_schedule
 from l2o_scale.steps import transform
 from l2o_scale.steps import weight_decay as weight_decay_lib
 from l2o_scale.steps import zero_gradient_hold
-from optimizer import fused_cell as fused_cell_lib
 from optimizer import hierarchical_rnn
 
 # [PerParam, PerTensor, Global] RNN sizes of the original metarun.py.
@@ -108,12 +107,6 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       exactly zero where it is (metatest.py's ``--hold_zero_gradients``,
       :mod:`l2o_scale.steps.zero_gradient_hold`); False: the learned step
       moves every coordinate, as the original's.
-    fused_cell: with ``jit_compile=True``, run the per-parameter GRU cell as
-      one native kernel (:mod:`optimizer.fused_cell`: built on first use
-      with the machine's C++ compiler; AVX2 and FMA): the same step up to
-      float rounding, in less time at large models. Where the kernel cannot
-      run, the TensorFlow ops do (a warning says why). False: TensorFlow's
-      ops only.
     name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras
       optimizer.
   """
@@ -121,8 +114,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   def __init__(self, learned_optimizer, checkpoint_path=None,
                optimizer_kwargs=None, level_sizes=DEFAULT_LEVEL_SIZES,
                learning_rate=1.0, coordinates_per_pass=COORDINATES_PER_PASS,
-               hold_zero_gradients=False, fused_cell=False,
-               name="learned_optimizer", **kwargs):
+               hold_zero_gradients=False, name="learned_optimizer", **kwargs):
     check_numbers(learning_rate=learning_rate, **kwargs)
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
     for method in ("initialize_state", "initialize_global_state",
@@ -133,19 +125,6 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                             method, type(learned_optimizer).__name__))
     zero_gradient_hold.hold_zero_gradients(hold_zero_gradients)  # Checks it.
     self.hold_zero_gradients = hold_zero_gradients
-    if not isinstance(fused_cell, bool):
-      raise ValueError("fused_cell must be True or False, got {!r}".format(
-          fused_cell))
-    self.fused_cell = fused_cell
-    if fused_cell:
-      if not hasattr(learned_optimizer, "fused_cell"):
-        raise ValueError("fused_cell=True needs the hierarchical RNN, got "
-                         "{}".format(type(learned_optimizer).__name__))
-      why = fused_cell_lib.unavailable_reason()
-      if why:
-        warnings.warn("fused_cell=True: {}; the TensorFlow ops run "
-                      "instead.".format(why), stacklevel=2)
-      learned_optimizer.fused_cell = True
     if hold_zero_gradients or kwargs.get("weight_decay") or not (
         isinstance(learning_rate, (int, float)) and learning_rate == 1):
       transform.check_compatible(learned_optimizer)
@@ -586,8 +565,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     config.update(optimizer_kwargs=_json_ready(self.optimizer_kwargs),
                   level_sizes=list(self.level_sizes),
                   coordinates_per_pass=self.coordinates_per_pass,
-                  hold_zero_gradients=self.hold_zero_gradients,
-                  fused_cell=self.fused_cell)
+                  hold_zero_gradients=self.hold_zero_gradients)
     return config
 
   @classmethod

@@ -190,10 +190,6 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     self.use_relative_lr = use_relative_lr
     self.use_extreme_indicator = use_extreme_indicator
     self.max_log_lr = max_log_lr
-    # Not an option of the original: the per-parameter cell as one native
-    # kernel in XLA-compiled steps (set by LearnedOptimizer(fused_cell=True);
-    # optimizer/fused_cell.py).
-    self.fused_cell = False
     self.use_problem_lr_mean = use_problem_lr_mean
     self.use_gradient_shortcut = use_gradient_shortcut
     self.use_lr_shortcut = use_lr_shortcut
@@ -745,8 +741,7 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       if self.num_layers == 3:
         total_bias += self.global_bias_affine(list(global_state))
     param_state = self.cells[0].call_feature_major(
-        cell_rows, bias=total_bias, spread=seg.spread,
-        fused_sizes=seg.sizes if self.fused_cell else None)
+        cell_rows, bias=total_bias, spread=seg.spread)
     new_packed = {"parameter": param_state}
     if self.num_layers > 1:
       layer_input = seg.means(param_state)

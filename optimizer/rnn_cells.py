@@ -7,8 +7,6 @@ cell is kept as the original defines it.
 
 import tensorflow as tf
 
-from optimizer import fused_cell
-
 from optimizer import utils
 
 
@@ -61,8 +59,7 @@ class BiasGRUCell(tf.Module):
     new_h = u * state + (1 - u) * c
     return new_h, new_h
 
-  def call_feature_major(self, rows, bias=None, spread=None,
-                         fused_sizes=None):
+  def call_feature_major(self, rows, bias=None, spread=None):
     """The same step on transposed operands: one column per coordinate.
 
     ``rows`` is [input_size + num_units, N]: the inputs, then the state, one
@@ -84,11 +81,6 @@ class BiasGRUCell(tf.Module):
     output in the elementwise pass that follows it, so neither the matmul's
     width nor the graph grows with the number of tensors. The results equal
     :meth:`__call__` up to float summation order.
-
-    ``fused_sizes``: the T tensors' coordinate counts, to run the cell as
-    one native kernel where :func:`optimizer.fused_cell.applies` (a step
-    compiled by XLA; the same numbers up to float rounding); None: the
-    TensorFlow ops.
     """
     units = self._num_units
     n_in = int(rows.shape[0]) - units
@@ -100,20 +92,12 @@ class BiasGRUCell(tf.Module):
     # The gates' and the candidate's biases spread separately: each spread
     # then has one reader, into whose elementwise pass XLA fuses it (spread
     # together, the [3 units, N] result is written out and read back).
-    gates_w = self.gates.matrix
-    cand_w = self.candidate.matrix
-    if fused_sizes is not None and fused_cell.applies(rows, units,
-                                                      self._activation):
-      weights = tf.concat([gates_w, tf.pad(cand_w[:n_in],
-                                           [[0, units], [0, 0]])], 1)
-      if int(bias_cols.shape[1]) != len(fused_sizes):
-        bias_cols = tf.broadcast_to(bias_cols, [3 * units, len(fused_sizes)])
-      return fused_cell.gru_cell(rows, weights, bias_cols, cand_w[n_in:],
-                                 fused_sizes)
     r_bias, u_bias, cand_bias = tf.split(bias_cols, 3, 0)
     if spread is not None:
       r_bias, u_bias, cand_bias = [spread(b) for b in (r_bias, u_bias,
                                                        cand_bias)]
+    gates_w = self.gates.matrix
+    cand_w = self.candidate.matrix
     weights = tf.concat([
         tf.concat([gates_w[:n_in], cand_w[:n_in]], 1),
         tf.concat([gates_w[n_in:], tf.zeros([units, units])], 1)], 0)
