@@ -122,4 +122,11 @@ def test_kill_9_then_rerun_equals_uninterrupted_run(tmp_path, data_dir):
   assert len(expected["EvaluationCost"]) == 4
   assert sorted(seen) == sorted(expected)
   for tag in expected:
+    if tag == "PeakMemoryGiB":
+      # A process's peak resident memory, not a number of the run: the
+      # same steps, each a plausible peak (it differs between processes,
+      # and the resumed process has its own).
+      assert [s for s, _ in seen[tag]] == [s for s, _ in expected[tag]]
+      assert all(0.1 < v < 64 for _, v in seen[tag]), seen[tag]
+      continue
     assert seen[tag] == expected[tag], tag
