@@ -18,6 +18,7 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from optimizer import native_step
 from optimizer import rnn_cells
 from optimizer import trainable_optimizer as opt
 from optimizer import utils
@@ -190,6 +191,11 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     self.use_relative_lr = use_relative_lr
     self.use_extreme_indicator = use_extreme_indicator
     self.max_log_lr = max_log_lr
+    # Not an option of the original: the step's per-coordinate part as one
+    # native kernel where a step is compiled by XLA (forward only; set by
+    # LearnedOptimizer(native_step=True) and the compiled meta-test loop;
+    # optimizer/native_step.py).
+    self.native_step = False
     self.use_problem_lr_mean = use_problem_lr_mean
     self.use_gradient_shortcut = use_gradient_shortcut
     self.use_lr_shortcut = use_lr_shortcut
@@ -673,6 +679,9 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     """
     g = self.num_gradient_scales
     seg = self.segments([grad.shape.num_elements() for grad in grads])
+    if self.native_step and native_step.applies(self):
+      return self._packed_core_native(grads, packed, global_state,
+                                      problem_lr_mean, seg)
 
     def sqrt_chain(decay):
       # Each accumulator on twice the timescale of the one before.
@@ -735,13 +744,9 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     cell_rows = tf.concat([inputs, packed["parameter"]], 0)
 
     # Per-parameter and per-tensor RNNs (the latter as one batch of T).
-    total_bias = None
-    if self.num_layers > 1:
-      total_bias = self.param_bias_affine(packed["layer"])
-      if self.num_layers == 3:
-        total_bias += self.global_bias_affine(list(global_state))
     param_state = self.cells[0].call_feature_major(
-        cell_rows, bias=total_bias, spread=seg.spread)
+        cell_rows, bias=self._injected_bias(packed, global_state),
+        spread=seg.spread)
     new_packed = {"parameter": param_state}
     if self.num_layers > 1:
       layer_input = seg.means(param_state)
@@ -751,13 +756,8 @@ class HierarchicalRNN(opt.TrainableOptimizer):
         # a second time for the reduction.
         input_means = seg.means(cell_rows)[:int(inputs.shape[0])]
         layer_input = tf.concat([layer_input, input_means], 0)
-      layer_input = tf.transpose(layer_input)
-      if self.num_layers == 3:
-        layer_bias = self.layer_bias_affine(list(global_state))
-        new_packed["layer"], _ = self.cells[1](layer_input, packed["layer"],
-                                               bias=layer_bias)
-      else:
-        new_packed["layer"], _ = self.cells[1](layer_input, packed["layer"])
+      new_packed["layer"] = self._layer_step(layer_input, packed,
+                                             global_state)
 
     # Readouts: update direction, decays, learning rate.
     weights, bias, names, sizes = self._stacked_readout()
@@ -802,12 +802,61 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       lr_param = lr_attend = 2. * tf.nn.sigmoid(lr_logit)
     new_packed["grad_accum"] = grads_accum
     new_packed["ms"] = mean_squared
-    update_steps = [tf.reshape(lr * delta, tf.shape(grad)) for lr, delta, grad
-                    in zip(seg.split(lr_param), update_deltas, grads)]
+    update_steps = self._update_steps(lr_param, update_deltas, grads, seg)
     if self.use_attention:
       return (new_packed, update_steps, seg.split(lr_attend),
               attention_deltas)
     return new_packed, update_steps, None, None
+
+  def _injected_bias(self, packed, global_state):
+    """[T, 3 units]: the bias each tensor's layer RNN (and the global RNN)
+    injects into the per-parameter cell; None with one level."""
+    if self.num_layers == 1:
+      return None
+    total_bias = self.param_bias_affine(packed["layer"])
+    if self.num_layers == 3:
+      total_bias += self.global_bias_affine(list(global_state))
+    return total_bias
+
+  def _layer_step(self, layer_input, packed, global_state):
+    """The layer RNNs' new state from their inputs [k, T] (one batch of
+    T)."""
+    layer_input = tf.transpose(layer_input)
+    if self.num_layers == 3:
+      layer_bias = self.layer_bias_affine(list(global_state))
+      return self.cells[1](layer_input, packed["layer"], bias=layer_bias)[0]
+    return self.cells[1](layer_input, packed["layer"])[0]
+
+  @staticmethod
+  def _update_steps(lr_param, update_deltas, grads, seg):
+    """Each tensor's step: learning rate times update direction."""
+    return [tf.reshape(lr * delta, tf.shape(grad)) for lr, delta, grad
+            in zip(seg.split(lr_param), update_deltas, grads)]
+
+  def _packed_core_native(self, grads, packed, global_state, problem_lr_mean,
+                          seg):
+    """:meth:`_packed_core` with its per-coordinate part as one native
+    kernel (:mod:`optimizer.native_step`); the same results up to float
+    rounding."""
+    lr_mean = (tf.reduce_mean(packed["log_learning_rate"])
+               if problem_lr_mean is None else problem_lr_mean)
+    out = native_step.per_coordinate_step(
+        self, grads, packed, self._injected_bias(packed, global_state),
+        lr_mean)
+    new_packed = {key: out[key] for key in ("parameter", "decays",
+                                            "log_learning_rate",
+                                            "grad_accum", "ms")}
+    means = out["sums"] * tf.constant(seg._inverse_sizes)
+    state_means, input_means, delta_ms = tf.split(
+        means, [native_step.UNITS, native_step.INPUTS, 1], 0)
+    if self.num_layers > 1:
+      new_packed["layer"] = self._layer_step(
+          tf.concat([state_means, input_means], 0), packed, global_state)
+    rms = tf.sqrt(delta_ms + 1e-16)
+    update_deltas = [piece / rms[:, t]
+                     for t, piece in enumerate(seg.split(out["delta"]))]
+    return (new_packed, self._update_steps(out["lr"], update_deltas, grads,
+                                           seg), None, None)
 
   def _compute_updated_global_state(self, layer_states, global_state):
     """Advances the global RNN (l.707-727)."""
