@@ -68,6 +68,7 @@ from l2o_scale.runs import checkpoints
 from l2o_scale.runs import run_record
 from l2o_scale.steps import settings as step_settings
 from l2o_scale.steps import step_schedule
+from optimizer import native_step
 from problems import curvature
 from problems import datasets
 from problems import problem_sets as ps
@@ -161,6 +162,13 @@ class MetatestConfig:
       "several times slower on the conv nets (XLA's CPU convolutions); same "
       "numbers up to float rounding. If XLA cannot compile a problem, the "
       "run says so and continues without it.")
+  native_step: bool = flag(
+      False, "With --jit_compile, run the per-coordinate part of the "
+      "learned step (the hierarchical RNN with the shipped optimizers' "
+      "options) as one native kernel, built once per machine with its C++ "
+      "compiler: the same numbers up to float rounding, in less time on "
+      "large problems (docs/performance.md). Where it cannot run, "
+      "TensorFlow's ops do and the run says why. Not in the original.")
   overwrite: bool = flag(
       False, "Replace result files of the same --model_name already in "
       "--save_dir (without it such a run is refused before any work).")
@@ -328,6 +336,12 @@ def _restored(flag_values, path):
                           checkpoints.checkpoint_format(path))
   opt = optimizer_flags.optimizer_spec(values).build()
   checkpoints.restore_optimizer(path, opt)
+  if flag_values.native_step:
+    why = native_step.enable(opt)
+    if not flag_values.jit_compile:
+      why = "it runs in steps compiled by XLA only (--jit_compile)"
+    if why:
+      print("--native_step: {}; TensorFlow's ops run instead.".format(why))
   print("using optimizer L2o ({}) restored from {}".format(
       values.optimizer, path))
   return opt, path

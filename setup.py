@@ -15,6 +15,7 @@ setup(
     # Recipes (metarun --recipe) and the shipped pretrained optimizers
     # (l2o_scale.pretrained: checkpoint and run record of each name).
     package_data={"l2o_scale": ["config/recipes/*.flags"],
+                  "optimizer": ["native/*.cc"],
                   "l2o_scale.pretrained": ["*/*/model.ckpt-0.*",
                                            "*/*/run_record.json"]},
     install_requires=[

@@ -85,24 +85,17 @@ def default_hrnn_kwargs():
 
 
 def _use_native_step(learned_optimizer, native_step):
-  """Checks ``native_step`` and turns the native kernel on in the learned
-  optimizer where asked; warns (once, here) where it cannot run."""
+  """Checks ``native_step`` and turns the native kernel on where asked;
+  warns where it cannot run."""
   if not isinstance(native_step, bool):
     raise ValueError("native_step must be True or False, got {!r}".format(
         native_step))
-  if not native_step:
-    return False
-  if not isinstance(learned_optimizer, hierarchical_rnn.HierarchicalRNN):
-    raise ValueError("native_step=True needs the hierarchical RNN, got "
-                     "{}".format(type(learned_optimizer).__name__))
-  why = native_step_lib.unsupported_options(learned_optimizer)
-  why = ("it is written for the shipped optimizers' options, not {}".format(
-      ", ".join(why)) if why else native_step_lib.unavailable_reason())
-  if why:
-    warnings.warn("native_step=True: {}; TensorFlow's ops run instead."
-                  .format(why), stacklevel=3)
-  learned_optimizer.native_step = True
-  return True
+  if native_step:
+    why = native_step_lib.enable(learned_optimizer)
+    if why:
+      warnings.warn("native_step=True: {}; TensorFlow's ops run instead."
+                    .format(why), stacklevel=3)
+  return native_step
 
 
 @keras.saving.register_keras_serializable(package="l2o_scale")

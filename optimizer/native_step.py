@@ -25,6 +25,7 @@ run instead; :func:`unavailable_reason` says why.
 """
 
 import ctypes
+import fcntl
 import functools
 import hashlib
 import os
@@ -80,29 +81,39 @@ def _load():
     source = f.read()
   tag = hashlib.sha1(source + tf.__version__.encode()).hexdigest()[:12]
   library = os.path.join(_cache_dir(), "learned_step_{}.so".format(tag))
-  if not os.path.exists(library):
-    os.makedirs(_cache_dir(), exist_ok=True)
-    partial = "{}.{}.tmp".format(library, os.getpid())
-    command = [os.environ.get("CXX", "g++"), "-std=c++17", "-O3", "-mavx2",
-               "-mfma", "-fPIC", "-shared", SOURCE,
-               "-I" + tf.sysconfig.get_include(),
-               "-L" + tf.sysconfig.get_lib(), "-l:libtensorflow_cc.so.2",
-               "-l:libtensorflow_framework.so.2", "-lpthread", "-o", partial]
-    tf.get_logger().info("Building the native learned step (once): %s",
-                         library)
-    try:
-      subprocess.run(command, check=True, capture_output=True, timeout=600)
-    except (OSError, subprocess.SubprocessError) as e:
-      detail = (getattr(e, "stderr", b"") or b"").decode(errors="replace")
-      return False, "building the native step failed ({}): {}".format(
-          command[0], detail.strip().splitlines()[-1] if detail.strip()
-          else e)
-    os.replace(partial, library)  # Atomic: concurrent builds are harmless.
+  os.makedirs(_cache_dir(), exist_ok=True)
+  # One build per machine: other processes wait for it (then load it).
+  with open(library + ".lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not os.path.exists(library):
+      why = _build(library)
+      if why:
+        return False, why
   try:
     ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
   except OSError as e:
     return False, "loading the native step failed: {}".format(e)
   return True, None
+
+
+def _build(library):
+  """Compiles the kernel into ``library``; None, or why it failed."""
+  partial = "{}.{}.tmp".format(library, os.getpid())
+  command = [os.environ.get("CXX", "g++"), "-std=c++17", "-O3", "-mavx2",
+             "-mfma", "-fPIC", "-shared", SOURCE,
+             "-I" + tf.sysconfig.get_include(),
+             "-L" + tf.sysconfig.get_lib(), "-l:libtensorflow_cc.so.2",
+             "-l:libtensorflow_framework.so.2", "-lpthread", "-o", partial]
+  print("Building the native learned step, once per machine (~30 s): {}"
+        .format(library), file=sys.stderr, flush=True)
+  try:
+    subprocess.run(command, check=True, capture_output=True, timeout=600)
+  except (OSError, subprocess.SubprocessError) as e:
+    detail = (getattr(e, "stderr", b"") or b"").decode(errors="replace")
+    return "building the native step failed ({}): {}".format(
+        command[0], detail.strip().splitlines()[-1] if detail.strip() else e)
+  os.replace(partial, library)
+  return None
 
 
 def unavailable_reason():
@@ -121,6 +132,21 @@ def unsupported_options(learned):
   if learned.cells[0]._activation is not tf.tanh:  # pylint: disable=protected-access
     found.append("a per-parameter cell activation other than tanh")
   return found
+
+
+def enable(learned):
+  """Turns the kernel on in hierarchical RNN ``learned`` (its steps compiled
+  by XLA then use it where :func:`applies`). Returns None, or one line
+  saying why TensorFlow's ops will run instead."""
+  if not hasattr(learned, "native_step"):
+    raise ValueError("the native step needs the hierarchical RNN, got "
+                     "{}".format(type(learned).__name__))
+  learned.native_step = True
+  unsupported = unsupported_options(learned)
+  if unsupported:
+    return "it is written for the shipped optimizers' options, not {}".format(
+        ", ".join(unsupported))
+  return unavailable_reason()
 
 
 def _in_xla_context():

@@ -13,6 +13,7 @@ from l2o_scale.runs import checkpoints
 from l2o_scale.keras_optimizer import LearnedOptimizer
 from l2o_scale.meta_testing import inner_step
 from optimizer import hierarchical_rnn
+from optimizer import native_step as native_step_lib
 from problems import datasets
 from problems import problem_generator as pg
 
@@ -67,12 +68,22 @@ def test_apply_gradients_equals_tf1_fixture(fixture, data_dir):
   assert int(opt.iterations.numpy()) == len(expected)
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_fit_reproduces_tf1_fixture(fixture, data_dir, jit_compile):
+@pytest.mark.parametrize("jit_compile,native_step",
+                         [(False, False), (True, False), (True, True)])
+def test_fit_reproduces_tf1_fixture(fixture, data_dir, jit_compile,
+                                    native_step, monkeypatch):
   folder, spec, arrays = fixture
+  calls = []
+  if native_step:  # The native kernel (optimizer/native_step.py) as well.
+    why = native_step_lib.unavailable_reason()
+    if why:
+      pytest.skip(why)
+    original = native_step_lib.per_coordinate_step
+    monkeypatch.setattr(native_step_lib, "per_coordinate_step",
+                        lambda *a: calls.append(1) or original(*a))
   opt = LearnedOptimizer.from_checkpoint(
       os.path.join(folder, "ckpt"),  # a folder with a checkpoint file works
-      optimizer_kwargs=spec["optimizer"]["kwargs"])
+      optimizer_kwargs=spec["optimizer"]["kwargs"], native_step=native_step)
   model = _mlp()
   model.set_weights([arrays["init{}".format(i)] for i in range(4)])
   model.compile(optimizer=opt, jit_compile=jit_compile,
@@ -85,6 +96,7 @@ def test_fit_reproduces_tf1_fixture(fixture, data_dir, jit_compile):
   for i, w in enumerate(model.get_weights()):
     assert _rel_l2(w, arrays["final{}".format(i)]) < \
         spec["tolerances"]["final"]["rel_l2"]
+  assert bool(calls) == native_step
 
 
 def test_fit_trains_a_keras_model_on_mnist(fixtures_dir, data_dir):

@@ -109,6 +109,11 @@ def build_parser():
                       help="with --sizes: time the steps of Keras fit (XLA) "
                       "or of the compiled meta-test loop (metatest.py "
                       "--jit_compile)")
+  parser.add_argument("--native_step", action="store_true",
+                      help="with --sizes: the learned step with its "
+                      "per-coordinate part as one native kernel "
+                      "(LearnedOptimizer(native_step=True), metatest.py "
+                      "--native_step)")
   parser.add_argument("--markdown", metavar="PATH",
                       help="with --sizes: also write the results page here")
   parser.add_argument("--time_to_trained", action="store_true",
@@ -184,7 +189,7 @@ def main_sizes(args):
   print(bench_sizes.TABLE_HEADER, flush=True)
   report = bench_sizes.bench_sizes(
       widths, repeats=3 if args.quick else 7, warmup=1 if args.quick else 3,
-      sweep=args.sizes_in,
+      sweep=args.sizes_in, native_step=args.native_step,
       budget=bench_sizes.QUICK_BUDGET if args.quick else 2e6)
   report.update(machine=info, date=info["date"], load_before=load_before,
                 load_after=list(os.getloadavg()))

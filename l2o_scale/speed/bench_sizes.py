@@ -101,9 +101,9 @@ def make_loop_step(width, optimizer, jit_compile=True, seed=0):
   return step
 
 
-def learned_optimizer():
+def learned_optimizer(native_step=False):
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
-  return LearnedOptimizer.pretrained("l2o-scale")
+  return LearnedOptimizer.pretrained("l2o-scale", native_step=native_step)
 
 
 def adam():
@@ -111,10 +111,10 @@ def adam():
   return keras.optimizers.Adam()
 
 
-def loop_learned_optimizer():
+def loop_learned_optimizer(native_step=False):
   """The shipped optimizer's learned optimizer, as the meta-test loop runs
   it."""
-  return learned_optimizer().learned_optimizer
+  return learned_optimizer(native_step).learned_optimizer
 
 
 def loop_adam():
@@ -151,19 +151,22 @@ QUICK_BUDGET = 2e4  # --quick: a few steps per repeat.
 
 
 def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
-                timer=time.perf_counter, sweep="fit", budget=2e6):
+                timer=time.perf_counter, sweep="fit", budget=2e6,
+                native_step=False):
   """Times the learned and the Adam step at each width, in ``fit``
   (``sweep="fit"``) or in the compiled meta-test loop (``"loop"``);
   returns ``{"rows": [...], "batch_size", "model"}``, one row per width
   with the ``params``, ``adam_ms``, ``learned_ms`` (medians per step),
   ``ratio`` (the median over repeats of learned / Adam, each repeat timing
   both in turn), ``learned_ns_per_param``, ``extra_ns_per_param`` (learned
-  minus Adam, per parameter) and both steps' ``first_call_seconds``."""
+  minus Adam, per parameter) and both steps' ``first_call_seconds``.
+  ``native_step``: the learned step with its per-coordinate part as one
+  native kernel (:mod:`optimizer.native_step`)."""
   timed = SWEEPS[sweep]
   rows = []
   for width in widths:
     params = mlp_parameters(width)
-    steps = {"learned": timed.build(width, timed.learned()),
+    steps = {"learned": timed.build(width, timed.learned(native_step)),
              "adam": timed.build(width, timed.baseline())}
     per_call = getattr(steps["learned"], "steps_per_call", 1)
     inner = max(2, inner_calls(params, budget) // per_call)
@@ -186,7 +189,10 @@ def bench_sizes(widths=DEFAULT_WIDTHS, repeats=7, warmup=3,
     print(format_row(rows[-1]), flush=True)
   return {"rows": rows, "batch_size": BATCH_SIZE, "sweep": sweep,
           "cpu_allocator": allocator_lib.in_use(), "model": timed.model,
-          "learned": timed.learned_name, "baseline": timed.baseline_name}
+          "learned": timed.learned_name + (
+              " with native_step=True" if native_step else ""),
+          "native_step": bool(native_step),
+          "baseline": timed.baseline_name}
 
 
 TABLE_HEADER = ("| parameters | Adam ms/step | learned ms/step | learned / Adam "

@@ -1,0 +1,119 @@
+"""The learned step's per-coordinate part as one native kernel
+(optimizer/native_step.py): the TensorFlow step's numbers, in Keras ``fit``
+and in the compiled meta-test loop; TensorFlow's ops wherever it cannot run.
+Its agreement with the original's outputs is tested with the TF1 fixture in
+test_keras_optimizer.py."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from l2o_scale.keras_optimizer import LearnedOptimizer
+from l2o_scale.meta_testing import testing
+from optimizer import hierarchical_rnn
+from optimizer import native_step
+from problems import problem_generator as pg
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+  """Counts the kernel's uses in traced steps; skips where it cannot run."""
+  why = native_step.unavailable_reason()
+  if why:
+    pytest.skip(why)
+  calls = []
+  original = native_step.per_coordinate_step
+  monkeypatch.setattr(native_step, "per_coordinate_step",
+                      lambda *a: calls.append(1) or original(*a))
+  return calls
+
+
+def _fit(native, jit_compile=True, poison=False):
+  keras.utils.set_random_seed(0)
+  # 71,287 coordinates: tensors whose boundaries fall inside the kernel's
+  # vectors and tiles, a tensor of 10, enough work items for its threads.
+  model = keras.Sequential([keras.Input((784,)),
+                            keras.layers.Dense(90, activation="tanh"),
+                            keras.layers.Dense(7)])
+  model.compile(optimizer=LearnedOptimizer.pretrained("l2o-scale",
+                                                      native_step=native),
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True), jit_compile=jit_compile)
+  rng = np.random.RandomState(0)
+  x = rng.rand(64, 784).astype(np.float32)
+  if poison:  # A NaN input: NaN gradients from the second batch on.
+    x[20, 3] = np.nan
+  initial = model.get_weights()
+  history = model.fit(x, rng.randint(0, 7, 64), batch_size=16, epochs=1,
+                      shuffle=False, verbose=0)
+  state = [v.numpy() for v in model.optimizer.variables if v.ndim == 2]
+  _fit.initial = initial
+  return model.get_weights(), history.history["loss"], state
+
+
+def test_native_step_gives_the_tensorflow_step(kernel_calls):
+  plain, plain_loss, plain_state = _fit(False)
+  assert not kernel_calls
+  fused, fused_loss, fused_state = _fit(True)
+  assert kernel_calls  # Traced into the step.
+  assert sum(w.size for w in fused) == 71_287
+  np.testing.assert_allclose(fused_loss, plain_loss, rtol=1e-5)
+  for a, b, start in zip(fused, plain, _fit.initial):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
+    # The steps moved every tensor by far more than that tolerance.
+    assert np.max(np.abs(b - start)) > 100 * (1e-4 * np.max(np.abs(b)) + 1e-7)
+  # Every state block (accumulators, mean squares, decays, learning rates,
+  # RNN states) after 4 steps, to float rounding of their own scale.
+  assert len(fused_state) == len(plain_state) >= 6
+  for a, b in zip(fused_state, plain_state):
+    assert np.max(np.abs(a - b)) <= 1e-5 * np.max(np.abs(b)) + 1e-12
+
+
+def test_native_step_keeps_a_divergence_visible(kernel_calls):
+  weights, _, _ = _fit(True, poison=True)
+  assert kernel_calls
+  plain, _, _ = _fit(False, poison=True)
+  for a, b in zip(weights, plain):
+    assert not np.all(np.isfinite(b))  # The construction diverges ...
+    assert not np.all(np.isfinite(a))  # ... and so does the native step.
+
+
+def test_without_xla_the_tensorflow_ops_run(kernel_calls):
+  fused, _, _ = _fit(True, jit_compile=False)
+  plain, _, _ = _fit(False, jit_compile=False)
+  assert not kernel_calls
+  for a, b in zip(fused, plain):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_compiled_meta_test_loop_uses_it(kernel_calls):
+  def run(native):
+    opt = LearnedOptimizer.pretrained("l2o-scale",
+                                      native_step=native).learned_optimizer
+    problem = pg.Quadratic(ndim=37, random_seed=3)
+    objectives, params = testing.test_optimizer(
+        opt, problem, num_iter=12, seed=0, jit_compile=True,
+        progress=False)[:2]
+    return np.asarray(objectives), params
+
+  plain_objectives, plain_params = run(False)
+  assert not kernel_calls
+  objectives, params = run(True)
+  assert kernel_calls
+  np.testing.assert_allclose(objectives, plain_objectives, rtol=1e-4)
+  for a, b in zip(params, plain_params):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_bad_values_and_unsupported_options():
+  with pytest.raises(ValueError, match="native_step must be True or False"):
+    LearnedOptimizer.pretrained("l2o-scale", native_step="yes")
+  other = hierarchical_rnn.HierarchicalRNN([10, 20], num_gradient_scales=2)
+  with pytest.warns(UserWarning, match="num_gradient_scales=2.*TensorFlow's "
+                    "ops run instead"):
+    LearnedOptimizer(other, native_step=True)
+  assert "num_gradient_scales=2" in " ".join(
+      native_step.unsupported_options(other))
+  assert not native_step.unsupported_options(
+      LearnedOptimizer.pretrained("l2o-scale").learned_optimizer)
