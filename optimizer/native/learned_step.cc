@@ -407,13 +407,14 @@ void RunItem(const Call& c, const Shared& s, const Item& item, float* out) {
     const int next_lines = static_cast<int>(
         std::min<int64_t>(kTile, std::max<int64_t>(item.hi - next, 0)) + 15) / 16;
     const int per_step = (kInRows * next_lines + kTile / kWidth - 1) / (kTile / kWidth);
-    int line = 0;
+    int row = 0, line = 0;  // the next line to fetch
     for (int v = 0; v < kTile; v += kWidth) {
       if (v >= m) break;
-      for (int q = 0; q < per_step && line < kInRows * next_lines; ++q, ++line)
-        _mm_prefetch(reinterpret_cast<const char*>(
-                         src[line / next_lines] + next + 16 * (line % next_lines)),
+      for (int q = 0; q < per_step && row < kInRows; ++q) {
+        _mm_prefetch(reinterpret_cast<const char*>(src[row] + next + 16 * line),
                      _MM_HINT_T0);
+        if (++line == next_lines) line = 0, ++row;
+      }
       Block at = b;
       at.grad += v; at.accum += v; at.ms += v; at.decays += v;
       at.log_lr += v; at.state += v; at.accum_o += v; at.ms_o += v;
