@@ -25,7 +25,6 @@ run instead; :func:`unavailable_reason` says why.
 """
 
 import ctypes
-import fcntl
 import functools
 import hashlib
 import os
@@ -82,6 +81,7 @@ def _load():
   tag = hashlib.sha1(source + tf.__version__.encode()).hexdigest()[:12]
   library = os.path.join(_cache_dir(), "learned_step_{}.so".format(tag))
   os.makedirs(_cache_dir(), exist_ok=True)
+  import fcntl  # pylint: disable=g-import-not-at-top  (Unix only, as the kernel)
   # One build per machine: other processes wait for it (then load it).
   with open(library + ".lock", "w") as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)

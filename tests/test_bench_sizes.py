@@ -26,8 +26,8 @@ def test_parameter_count_is_the_keras_model_s():
 
 def test_sweep_runs_and_reports_every_field(tmp_path):
   out, page = tmp_path / "sizes.json", tmp_path / "sizes.md"
-  assert bench.main(["--sizes", "4", "--quick", "--json", str(out),
-                     "--markdown", str(page)]) == 0
+  assert bench.main(["--sizes", "4", "--quick", "--native_step", "--json",
+                     str(out), "--markdown", str(page)]) == 0
   report = json.loads(out.read_text())
   [row] = report["rows"]
   assert row["params"] == bench_sizes.mlp_parameters(4) == 3_210
@@ -43,6 +43,8 @@ def test_sweep_runs_and_reports_every_field(tmp_path):
   assert "| 3,210 |" in text and report["date"] in text
   assert report["cpu_allocator"] in ("default", "BFC")
   assert "TensorFlow's {} CPU allocator".format(report["cpu_allocator"]) in text
+  assert report["native_step"] and "--sizes --native_step`" in text
+  assert "with native_step=True" in report["learned"]
 
 
 def test_the_loop_sweep_times_steps_of_the_compiled_meta_test_loop():

@@ -213,9 +213,10 @@ def format_markdown(report):
   lines = [
       "# The learned step's cost across model sizes",
       "",
-      "`python -m l2o_scale.bench --sizes{}`: {}, batch {}, {} against {}, "
-      "taking turns in one process; medians over {} repeats.".format(
+      "`python -m l2o_scale.bench --sizes{}{}`: {}, batch {}, {} against "
+      "{}, taking turns in one process; medians over {} repeats.".format(
           " --sizes_in=loop" if report.get("sweep") == "loop" else "",
+          " --native_step" if report.get("native_step") else "",
           report["model"], report["batch_size"], report["learned"],
           report["baseline"], report["rows"][0]["repeats"] if report["rows"]
           else 0),

@@ -9,7 +9,9 @@
 // memory and reads it back (it fuses no matrix product with the code around
 // it), about 1 KB of traffic per parameter. Here 8 coordinates at a time go
 // from their state to their new state in registers: the state is read and
-// written once (about 45 floats per parameter).
+// written once (about 45 floats per parameter). What remains is its
+// arithmetic, about 370 instructions per coordinate (docs/performance.md,
+// "The native step").
 //
 // Forward only: the Keras optimizer and the compiled meta-test loop use it,
 // meta-training differentiates the TensorFlow ops. Needs AVX2 and FMA;
@@ -29,10 +31,10 @@
 // sums [23, T]: of the 10 new state rows, of the 12 inputs, of the squared
 // update direction.
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -211,10 +213,8 @@ struct Block {
   int64_t stride;
 };
 
-// kWidth coordinates; adds their contributions, times `lanes` (1 or 0 per
+// 8 coordinates, one register each row; adds their contributions, times `lanes` (1 or 0 per
 // coordinate), to the per-tensor sums.
-// The matrix products keep their outer loop; every other loop is unrolled,
-// so that the arrays (gate sums, state) live in registers.
 inline void Step(const Block& b, const Shared& s, V lanes, V* sums) {
   const int64_t st = b.stride;
   const V one = Set(1.f);
@@ -227,7 +227,6 @@ inline void Step(const Block& b, const Shared& s, V lanes, V* sums) {
   V x[kRows];
   V log_ms[kScales];
   V log_ms_mean = Zero();
-  #pragma GCC unroll 16
   for (int i = 0; i < kScales; ++i) {
     if (i) decay = Sqrt(decay);
     const V accum = Fma(grad, Sub(one, decay), Mul(Load(b.accum + i * st), decay));
@@ -244,61 +243,39 @@ inline void Step(const Block& b, const Shared& s, V lanes, V* sums) {
     log_ms[i] = Log(Add(ms, Set(1e-16f)));
     log_ms_mean = Add(log_ms_mean, log_ms[i]);
   }
-  #pragma GCC unroll 16
   for (int i = 0; i + 1 < kScales; ++i) x[kScales + i] = Mul(x[i], x[i + 1]);
   log_ms_mean = Mul(log_ms_mean, Set(1.f / kScales));
-  #pragma GCC unroll 16
   for (int i = 0; i < kScales; ++i)
     x[2 * kScales - 1 + i] = Sub(log_ms[i], log_ms_mean);
   const V log_lr = Load(b.log_lr);
   x[kInputs - 1] = Sub(log_lr, s.lr_mean);
-  #pragma GCC unroll 16
   for (int k = 0; k < kUnits; ++k) x[kInputs + k] = Load(b.state + k * st);
-  #pragma GCC unroll 16
   for (int k = 0; k < kInputs; ++k) sums[kUnits + k] = Fma(lanes, x[k], sums[kUnits + k]);
   const V* state = x + kInputs;
 
   // The GRU: reset gate, the reset-gated state, the candidate, the update
   // gate, the new state c + u (state - c).
   V acc[kUnits], gated[kUnits];
-  #pragma GCC unroll 16
   for (int j = 0; j < kUnits; ++j) acc[j] = s.bias[j];
-  #pragma GCC unroll 1
   for (int k = 0; k < kRows; ++k)
-    #pragma GCC unroll 16
     for (int j = 0; j < kUnits; ++j)
       acc[j] = Fma(s.w[k * kGates + j], x[k], acc[j]);
-  #pragma GCC unroll 16
   for (int j = 0; j < kUnits; ++j) gated[j] = Mul(Sigmoid(acc[j]), state[j]);
-  #pragma GCC unroll 16
   for (int j = 0; j < kUnits; ++j) acc[j] = s.bias[2 * kUnits + j];
-  #pragma GCC unroll 1
   for (int k = 0; k < kInputs; ++k)
-    #pragma GCC unroll 16
     for (int j = 0; j < kUnits; ++j)
-      acc[j] = Fma(s.w[k * kGates + 2 * kUnits + j],
-                   x[k], acc[j]);
+      acc[j] = Fma(s.w[k * kGates + 2 * kUnits + j], x[k], acc[j]);
   V cand[kUnits];
-  #pragma GCC unroll 16
   for (int j = 0; j < kUnits; ++j) cand[j] = Zero();
-  #pragma GCC unroll 1
   for (int i = 0; i < kUnits; ++i)
-    #pragma GCC unroll 16
     for (int j = 0; j < kUnits; ++j)
-      cand[j] = Fma(s.sw[i * kUnits + j], gated[i],
-                    cand[j]);
-  #pragma GCC unroll 16
+      cand[j] = Fma(s.sw[i * kUnits + j], gated[i], cand[j]);
   for (int j = 0; j < kUnits; ++j) cand[j] = Tanh(Add(acc[j], cand[j]));
-  #pragma GCC unroll 16
   for (int j = 0; j < kUnits; ++j) acc[j] = s.bias[kUnits + j];
-  #pragma GCC unroll 1
   for (int k = 0; k < kRows; ++k)
-    #pragma GCC unroll 16
     for (int j = 0; j < kUnits; ++j)
-      acc[j] = Fma(s.w[k * kGates + kUnits + j], x[k],
-                   acc[j]);
+      acc[j] = Fma(s.w[k * kGates + kUnits + j], x[k], acc[j]);
   V h[kUnits];
-  #pragma GCC unroll 16
   for (int j = 0; j < kUnits; ++j) {
     h[j] = Fma(Sigmoid(acc[j]), Sub(state[j], cand[j]), cand[j]);
     Store(b.state_o + j * st, h[j]);
@@ -308,16 +285,11 @@ inline void Step(const Block& b, const Shared& s, V lanes, V* sums) {
   // Readouts: update direction (plus the gradient shortcut), the two
   // decays, the learning rate.
   V out[kReadouts];
-  #pragma GCC unroll 16
   for (int r = 0; r < kReadouts; ++r) out[r] = s.readout_bias[r];
-  #pragma GCC unroll 1
   for (int j = 0; j < kUnits; ++j)
-    #pragma GCC unroll 16
     for (int r = 0; r < kReadouts; ++r)
-      out[r] = Fma(s.readout[j * kReadouts + r], h[j],
-                   out[r]);
+      out[r] = Fma(s.readout[j * kReadouts + r], h[j], out[r]);
   V delta = out[0];
-  #pragma GCC unroll 16
   for (int i = 0; i < kScales; ++i) delta = Fma(s.shortcut[i], x[i], delta);
   Store(b.delta_o, delta);
   sums[kSums - 1] = Fma(lanes, Mul(delta, delta), sums[kSums - 1]);
@@ -354,9 +326,9 @@ constexpr int kInRows = 1 + 2 * kScales + 2 + 1 + kUnits;       // 22
 constexpr int kOutRows = 2 * kScales + 2 + 1 + kUnits + 2;      // 23
 constexpr int kWidth = 8;  // coordinates per register
 
-// Writes m floats to `to` past the caches (nothing reads them before the
-// step ends; a cached write would first read each line), by aligned
-// streaming stores between plain stores of the unaligned ends.
+// Writes m floats to `to` past the caches (they are read only after the
+// whole call, from memory anyway; a cached write would first read each
+// line), by aligned streaming stores between plain stores of the ends.
 inline void StreamOut(float* to, const float* from, int m) {
   int i = 0;
   for (; i < m && (reinterpret_cast<uintptr_t>(to + i) & 31); ++i) to[i] = from[i];
@@ -515,7 +487,12 @@ void LearnedStep(void* out, const void** in, XlaCustomCallStatus*) {
     }
     _mm_sfence();  // The streamed results are visible before the join.
   };
-  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  // One thread per CPU this process may run on (at most 8: beyond, the
+  // step is bound by memory traffic).
+  cpu_set_t cpus;
+  int threads = sched_getaffinity(0, sizeof(cpus), &cpus) == 0
+                    ? CPU_COUNT(&cpus)
+                    : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, std::min({threads, 8, static_cast<int>(items.size())}));
   if (c.n < 4 * kItem) threads = 1;
   std::vector<std::thread> pool;
