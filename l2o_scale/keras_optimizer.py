@@ -126,7 +126,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       default where it can), run the per-coordinate part of the
       hierarchical RNN's step as one native kernel
       (:mod:`optimizer.native_step`: built once per machine with its C++
-      compiler, ~30 s; AVX2 and FMA; the configuration of the shipped
+      compiler, ~3 s; AVX2 and FMA; the configuration of the shipped
       optimizers): the same step up to float rounding, in about 0.6 times
       the time at large models (docs/performance.md). Where the kernel
       cannot run, TensorFlow's ops do, with a warning that says why.

@@ -17,8 +17,8 @@ Forward only (no gradient): the Keras optimizer
 it; meta-training differentiates the TensorFlow ops. It is written for the
 configuration of every shipped optimizer (:func:`unsupported_options`).
 
-The kernel is built on first use with the machine's C++ compiler against
-TensorFlow's headers, into ``~/.cache/l2o_scale`` (``L2O_SCALE_CACHE`` moves
+The kernel is built on first use with the machine's C++ compiler (a few
+seconds), into ``~/.cache/l2o_scale`` (``L2O_SCALE_CACHE`` moves
 it), once per TensorFlow version and source. Where it cannot run (no AVX2
 and FMA, no compiler, a GPU, a step not compiled by XLA) the TensorFlow ops
 run instead; :func:`unavailable_reason` says why.
@@ -99,12 +99,13 @@ def _load():
 def _build(library):
   """Compiles the kernel into ``library``; None, or why it failed."""
   partial = "{}.{}.tmp".format(library, os.getpid())
+  # Not linked against TensorFlow: the two registry functions it calls
+  # resolve, when it is loaded, to those of the TensorFlow in the process
+  # (linking would take ~10 s of reading libtensorflow_cc's symbols).
   command = [os.environ.get("CXX", "g++"), "-std=c++17", "-O3", "-mavx2",
-             "-mfma", "-fPIC", "-shared", SOURCE,
-             "-I" + tf.sysconfig.get_include(),
-             "-L" + tf.sysconfig.get_lib(), "-l:libtensorflow_cc.so.2",
-             "-l:libtensorflow_framework.so.2", "-lpthread", "-o", partial]
-  print("Building the native learned step, once per machine (~30 s): {}"
+             "-mfma", "-fPIC", "-shared", SOURCE, "-lpthread", "-o", partial]
+  print("Building the native learned step, once per machine (a few "
+        "seconds): {}"
         .format(library), file=sys.stderr, flush=True)
   try:
     subprocess.run(command, check=True, capture_output=True, timeout=600)

@@ -41,8 +41,20 @@
 #include <thread>
 #include <vector>
 
-#include "xla/service/custom_call_status.h"
-#include "xla/service/custom_call_target_registry.h"
+#include <string>
+
+// The two functions of XLA's registry of CPU custom-call targets it needs
+// (xla/service/custom_call_target_registry.h, exported by
+// libtensorflow_cc): declared here rather than included, which keeps the
+// build to a few seconds (the header brings ~100,000 lines of Abseil).
+namespace xla {
+class CustomCallTargetRegistry {
+ public:
+  static CustomCallTargetRegistry* Global();
+  void Register(const std::string& symbol, void* address,
+                const std::string& platform);
+};
+}  // namespace xla
 
 namespace {
 
@@ -434,7 +446,8 @@ Shared SharedFor(const Call& c, const Weights& weights, int64_t tensor) {
   return s;
 }
 
-void LearnedStep(void* out, const void** in, XlaCustomCallStatus*) {
+// XLA's CPU custom-call signature: results, operands, status (unused).
+void LearnedStep(void* out, const void** in, void*) {
   void** results = static_cast<void**>(out);
   Call c;
   c.accum = static_cast<const float*>(in[0]);
@@ -508,5 +521,10 @@ void LearnedStep(void* out, const void** in, XlaCustomCallStatus*) {
 
 }  // namespace
 
-XLA_CPU_REGISTER_CUSTOM_CALL_TARGET_WITH_SYM("l2o_scale_learned_step",
-                                             LearnedStep);
+// Registered when the library is loaded (optimizer/native_step.py).
+const bool kRegistered = [] {
+  xla::CustomCallTargetRegistry::Global()->Register(
+      "l2o_scale_learned_step", reinterpret_cast<void*>(&LearnedStep),
+      "Host");
+  return true;
+}();
