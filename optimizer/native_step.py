@@ -176,6 +176,9 @@ def per_coordinate_step(learned, grads, packed, injected_bias, lr_mean):
   ``sums`` [23, T] (per tensor: of the new state rows, of the 12 inputs, of
   the squared update direction).
   """
+  loaded, why = _load()
+  if not loaded:
+    raise RuntimeError("the native step cannot run here: " + why)
   sizes = [int(g.shape.num_elements()) for g in grads]
   n, count = sum(sizes), len(sizes)
   cell = learned.cells[0]
