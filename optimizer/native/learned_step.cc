@@ -337,6 +337,8 @@ constexpr int kTile = 1024;
 constexpr int kInRows = 1 + 2 * kScales + 2 + 1 + kUnits;       // 22
 constexpr int kOutRows = 2 * kScales + 2 + 1 + kUnits + 2;      // 23
 constexpr int kWidth = 8;  // coordinates per register
+constexpr int kLines = kTile / 16;  // cache lines per tile row
+constexpr int kPrefetch = (kInRows * kLines + kTile / kWidth - 1) / (kTile / kWidth);
 
 // Writes m floats to `to` past the caches (they are read only after the
 // whole call, from memory anyway; a cached write would first read each
@@ -386,18 +388,19 @@ void RunItem(const Call& c, const Shared& s, const Item& item, float* out) {
     const int m = static_cast<int>(std::min<int64_t>(kTile, item.hi - first));
     for (int r = 0; r < kInRows; ++r)
       std::memcpy(in[r], src[r] + first, m * sizeof(float));
-    // The next tile's rows are fetched while this one is computed.
+    // The next tile's rows are fetched while this one is computed (a
+    // whole tile only: kPrefetch lines per 8 coordinates).
+    const bool fetch = first + 2 * kTile <= item.hi;
     const int64_t next = first + kTile;
-    const int next_lines = static_cast<int>(
-        std::min<int64_t>(kTile, std::max<int64_t>(item.hi - next, 0)) + 15) / 16;
-    const int per_step = (kInRows * next_lines + kTile / kWidth - 1) / (kTile / kWidth);
-    int row = 0, line = 0;  // the next line to fetch
     for (int v = 0; v < kTile; v += kWidth) {
       if (v >= m) break;
-      for (int q = 0; q < per_step && row < kInRows; ++q) {
-        _mm_prefetch(reinterpret_cast<const char*>(src[row] + next + 16 * line),
-                     _MM_HINT_T0);
-        if (++line == next_lines) line = 0, ++row;
+      if (fetch) {
+        for (int q = 0; q < kPrefetch; ++q) {
+          const int l = (v / kWidth) * kPrefetch + q;  // < kInRows * kLines
+          _mm_prefetch(reinterpret_cast<const char*>(
+                           src[l / kLines] + next + 16 * (l % kLines)),
+                       _MM_HINT_T0);
+        }
       }
       Block at = b;
       at.grad += v; at.accum += v; at.ms += v; at.decays += v;
