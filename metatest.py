@@ -337,9 +337,9 @@ def _restored(flag_values, path):
   opt = optimizer_flags.optimizer_spec(values).build()
   checkpoints.restore_optimizer(path, opt)
   if flag_values.native_step:
-    why = native_step.enable(opt)
-    if not flag_values.jit_compile:
-      why = "it runs in steps compiled by XLA only (--jit_compile)"
+    # Without XLA the kernel would never run: it is not built for nothing.
+    why = (native_step.enable(opt) if flag_values.jit_compile else
+           "it runs in steps compiled by XLA only (--jit_compile)")
     if why:
       print("--native_step: {}; TensorFlow's ops run instead.".format(why))
   print("using optimizer L2o ({}) restored from {}".format(

@@ -127,8 +127,8 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       hierarchical RNN's step as one native kernel
       (:mod:`optimizer.native_step`: built once per machine with its C++
       compiler, ~3 s; AVX2 and FMA; the configuration of the shipped
-      optimizers): the same step up to float rounding, in about 0.6 times
-      the time at large models (docs/performance.md). Where the kernel
+      optimizers): the same step up to float rounding, in about half the
+      time from ~670k parameters on (docs/performance.md). Where the kernel
       cannot run, TensorFlow's ops do, with a warning that says why.
       False: TensorFlow's ops only.
     name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras

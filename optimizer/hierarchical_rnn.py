@@ -93,7 +93,11 @@ class _Segments:
 
   def means(self, rows):
     """[k, N] -> [k, T]: each row averaged over each tensor (:meth:`sums`)."""
-    return self.sums(rows) * tf.constant(self._inverse_sizes)
+    return self.means_of_sums(self.sums(rows))
+
+  def means_of_sums(self, sums):
+    """[k, T] per-tensor sums -> the per-tensor means."""
+    return sums * tf.constant(self._inverse_sizes)
 
   def spread(self, per_tensor):
     """[k, T] -> [k, N]: each tensor's value on each of its coordinates
@@ -772,8 +776,7 @@ class HierarchicalRNN(opt.TrainableOptimizer):
       pieces = seg.split(delta)
       if not self.dynamic_output_scale:
         return pieces
-      rms = tf.sqrt(seg.means(tf.square(delta)) + 1e-16)
-      return [piece / rms[:, t] for t, piece in enumerate(pieces)]
+      return self._unit_rms(pieces, seg.means(tf.square(delta)))
 
     update_delta = pieces["update"]
     if self.use_gradient_shortcut:
@@ -828,6 +831,12 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     return self.cells[1](layer_input, packed["layer"])[0]
 
   @staticmethod
+  def _unit_rms(pieces, mean_squares):
+    """Each tensor's piece over its RMS (``mean_squares`` [1, T])."""
+    rms = tf.sqrt(mean_squares + 1e-16)
+    return [piece / rms[:, t] for t, piece in enumerate(pieces)]
+
+  @staticmethod
   def _update_steps(lr_param, update_deltas, grads, seg):
     """Each tensor's step: learning rate times update direction."""
     return [tf.reshape(lr * delta, tf.shape(grad)) for lr, delta, grad
@@ -846,15 +855,13 @@ class HierarchicalRNN(opt.TrainableOptimizer):
     new_packed = {key: out[key] for key in ("parameter", "decays",
                                             "log_learning_rate",
                                             "grad_accum", "ms")}
-    means = out["sums"] * tf.constant(seg._inverse_sizes)
     state_means, input_means, delta_ms = tf.split(
-        means, [native_step.UNITS, native_step.INPUTS, 1], 0)
+        seg.means_of_sums(out["sums"]),
+        [native_step.UNITS, native_step.INPUTS, 1], 0)
     if self.num_layers > 1:
       new_packed["layer"] = self._layer_step(
           tf.concat([state_means, input_means], 0), packed, global_state)
-    rms = tf.sqrt(delta_ms + 1e-16)
-    update_deltas = [piece / rms[:, t]
-                     for t, piece in enumerate(seg.split(out["delta"]))]
+    update_deltas = self._unit_rms(seg.split(out["delta"]), delta_ms)
     return (new_packed, self._update_steps(out["lr"], update_deltas, grads,
                                            seg), None, None)
 

@@ -1,7 +1,7 @@
 """The hierarchical RNN's per-coordinate step as one native kernel in XLA.
 
-Not in the original. Why: at large models the learned step is bound by
-memory traffic, not arithmetic. XLA's CPU code writes each of the step's
+Not in the original. Why: at large models the learned step in TensorFlow's
+ops is bound by memory traffic, not arithmetic. XLA's CPU code writes each of the step's
 ~20 intermediate [k, N] arrays (features, the GRU's products, readouts) to
 memory and reads it back, about 1 KB per parameter per step, because it
 fuses no matrix product with the code around it. ``native/learned_step.cc``
@@ -212,7 +212,6 @@ def per_coordinate_step(learned, grads, packed, injected_bias, lr_mean):
       operands=operands, call_target_name=TARGET, backend_config="",
       has_side_effect=False, result_dtypes=[tf.float32] * len(shapes),
       result_shapes=shapes)
-  out = dict(zip(names, results))
-  for key, value in out.items():
-    value.set_shape(shapes[names.index(key)])
-  return out
+  for result, shape in zip(results, shapes):
+    result.set_shape(shape)
+  return dict(zip(names, results))
