@@ -1,8 +1,9 @@
 """Fault injection: bad data, damaged checkpoints, run records, locks, signals,
 disks and the cluster launcher. Each fault ends in an exit status, one line of
 the script's own saying what is wrong and what to do, and no file of the run
-changed. metarun.py's refusals run in one process per test (its absl flags are
-global: ``_metarun_cases`` parses each case's flags and calls ``main``);
+changed. metarun.py's refusals run in a process of their own (its absl flags
+are global: ``_metarun_cases`` parses each case's flags and calls ``main``),
+one for all the tests on copies of a trained dir (the ``refusals`` fixture);
 metatest.py's run in this process, as tests/test_metatest.py does."""
 
 import gzip
@@ -220,22 +221,129 @@ RESUME_FAULTS = ["truncated_data", "garbled_index", "empty_index",
                  "state_names_deleted", "state_of_other_folder"]
 
 
-def test_checkpoint_faults_refuse_resuming_and_testing(trained, tmp_path,
-                                                       data_dir,
-                                                       parse_metatest):
-  """metarun resumes nothing on a guess (the original restarted at
-  meta-iteration 1 over a garbled state file); metatest and the Keras
-  optimizer name the damaged file instead of a reader traceback."""
+def _checkpoint_fault_cases(trained_dir, folder, data_dir):
+  """Copies of ``trained_dir`` damaged each way (and one named by its log
+  dir): (how -> (train dir, log dir, file the refusal names, its files),
+  metarun cases resuming each)."""
   dirs, cases = {}, []
   for how in RESUME_FAULTS + ["as_train_dir"]:
-    train_dir, logdir = _copy(trained[0], tmp_path, how)
+    train_dir, logdir = _copy(trained_dir, folder, how)
     named = _damage(logdir, how) if how != "as_train_dir" else logdir
     dirs[how] = (train_dir, logdir, named, _files(train_dir))
     cases.append((how, ["--train_dir={}".format(
         logdir if how == "as_train_dir" else train_dir),
                         "--data_dir={}".format(data_dir),
                         "--num_meta_iterations=3"] + TINY, None))
-  results = _metarun_cases(tmp_path, cases)
+  return dirs, cases
+
+
+def _run_record_cases(trained_dir, folder, data_dir):
+  """Copies of ``trained_dir`` without or with a damaged run record, and a
+  file where a train dir should be: (their paths and files, metarun cases
+  on them and of its end-of-run verdict)."""
+  data = "--data_dir={}".format(data_dir)
+  no_record, no_record_log = _copy(trained_dir, folder, "no_record")
+  os.remove(run_record.path(no_record_log))
+  other, _ = _copy(trained_dir, folder, "other")
+  damaged, damaged_log = _copy(trained_dir, folder, "damaged")
+  record = run_record.read(damaged_log)
+  record["optimizer_flags"] = [1, 2]
+  with open(run_record.path(damaged_log), "w") as f:
+    json.dump(record, f)
+  a_file = folder / "a_file"
+  a_file.write_text("keep")
+  paths = dict(no_record=no_record, no_record_log=no_record_log,
+               before=_files(no_record), other=other,
+               other_before=_files(other), damaged_log=damaged_log,
+               a_file=a_file)
+  same = ["--num_meta_iterations=2"] + TINY
+  return paths, [
+      ("wrong", ["--train_dir=" + no_record, data,
+                 "--num_gradient_scales=3"] + same, None),
+      ("right", ["--train_dir=" + no_record, data] + same, None),
+      ("all_differ", ["--train_dir=" + other, data, "--num_gradient_scales=3",
+                      "--max_log_lr=-3", "--rms_decay=0.5"] + same, None),
+      ("idle_regularizer", ["--train_dir=" + other, data,
+                            "--reg_option=hessian-esd"] + same, None),
+      ("damaged", ["--train_dir=" + damaged, data] + same, None),
+      ("under_a_file", ["--train_dir={}".format(a_file / "run"), data] + same,
+       None),
+      ("learned_nothing", same, dict(
+          best_evaluation=2.3, last_checkpoint="c", meta_iterations=5,
+          best_model_idx=1, evaluations=5, first_evaluation=2.3)),
+      ("learned", same, dict(
+          best_evaluation=2.1, last_checkpoint="c", meta_iterations=5,
+          best_model_idx=4, evaluations=5, first_evaluation=2.3)),
+      ("one_evaluation", same, dict(
+          best_evaluation=2.1, last_checkpoint="c", meta_iterations=1,
+          best_model_idx=1, evaluations=1, first_evaluation=2.1)),
+      ("curriculum_learned_nothing", same + ["--if_cl=True"], dict(
+          best_evaluation=1.9, last_checkpoint="c", meta_iterations=5,
+          best_model_idx=1, evaluations=5, first_evaluation=2.3)),
+      ("curriculum_learned", same + ["--if_cl=True"], dict(
+          best_evaluation=2.5, last_checkpoint="c", meta_iterations=5,
+          best_model_idx=3, evaluations=5, first_evaluation=2.3)),
+  ]
+
+
+def _data_change_cases(trained_dir, folder, data_dir):
+  """A copy of ``trained_dir`` and of the MNIST folder: (their paths and the
+  train dir's files, metarun cases resuming it with the other data)."""
+  other_data = folder / "other_mnist"
+  shutil.copytree(data_dir, other_data)
+  train_dir, _ = _copy(trained_dir, folder, "run")
+  paths = dict(train_dir=train_dir, other_data=other_data,
+               before=_files(train_dir))
+  same = ["--train_dir=" + train_dir, "--num_meta_iterations=2"] + TINY
+  return paths, [
+      ("other", same + ["--data_dir={}".format(other_data)], None),
+      ("allowed", same + ["--data_dir={}".format(other_data),
+                          "--allow_data_change=True"], None),
+      ("inf", same + ["--data_dir={}".format(data_dir),
+                      "--meta_learning_rate=inf"], None),
+  ]
+
+
+@pytest.fixture(scope="module")
+def refusals(trained, tmp_path_factory):
+  """{group: (setup, {case: (status, stderr, stdout)}, {dir: its files right
+  after the cases ran})} of the metarun cases of the tests on copies of the
+  trained dir (checkpoint faults, run records, a data change), all run in
+  one process: its start (a TensorFlow import) costs seconds, once per
+  module instead of once per test. A group's cases run on its own copies,
+  so no case sees another's writes."""
+  base = tmp_path_factory.mktemp("refusals")
+  data_dir = conftest.mnist_dir()
+  setups, cases = {}, []
+  for group, make in (("checkpoint", _checkpoint_fault_cases),
+                      ("data_change", _data_change_cases),
+                      ("run_record", _run_record_cases)):
+    folder = base / group
+    folder.mkdir()
+    setups[group], group_cases = make(trained[0], folder, data_dir)
+    cases += [("{}/{}".format(group, name), args, result)
+              for name, args, result in group_cases]
+  results = _metarun_cases(base, cases)
+  out = {}
+  for group in setups:
+    folder = base / group
+    watched = [str(folder / name) for name in sorted(os.listdir(folder))]
+    out[group] = (setups[group],
+                  {name.split("/", 1)[1]: value
+                   for name, value in results.items()
+                   if name.startswith(group + "/")},
+                  {path: _files(path) for path in watched
+                   if os.path.isdir(path)})
+  return out
+
+
+def test_checkpoint_faults_refuse_resuming_and_testing(refusals, tmp_path,
+                                                       data_dir,
+                                                       parse_metatest):
+  """metarun resumes nothing on a guess (the original restarted at
+  meta-iteration 1 over a garbled state file); metatest and the Keras
+  optimizer name the damaged file instead of a reader traceback."""
+  dirs, results, after = refusals["checkpoint"]
   for how, (train_dir, logdir, named, before) in dirs.items():
     status, stderr, _ = results[how]
     line = _own_line(stderr, "metarun.py")
@@ -243,7 +351,7 @@ def test_checkpoint_faults_refuse_resuming_and_testing(trained, tmp_path,
     if how != "as_train_dir":
       assert line.startswith("metarun.py: cannot resume: "), line
       assert "--resume=False --overwrite" in line, line
-    assert _files(train_dir) == before, how  # nothing written or lost
+    assert after[train_dir] == before, how  # nothing written or lost
   assert "is garbled" in results["garbled_state"][1]
   assert "is truncated" in results["truncated_data"][1]
   assert "pass --train_dir={}".format(dirs["as_train_dir"][0]) in (
@@ -281,48 +389,14 @@ def test_checkpoint_faults_refuse_resuming_and_testing(trained, tmp_path,
 
 
 # ------------------------------------------------------------ run records
-def test_run_record_faults(trained, tmp_path, data_dir, parse_metatest):
-  data = "--data_dir={}".format(data_dir)
-  no_record, no_record_log = _copy(trained[0], tmp_path, "no_record")
-  os.remove(run_record.path(no_record_log))
-  before = _files(no_record)
-  other, _ = _copy(trained[0], tmp_path, "other")
-  other_before = _files(other)
-  damaged, damaged_log = _copy(trained[0], tmp_path, "damaged")
-  record = run_record.read(damaged_log)
-  record["optimizer_flags"] = [1, 2]
-  with open(run_record.path(damaged_log), "w") as f:
-    json.dump(record, f)
-  a_file = tmp_path / "a_file"
-  a_file.write_text("keep")
-  same = ["--num_meta_iterations=2"] + TINY
-  results = _metarun_cases(tmp_path, [
-      ("wrong", ["--train_dir=" + no_record, data,
-                 "--num_gradient_scales=3"] + same, None),
-      ("right", ["--train_dir=" + no_record, data] + same, None),
-      ("all_differ", ["--train_dir=" + other, data, "--num_gradient_scales=3",
-                      "--max_log_lr=-3", "--rms_decay=0.5"] + same, None),
-      ("idle_regularizer", ["--train_dir=" + other, data,
-                            "--reg_option=hessian-esd"] + same, None),
-      ("damaged", ["--train_dir=" + damaged, data] + same, None),
-      ("under_a_file", ["--train_dir={}".format(a_file / "run"), data] + same,
-       None),
-      ("learned_nothing", same, dict(
-          best_evaluation=2.3, last_checkpoint="c", meta_iterations=5,
-          best_model_idx=1, evaluations=5, first_evaluation=2.3)),
-      ("learned", same, dict(
-          best_evaluation=2.1, last_checkpoint="c", meta_iterations=5,
-          best_model_idx=4, evaluations=5, first_evaluation=2.3)),
-      ("one_evaluation", same, dict(
-          best_evaluation=2.1, last_checkpoint="c", meta_iterations=1,
-          best_model_idx=1, evaluations=1, first_evaluation=2.1)),
-      ("curriculum_learned_nothing", same + ["--if_cl=True"], dict(
-          best_evaluation=1.9, last_checkpoint="c", meta_iterations=5,
-          best_model_idx=1, evaluations=5, first_evaluation=2.3)),
-      ("curriculum_learned", same + ["--if_cl=True"], dict(
-          best_evaluation=2.5, last_checkpoint="c", meta_iterations=5,
-          best_model_idx=3, evaluations=5, first_evaluation=2.3)),
-  ])
+def test_run_record_faults(refusals, trained, parse_metatest):
+  """A train dir without its run record resumes only with the flags of its
+  checkpoint; other flags, a damaged record or a file in the way are
+  refused in one line, nothing changed; the end of a run says whether it
+  learned; metatest and the Keras optimizer need the record or the flags."""
+  paths, results, after = refusals["run_record"]
+  no_record, other = paths["no_record"], paths["other"]
+  damaged_log, a_file = paths["damaged_log"], paths["a_file"]
   # A dir without its record: the wrong flags write nothing, the right ones
   # resume (here: already complete) and record the flags.
   status, stderr, _ = results["wrong"]
@@ -332,9 +406,9 @@ def test_run_record_faults(trained, tmp_path, data_dir, parse_metatest):
   status, stderr, stdout = results["right"]
   assert status == 0, stderr[-3000:]
   assert "has no run_record.json; its checkpoint model.ckpt-2 fits" in stdout
-  after = _files(no_record)
-  assert after.pop(os.path.join(SUBDIR, "run_record.json"))
-  assert after == before
+  after_right = dict(after[no_record])
+  assert after_right.pop(os.path.join(SUBDIR, "run_record.json"))
+  assert after_right == paths["before"]
   status, stderr, _ = results["all_differ"]
   assert status == 2 and _own_line(stderr, "metarun.py") == (
       "metarun.py: {} was trained with --max_log_lr=33.0, "
@@ -347,7 +421,7 @@ def test_run_record_faults(trained, tmp_path, data_dir, parse_metatest):
           "off (original behaviour). --reg_optimizer=True regularizes the "
           "optimizer") in stdout
   assert status == 2 and "--reg_option=hessian" in stderr  # the record's
-  assert _files(other) == other_before
+  assert after[other] == paths["other_before"]
   status, stderr, _ = results["damaged"]
   assert status == 2 and _own_line(stderr, "metarun.py") == (
       "metarun.py: {} is damaged: its optimizer_flags is not a mapping of "
@@ -406,6 +480,28 @@ def test_run_record_faults(trained, tmp_path, data_dir, parse_metatest):
                      "optimizer_kwargs"):
     keras_optimizer.LearnedOptimizer.from_checkpoint(
         os.path.join(no_record + "_", SUBDIR))
+
+
+def test_resume_with_other_data_is_refused_unless_allowed(refusals, data_dir):
+  """A train dir resumed with another --data_dir: refused naming the flag
+  and nothing changed; --allow_data_change=True takes it (the run is
+  complete, so it only resumes); an inf meta learning rate never starts."""
+  paths, results, after = refusals["data_change"]
+  train_dir, other_data = paths["train_dir"], paths["other_data"]
+  status, stderr, _ = results["other"]
+  assert status == 2
+  assert _own_line(stderr, "metarun.py") == (
+      "metarun.py: {} was trained with --data_dir={}; this run gives "
+      "--data_dir={}. Use the same flags, another --train_dir, or "
+      "--resume=False --overwrite to start over (--allow_data_change=True: "
+      "train on the other data).".format(train_dir, data_dir, other_data))
+  status, stderr, _ = results["inf"]
+  assert status == 2 and _own_line(stderr, "metarun.py") == (
+      "metarun.py: invalid flag: --meta_learning_rate must be a finite number "
+      "(got inf)")
+  assert after[train_dir] == paths["before"]
+  status, stderr, _ = results["allowed"]
+  assert status == 0, stderr[-3000:]
 
 
 # ------------------------------------------------------------------ locks
@@ -615,39 +711,6 @@ def test_recipe_given_twice_is_refused(tmp_path):
   assert not (tmp_path / "run").exists()
 
 
-def test_resume_with_other_data_is_refused_unless_allowed(trained, tmp_path,
-                                                          data_dir):
-  """A train dir resumed with another --data_dir: refused naming the flag
-  and nothing changed; --allow_data_change=True takes it (the run is
-  complete, so it only resumes); an inf meta learning rate never starts."""
-  other_data = tmp_path / "other_mnist"
-  shutil.copytree(data_dir, other_data)
-  train_dir, _ = _copy(trained[0], tmp_path, "run")
-  before = _files(train_dir)
-  same = ["--train_dir=" + train_dir, "--num_meta_iterations=2"] + TINY
-  results = _metarun_cases(tmp_path, [
-      ("other", same + ["--data_dir={}".format(other_data)], None),
-      ("allowed", same + ["--data_dir={}".format(other_data),
-                          "--allow_data_change=True"], None),
-      ("inf", same + ["--data_dir={}".format(data_dir),
-                      "--meta_learning_rate=inf"], None),
-  ])
-  status, stderr, _ = results["other"]
-  assert status == 2
-  assert _own_line(stderr, "metarun.py") == (
-      "metarun.py: {} was trained with --data_dir={}; this run gives "
-      "--data_dir={}. Use the same flags, another --train_dir, or "
-      "--resume=False --overwrite to start over (--allow_data_change=True: "
-      "train on the other data).".format(train_dir, data_dir, other_data))
-  status, stderr, _ = results["inf"]
-  assert status == 2 and _own_line(stderr, "metarun.py") == (
-      "metarun.py: invalid flag: --meta_learning_rate must be a finite number "
-      "(got inf)")
-  assert _files(train_dir) == before
-  status, stderr, _ = results["allowed"]
-  assert status == 0, stderr[-3000:]
-
-
 def test_metatest_keeps_results_and_warns_on_identical_splits(
     tmp_path, data_dir, parse_metatest, capsys):
   """Result files of the same --model_name are not replaced without
@@ -749,20 +812,22 @@ KERAS_LOAD = textwrap.dedent("""
     """)
 
 
-def test_keras_file_loads_after_the_checkpoint_is_gone(tmp_path):
+def test_keras_file_loads_after_the_checkpoint_is_gone(tmp_path, monkeypatch):
   """Saved in one folder (then the checkpoint deleted), loaded in a fresh
   process elsewhere after ``import l2o_scale.keras_optimizer``: training
-  goes on as it goes on in the saving process."""
+  goes on as it goes on in the saving process. (The saving runs in this
+  process, in its folder: only the loading needs a fresh one.)"""
   saved, elsewhere = tmp_path / "saved", tmp_path / "elsewhere"
   saved.mkdir()
   elsewhere.mkdir()
   shutil.copytree(pretrained.folder("l2o-scale"), saved / "ckpt")
-  for code, cwd, arg in [(KERAS_SAVE, saved, ""),
-                         (KERAS_LOAD, elsewhere, str(saved))]:
-    done = subprocess.run([sys.executable, "-c", code, arg],
-                          capture_output=True, text=True, env=_env(),
-                          cwd=str(cwd), timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+  with monkeypatch.context() as patch:
+    patch.chdir(saved)
+    exec(compile(KERAS_SAVE, "KERAS_SAVE", "exec"), {})  # pylint: disable=exec-used
+  done = subprocess.run([sys.executable, "-c", KERAS_LOAD, str(saved)],
+                        capture_output=True, text=True, env=_env(),
+                        cwd=str(elsewhere), timeout=600)
+  assert done.returncode == 0, done.stderr[-3000:]
   assert not (saved / "ckpt").exists()
   assert done.stdout.split("\n")[:2] == [
       "trained: same weights LearnedOptimizer", "fresh: same meta-parameters"]

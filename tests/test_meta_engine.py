@@ -3,6 +3,8 @@ closed form, and the speed options of the meta-step against the plain one
 (a Python-bool regularizer switch, the XLA-compiled optimizer step) and the
 resume state of earlier versions."""
 
+import collections
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -40,6 +42,12 @@ def _mlp_setup(reg_option="hessian-esd", steps=4):
   reg = regularizer_lib.make_regularizer_config(problem, reg_optimizer=True,
                                            alpha=0.1, reg_option=reg_option,
                                            hessian_itrs=4)
+  return problem, reg, _inputs_maker(problem, steps)
+
+
+def _inputs_maker(problem, steps=4):
+  """``inputs(switch)``: the next UnrollInputs of a fixed random stream (the
+  same stream on every call of this function)."""
   rng = np.random.RandomState(0)
   data = tf.constant(rng.normal(size=(40, 6)).astype(np.float32))
   labels = tf.constant(np.eye(3, dtype=np.float32)[rng.randint(0, 3, 40)])
@@ -54,7 +62,7 @@ def _mlp_setup(reg_option="hessian-esd", steps=4):
         jacob_switch=switch,
         mt_labels=unroll_lib.zero_mt_labels(problem.param_shapes, steps),
         first_unroll=True, reset_state=True)
-  return problem, reg, inputs
+  return inputs
 
 
 def _hrnn():
@@ -64,12 +72,43 @@ def _hrnn():
       use_gradient_shortcut=True, use_grad_products=True)
 
 
-def test_python_bool_switch_gives_the_tensor_switch_numbers():
-  problem, reg, make_inputs = _mlp_setup()
-  optimizer = _hrnn()
-  step = meta_step_lib.make_meta_step(problem, optimizer, reg)
+MetaSteps = collections.namedtuple(
+    "MetaSteps", "problem reg make_inputs optimizer sequential parallel")
+
+
+@pytest.fixture(scope="module")
+def meta_steps():
+  """``meta_steps(reg_option)``: the plain meta-step (``sequential``) and the
+  time-parallel one (``parallel``) of ``_mlp_setup(reg_option)`` and
+  ``_hrnn()``, with ``make_inputs`` starting the inputs' stream afresh.
+
+  The meta-steps only compute (they change no meta-parameter), so the tests
+  of a module share them: each is traced (seconds) once per worker, not once
+  per test; each test's inputs are the ones of a fresh ``_mlp_setup``."""
+  built = {}
+
+  def get(reg_option):
+    if reg_option not in built:
+      problem, reg, _ = _mlp_setup(reg_option)
+      optimizer = _hrnn()
+      built[reg_option] = (problem, reg, optimizer,
+                           meta_step_lib.make_meta_step(problem, optimizer,
+                                                        reg),
+                           meta_step_lib.make_meta_step(problem, optimizer,
+                                                        reg,
+                                                        time_parallel=True))
+    problem, reg, optimizer, sequential, parallel = built[reg_option]
+    return MetaSteps(problem, reg, _inputs_maker(problem), optimizer,
+                     sequential, parallel)
+
+  return get
+
+
+def test_python_bool_switch_gives_the_tensor_switch_numbers(meta_steps):
+  steps = meta_steps("hessian-esd")
+  step = steps.sequential
   for switch in (True, False):
-    base = make_inputs(tf.constant(switch))
+    base = steps.make_inputs(tf.constant(switch))
     out_t, grads_t = step(base, None, False)
     out_p, grads_p = step(base._replace(jacob_switch=switch), None, False)
     # The regularizer moves the meta-objective when (and only when) it is on.
@@ -80,15 +119,12 @@ def test_python_bool_switch_gives_the_tensor_switch_numbers():
       np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
-def test_xla_compiled_optimizer_step_matches_the_plain_meta_step():
+def test_xla_compiled_optimizer_step_matches_the_plain_meta_step(meta_steps):
   # Time-parallel, the regularizer is evaluated after the loop, so the
   # batch gradients and the optimizer's step are one XLA call per step
   # (fused_step), whose gradient recomputes them.
-  problem, reg, make_inputs = _mlp_setup()
-  optimizer = _hrnn()
+  problem, reg, make_inputs, optimizer, _, plain = meta_steps("hessian-esd")
   inputs = make_inputs(True)
-  plain = meta_step_lib.make_meta_step(problem, optimizer, reg,
-                                       time_parallel=True)
   compiled = meta_step_lib.make_meta_step(problem, optimizer, reg,
                                           jit_compile=True,
                                           time_parallel=True)
@@ -151,17 +187,15 @@ def _assert_same_meta_step(a, b, rtol=1e-4):
 # TF1 fixtures replay time-parallel.
 @pytest.mark.parametrize("reg_option,switch", [
     ("hessian-esd", True), ("jacob", True), ("hessian-ev", True)])
-def test_time_parallel_unroll_gives_the_sequential_numbers(reg_option, switch):
+def test_time_parallel_unroll_gives_the_sequential_numbers(reg_option, switch,
+                                                          meta_steps):
   """The objective (and a meta-objective-only regularizer) evaluated at all
   steps after the trajectory give the step-by-step meta-objective,
   objectives, regularizer and meta-gradients ('hessian-ev' draws random
   start vectors, so it stays in the loop: same numbers too)."""
-  problem, reg, make_inputs = _mlp_setup(reg_option)
-  optimizer = _hrnn()
+  (problem, reg, make_inputs, optimizer, sequential,
+   parallel) = meta_steps(reg_option)
   inputs = make_inputs(switch)
-  sequential = meta_step_lib.make_meta_step(problem, optimizer, reg)
-  parallel = meta_step_lib.make_meta_step(problem, optimizer, reg,
-                                          time_parallel=True)
   if reg_option == "hessian-ev":
     tf.random.set_seed(0)
     a = sequential(inputs, None, False)
@@ -178,7 +212,8 @@ def test_time_parallel_unroll_gives_the_sequential_numbers(reg_option, switch):
                              a[0].problem_objectives, rtol=1e-5)
 
 
-def test_time_parallel_unroll_falls_back_where_the_stop_rules_fire():
+def test_time_parallel_unroll_falls_back_where_the_stop_rules_fire(
+    meta_steps):
   """Where the original's loop ends early (here obj_train_max_multiplier=1:
   the first objective is not below the limit; and non-finite initial
   parameters), the time-parallel meta-step gives the sequential unroll's
@@ -198,12 +233,14 @@ def test_time_parallel_unroll_falls_back_where_the_stop_rules_fire():
   np.testing.assert_allclose(b[0].metaobj, a[0].metaobj, rtol=1e-6)
   for ga, gb in zip(a[1], b[1]):
     np.testing.assert_allclose(gb, ga, rtol=1e-5, atol=1e-8)
-  optimizer.obj_train_max_multiplier = -1
-  nan_inputs = inputs._replace(init_tensors=[
-      np.full(s, np.nan, np.float32) for s in problem.param_shapes])
-  parallel = meta_step_lib.make_meta_step(problem, optimizer, reg,
-                                          time_parallel=True)
-  sequential = meta_step_lib.make_meta_step(problem, optimizer, reg)
+  # Without the multiplier (-1, as _hrnn()), on the same problem: the
+  # module's meta-steps of "jacob".
+  unlimited = meta_steps("jacob")
+  assert unlimited.optimizer.obj_train_max_multiplier == -1
+  parallel, sequential = unlimited.parallel, unlimited.sequential
+  nan_inputs = unlimited.make_inputs(True)._replace(init_tensors=[
+      np.full(s, np.nan, np.float32)
+      for s in unlimited.problem.param_shapes])
   out, _ = parallel(nan_inputs, None, False)
   assert bool(out.early_stop)
   # The accumulated objective turns non-finite after the first step.

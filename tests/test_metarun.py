@@ -1,5 +1,12 @@
 """metarun.py as a user runs it: bad input fails early with one clear message
-and loses nothing (subprocesses: the script defines absl flags globally)."""
+and loses nothing.
+
+The commands run in another process than the tests (metarun.py's flags are
+module state): one per module (the ``metarun`` fixture,
+tests/metarun_process.py: the program's entry point once a command, so
+TensorFlow is imported once); those that need a process of their own (a
+fault-injected disk, a patched ``metarun.train``) start one. Functions that
+only parse (``metarun.FLAGS``, restored afterwards) run in the test's."""
 
 import json
 import os
@@ -8,15 +15,17 @@ import sys
 
 import pytest
 
+import metarun_process  # tests/metarun_process.py  # pylint: disable=g-bad-import-order
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _metarun(*args, env=None):
-  full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  full_env.update(env or {})
-  return subprocess.run([sys.executable, os.path.join(ROOT, "metarun.py")] +
-                        list(args), capture_output=True, text=True,
-                        env=full_env, cwd=ROOT, timeout=600)
+@pytest.fixture(scope="module")
+def metarun():
+  """``metarun(*args, env=None)``: ``python metarun.py *args`` (``env``
+  added to the environment) as a CompletedProcess."""
+  with metarun_process.MetarunProcess() as run:
+    yield run
 
 
 def _python(code):
@@ -32,28 +41,28 @@ TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
         "--evaluation_epochs=1", "--mini_batch_size=256", "--summaries=False"]
 
 
-def test_incompatible_flags_are_rejected_before_any_work(tmp_path):
-  result = _metarun("--train_dir={}".format(tmp_path), "--fix_unroll=True",
-                    "--fix_unroll_length=20", "--fix_num_steps=10",
-                    "--dynamic_output_scale=False")
+def test_incompatible_flags_are_rejected_before_any_work(tmp_path, metarun):
+  result = metarun("--train_dir={}".format(tmp_path), "--fix_unroll=True",
+                   "--fix_unroll_length=20", "--fix_num_steps=10",
+                   "--dynamic_output_scale=False")
   assert result.returncode == 2
   assert "--fix_num_steps (10) must be at least --fix_unroll_length" in (
       result.stderr)
   assert "--dynamic_output_scale=True" in result.stderr
   assert not os.listdir(tmp_path)
   # A choice outside the flag's choices: absl refuses it while parsing.
-  result = _metarun("--train_dir={}".format(tmp_path), "--reg_option=bogus")
+  result = metarun("--train_dir={}".format(tmp_path), "--reg_option=bogus")
   assert result.returncode != 0
   assert ("--reg_option=bogus: value should be one of "
           "<hessian|hessian-ev|hessian-esd|jacob>" in result.stderr)
   assert not os.listdir(tmp_path)
 
 
-def test_missing_data_gives_one_clear_message(tmp_path):
+def test_missing_data_gives_one_clear_message(tmp_path, metarun):
   empty = tmp_path / "no_mnist_here"
   empty.mkdir()
-  result = _metarun("--train_dir={}".format(tmp_path / "run"), *TINY,
-                    env={"L2O_SCALE_DATA_DIR": str(empty)})
+  result = metarun("--train_dir={}".format(tmp_path / "run"), *TINY,
+                   env={"L2O_SCALE_DATA_DIR": str(empty)})
   assert result.returncode == 2
   assert "MNIST train split not found" in result.stderr
   assert str(empty) in result.stderr and "--data_dir" in result.stderr
@@ -61,15 +70,15 @@ def test_missing_data_gives_one_clear_message(tmp_path):
 
 
 def test_resume_with_other_optimizer_options_names_the_flag(tmp_path,
-                                                                data_dir):
+                                                            data_dir, metarun):
   train_dir = "--train_dir={}".format(tmp_path)
   data = "--data_dir={}".format(data_dir)
-  first = _metarun(train_dir, data, "--num_gradient_scales=3", *TINY)
+  first = metarun(train_dir, data, "--num_gradient_scales=3", *TINY)
   assert first.returncode == 0, first.stderr[-2000:]
   logdir = tmp_path / "HierarchicalRNN_GRUCell_20_2"
   before = sorted(os.listdir(logdir))
   record = (logdir / "run_record.json").read_text()
-  second = _metarun(train_dir, data, *TINY)
+  second = metarun(train_dir, data, *TINY)
   assert second.returncode == 2
   assert second.stderr.strip().splitlines()[-1] == (
       "metarun.py: {} was trained with --num_gradient_scales=3; this run "
@@ -81,16 +90,16 @@ def test_resume_with_other_optimizer_options_names_the_flag(tmp_path,
   # Without the record (e.g. a TF1 train dir) the checkpoint check names the
   # first variable that does not fit.
   (logdir / "run_record.json").unlink()
-  third = _metarun(train_dir, data, *TINY)
+  third = metarun(train_dir, data, *TINY)
   assert third.returncode == 2
   assert "cannot resume" in third.stderr and "'LOL/" in third.stderr
 
 
-def test_paper_command_quirk_is_reported(tmp_path, data_dir):
-  result = _metarun("--train_dir={}".format(tmp_path),
-                    "--data_dir={}".format(data_dir), "--reg_optimizer=True",
-                    "--reg_option=hessian-esd", "--regularize_time=none",
-                    *TINY)
+def test_paper_command_quirk_is_reported(tmp_path, data_dir, metarun):
+  result = metarun("--train_dir={}".format(tmp_path),
+                   "--data_dir={}".format(data_dir), "--reg_optimizer=True",
+                   "--reg_option=hessian-esd", "--regularize_time=none",
+                   *TINY)
   assert result.returncode == 0, result.stderr[-2000:]
   assert "--regularize_time=none switches the optimizer regularizer" in (
       result.stdout)
@@ -137,45 +146,46 @@ def test_default_optimizer_kwargs_are_the_original_flag_defaults():
   ``optimizer_flags.default_optimizer_kwargs`` (what the Keras optimizer
   assumes a checkpoint was trained with), both equal the original's flag
   defaults (the literals above)."""
-  code = (
-      "import json\n"
-      "from absl import flags\n"
-      "from l2o_scale.config import optimizer_flags as o\n"
-      "F = flags.FlagValues()\n"
-      "o.define_optimizer_flags(F, 'metarun')\n"
-      "F(['metarun'])\n"
-      "print(json.dumps([o.optimizer_kwargs(F),"
-      " o.default_optimizer_kwargs()]))\n")
-  result = _python(code)
-  assert result.returncode == 0, result.stderr[-2000:]
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top
+  values = flags.FlagValues()  # A program's own set, as metarun.py's.
+  optimizer_flags.define_optimizer_flags(values, "metarun")
+  values(["metarun"])
   expected = {k: list(v) if isinstance(v, tuple) else v
               for k, v in ORIGINAL_OPTIMIZER_DEFAULTS.items()}
-  from_flags, defaults = json.loads(result.stdout.strip().splitlines()[-1])
+  # Compared as JSON (tuples as lists), as the literals are written.
+  from_flags, defaults = json.loads(json.dumps([
+      optimizer_flags.optimizer_kwargs(values),
+      optimizer_flags.default_optimizer_kwargs()]))
   assert from_flags == expected
   assert defaults == expected
 
 
-def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
-  """check_flags (one process for many cases), a stray 'False', and the
+@pytest.fixture
+def metarun_flags():
+  """The ``metarun`` module (its FLAGS unparsed), imported in this process;
+  its FLAGS are unparsed again afterwards (parsed with no flag if they were
+  parsed before)."""
+  import metarun as module  # pylint: disable=g-import-not-at-top
+  was_parsed = module.FLAGS.is_parsed()
+  module.FLAGS.unparse_flags()
+  yield module
+  module.FLAGS.unparse_flags()
+  if was_parsed:
+    module.FLAGS(["metarun.py"])
+
+
+def test_every_bad_flag_is_named_and_divergence_exits_3(
+    tmp_path, metarun, metarun_flags, monkeypatch, capsys):
+  """check_flags (one parse for many cases), a stray 'False', and the
   end-of-run report of a run whose every evaluation was non-finite."""
-  code = (
-      "import sys\n"
-      "import metarun\n"
-      "from absl import flags\n"
-      "F = metarun.FLAGS\n"
-      "F(['metarun', '--gradient_clip_level=0', '--meta_learning_rate=-1',\n"
-      "   '--rms_decay=2', '--cell_cls=LSTMFoo',\n"
-      "   '--optimizer=CoordinatewiseRNN', '--meta_lr_warmup=-1',\n"
-      "   '--validation_fraction=1', '--fast_forward_init=problem'])\n"
-      "for e in metarun.check_flags(F): print('E', e)\n"
-      "sys.argv = ['metarun.py', '--fix_unroll', 'False']\n"
-      "print('S', metarun.stray_arguments(['metarun.py', 'False']))\n"
-      "rc = metarun.report_end(dict(evaluations=2, best_evaluation=float('inf'),"
-      " last_checkpoint='x/model.ckpt-2', best_model_idx=None), 'x')\n"
-      "print('RC', rc)\n")
-  result = _python(code)
-  lines = result.stdout.splitlines()
-  errors = [l[2:] for l in lines if l.startswith("E ")]
+  program = metarun_flags
+  program.FLAGS(["metarun", "--gradient_clip_level=0",
+                 "--meta_learning_rate=-1", "--rms_decay=2",
+                 "--cell_cls=LSTMFoo", "--optimizer=CoordinatewiseRNN",
+                 "--meta_lr_warmup=-1", "--validation_fraction=1",
+                 "--fast_forward_init=problem"])
+  errors = program.check_flags(program.FLAGS)
   for flag in ("--gradient_clip_level must be > 0",
                "--meta_learning_rate must be > 0",
                "--rms_decay must be in [0, 1)",
@@ -187,12 +197,17 @@ def test_every_bad_flag_is_named_and_divergence_exits_3(tmp_path):
                "> 0"):
     assert sum(e.startswith(flag) for e in errors) == 1, (flag, errors)
   assert len(errors) == 8, errors
-  assert ("S unexpected argument 'False': boolean flags take their value "
-          "after '=', e.g. --fix_unroll=False") in lines
-  assert "RC 3" in lines
+  monkeypatch.setattr(sys, "argv", ["metarun.py", "--fix_unroll", "False"])
+  assert program.stray_arguments(["metarun.py", "False"]) == (
+      "unexpected argument 'False': boolean flags take their value after "
+      "'=', e.g. --fix_unroll=False")
+  capsys.readouterr()
+  assert program.report_end(dict(
+      evaluations=2, best_evaluation=float("inf"),
+      last_checkpoint="x/model.ckpt-2", best_model_idx=None), "x") == 3
   assert "meta-training diverged: all 2 evaluation(s) gave a non-finite " in (
-      result.stderr)
-  stray = _metarun("--train_dir={}".format(tmp_path), "--fix_unroll", "False")
+      capsys.readouterr().err)
+  stray = metarun("--train_dir={}".format(tmp_path), "--fix_unroll", "False")
   assert stray.returncode == 2 and not os.listdir(tmp_path)
   assert stray.stderr.strip().splitlines()[-1] == (
       "metarun.py: unexpected argument 'False': boolean flags take their "

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 
+from absl.testing import flagsaver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 
 import horizon_results  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
+import ship_pretrained  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from l2o_scale.speed import bench_core  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.speed import bench_report  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -839,21 +841,25 @@ def test_shipping_records_the_flags_a_recipe_trained_with(tmp_path):
       ("selection", 1, dict(number=1, score=0.5)),
       ("rollback", 2, dict(to="x")), ("best", 3, dict(index=1))])
   (marks / "train-old.done").write_text("")
-  code = ("import sys, ship_pretrained as s\n"
-          "r = s.stage_record(sys.argv[1], 'v.t2')\n"
-          "s.parse_training_flags(s.training_command(r))\n"
-          "print(s.FLAGS.max_log_lr, s.FLAGS.selection_steps, s.FLAGS.seed,\n"
-          "      r['seconds'], s.run_facts(sys.argv[2]))\n"
-          "s.stage_record(sys.argv[1], 'old')\n")
-  out = subprocess.run([sys.executable, "-c", code, str(tmp_path), folder],
-                       capture_output=True, text=True,
-                       cwd=os.path.join(ROOT, "reproduce"), timeout=300,
-                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-  assert out.stdout.split(None, 4) == [
-      "-6.9", "10000", "2", "12.5", "{'best_meta_iteration': 1, "
-      "'robust_scores': [0.5], 'rollbacks': 1}\n"], out.stderr[-2000:]
-  assert out.returncode != 0 and "is empty (a stage finished by an older" in (
-      out.stderr)
+  record = ship_pretrained.stage_record(str(tmp_path), "v.t2")
+  # metarun.py's own FlagValues, global to this process: left as they were.
+  flags = ship_pretrained.FLAGS
+  was_parsed, saved = flags.is_parsed(), flagsaver.save_flag_values(flags)
+  try:
+    ship_pretrained.parse_training_flags(
+        ship_pretrained.training_command(record))
+    parsed = [str(v) for v in (flags.max_log_lr, flags.selection_steps,
+                               flags.seed, record["seconds"])]
+  finally:
+    flagsaver.restore_flag_values(saved, flags)
+    if not was_parsed:
+      flags.unparse_flags()
+  assert parsed == ["-6.9", "10000", "2", "12.5"]
+  assert ship_pretrained.run_facts(folder) == {
+      "best_meta_iteration": 1, "robust_scores": [0.5], "rollbacks": 1}
+  with pytest.raises(ValueError, match="is empty \\(a stage finished by an "
+                     "older"):
+    ship_pretrained.stage_record(str(tmp_path), "old")
 
 
 @pytest.mark.parametrize("setting,message", [
@@ -894,20 +900,19 @@ def test_shipping_writes_the_long_run_settings_from_a_horizon_check(tmp_path):
     (report / "p" / "seed1_heldout_record-{}.json".format(name)).write_text(
         json.dumps({"weight_decay": wd, "step_schedule": "cosine",
                     "step_decay_start": 0.8}))
-  code = ("import json, sys, ship_pretrained as s\n"
-          "path = s.update_long_runs('l2o-scale', sys.argv[1], 'new text', "
-          "sys.argv[2])\n"
-          "print(json.dumps(json.load(open(path + '/run_record.json'))"
-          "['card']))\n")
-  run = lambda: subprocess.run(  # pylint: disable=g-long-lambda
-      [sys.executable, "-c", code, str(report), str(dest)],
-      capture_output=True, text=True, cwd=os.path.join(ROOT, "reproduce"),
-      timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-  out = run()
-  assert out.returncode == 0, out.stderr[-2000:]
-  card = json.loads(out.stdout.strip().splitlines()[-1])
-  assert card["description"] == "new text" and card["name"] == "l2o-scale"
-  long_runs = card["long_runs"]
+
+  def card():
+    """update_long_runs's card, as written to the run record (called in
+    this process: it reads no flags, unlike the script's parse)."""
+    path = ship_pretrained.update_long_runs("l2o-scale", str(report),
+                                            "new text", str(dest))
+    with open(os.path.join(path, "run_record.json")) as f:
+      return json.load(f)["card"]
+
+  written = card()
+  assert written["description"] == "new text"
+  assert written["name"] == "l2o-scale"
+  long_runs = written["long_runs"]
   assert long_runs["settings"] == {"weight_decay": 1e-3,
                                    "step_schedule": "cosine",
                                    "step_decay_start": 0.8}
@@ -920,17 +925,14 @@ def test_shipping_writes_the_long_run_settings_from_a_horizon_check(tmp_path):
   (report / "p" / "seed2_heldout_record-learned.json").write_text(
       json.dumps({"weight_decay": 3e-4, "step_schedule": "cosine",
                   "step_decay_start": 0.8}))
-  out = run()
-  assert out.returncode != 0 and "2 sets of settings" in out.stderr
+  with pytest.raises(ValueError, match="2 sets of settings"):
+    card()
   for seed in (1, 2):
     (report / "p" / "seed{}_heldout_record-learned.json".format(
         seed)).write_text(json.dumps({
             "weight_decay": 1e-3, "step_schedule": "cosine",
             "step_decay_start": 0.8, "hold_zero_gradients": True}))
-  out = run()
-  assert out.returncode == 0, out.stderr[-2000:]
-  settings = json.loads(out.stdout.strip().splitlines()[-1])["long_runs"][
-      "settings"]
+  settings = card()["long_runs"]["settings"]
   assert settings["hold_zero_gradients"] is True
 
 

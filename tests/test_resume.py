@@ -1,4 +1,4 @@
-"""Exact resume: a metarun killed with SIGKILL after checkpoint 2 and run again
+"""Exact resume: a metarun killed with SIGKILL after checkpoint 1 and run again
 ends exactly where the uninterrupted run ends."""
 
 import os
@@ -14,7 +14,7 @@ from tensorboard.backend.event_processing import plugin_event_accumulator
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUN = ["--num_meta_iterations=4", "--fix_unroll=True",
+RUN = ["--num_meta_iterations=3", "--fix_unroll=True",
        "--fix_unroll_length=20", "--fix_num_steps=40",
        "--fix_num_steps_eval=20", "--evaluation_epochs=1",
        "--mini_batch_size=500", "--seed=1"]
@@ -82,23 +82,23 @@ def test_kill_9_then_rerun_equals_uninterrupted_run(tmp_path, data_dir):
   proc = subprocess.Popen(_command(killed, data_dir), stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True, env=_env(),
                           cwd=ROOT)
-  marker = killed / SUBDIR / "model.ckpt-2.index"
+  marker = killed / SUBDIR / "model.ckpt-1.index"
   deadline = time.time() + 600
   while not marker.exists() and proc.poll() is None and time.time() < deadline:
     time.sleep(0.02)
-  # Killed once meta-iteration 3 has flushed summaries (the writer flushes
+  # Killed once meta-iteration 2 has flushed summaries (the writer flushes
   # every 10 events), before its checkpoint: the resumed run writes those
   # steps again.
-  size_at_2 = _events_on_disk(killed / SUBDIR)[0]
-  while (_events_on_disk(killed / SUBDIR)[0] <= size_at_2 and
+  size_at_1 = _events_on_disk(killed / SUBDIR)[0]
+  while (_events_on_disk(killed / SUBDIR)[0] <= size_at_1 and
          proc.poll() is None and time.time() < deadline):
     time.sleep(0.005)
   assert proc.poll() is None, "run ended before it could be killed"
   os.kill(proc.pid, signal.SIGKILL)
   first_out = proc.communicate()[0]
   assert proc.returncode == -signal.SIGKILL
-  assert not (killed / SUBDIR / "model.ckpt-4.index").exists()
-  resumed_from = 3 if (killed / SUBDIR / "model.ckpt-3.index").exists() else 2
+  assert not (killed / SUBDIR / "model.ckpt-3.index").exists()
+  resumed_from = 2 if (killed / SUBDIR / "model.ckpt-2.index").exists() else 1
   # Steps are meta-updates, 2 per meta-iteration: the killed run left
   # summaries past its last checkpoint.
   assert _events_on_disk(killed / SUBDIR)[1] > 2 * resumed_from
@@ -111,15 +111,15 @@ def test_kill_9_then_rerun_equals_uninterrupted_run(tmp_path, data_dir):
   evaluations = _evaluations(first_out)
   evaluations.update(_evaluations(rerun.stdout))
   assert evaluations == _evaluations(done.stdout)
-  assert len(evaluations) == 4
-  for number in (0, 4):
+  assert len(evaluations) == 3
+  for number in (0, 3):
     _assert_same(_variables(str(killed / SUBDIR / "model.ckpt-{}".format(
         number))), _variables(str(straight / SUBDIR / "model.ckpt-{}".format(
             number))))
   # TensorBoard shows one value per step, the uninterrupted run's.
   expected, seen = _summaries(straight / SUBDIR), _summaries(killed / SUBDIR)
-  assert len(expected["MetaObjective"]) == 8
-  assert len(expected["EvaluationCost"]) == 4
+  assert len(expected["MetaObjective"]) == 6
+  assert len(expected["EvaluationCost"]) == 3
   assert sorted(seen) == sorted(expected)
   for tag in expected:
     if tag == "PeakMemoryGiB":

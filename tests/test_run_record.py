@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -11,6 +12,9 @@ import pytest
 from l2o_scale.runs import dir_lock
 from l2o_scale.runs import run_record
 
+import conftest  # tests/conftest.py  # pylint: disable=g-bad-import-order
+import metarun_process  # tests/metarun_process.py  # pylint: disable=g-bad-import-order
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
@@ -18,11 +22,31 @@ TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
         "--evaluation_epochs=1", "--mini_batch_size=256", "--summaries=False"]
 
 
-def _metarun(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, os.path.join(ROOT, "metarun.py")] +
-                        list(args), capture_output=True, text=True, env=env,
-                        cwd=ROOT, timeout=600)
+@pytest.fixture(scope="module")
+def metarun():
+  """``metarun(*args)``: ``python metarun.py *args`` as a CompletedProcess;
+  the module's commands share one process (tests/metarun_process.py), so
+  TensorFlow is imported once, not once a command."""
+  with metarun_process.MetarunProcess() as run:
+    yield run
+
+
+@pytest.fixture(scope="module")
+def tiny_run(metarun, tmp_path_factory):
+  """(train dir, CompletedProcess) of a TINY run of one meta-iteration
+  (model.ckpt-0 and -1, the run record); tests change copies of it."""
+  train_dir = tmp_path_factory.mktemp("tiny")
+  first = metarun("--train_dir={}".format(train_dir),
+                  "--data_dir={}".format(conftest.mnist_dir()), *TINY)
+  assert first.returncode == 0, first.stderr[-2000:]
+  return train_dir, first
+
+
+def _copy(tiny_run, tmp_path):
+  """A copy of the TINY run's train dir, as ``tmp_path/train``."""
+  target = tmp_path / "train"
+  shutil.copytree(tiny_run[0], target)
+  return target
 
 
 def _tree_hash(folder):
@@ -68,53 +92,58 @@ def test_lock_refuses_a_live_holder_and_takes_over_a_stale_one(tmp_path):
   assert dir_lock.acquire(str(tmp_path)) == held
 
 
-def test_metarun_record_mismatch_resume_false_overwrite_and_lock(tmp_path,
-                                                                 data_dir):
-  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir)]
-  first = _metarun(*args, *TINY)
-  assert first.returncode == 0, first.stderr[-2000:]
-  record = run_record.read(str(tmp_path / SUBDIR))
+def test_metarun_record_mismatch_resume_false_overwrite_and_lock(
+    tmp_path, data_dir, metarun, tiny_run):
+  """A train dir (a copy of the TINY run's) refuses, with one line and
+  status 2 and without changing a file: other optimizer flags,
+  --resume=False without --overwrite, and a lock held by another live
+  process (this test's, while metarun runs in its own); --resume=False
+  --overwrite starts over and records the new flags."""
+  train_dir = _copy(tiny_run, tmp_path)
+  args = ["--train_dir={}".format(train_dir), "--data_dir={}".format(data_dir)]
+  record = run_record.read(str(train_dir / SUBDIR))
   assert record["optimizer"] == "HierarchicalRNN"
   assert record["optimizer_flags"]["max_log_lr"] == 33
   assert record["training_flags"]["fix_num_steps"] == 2
   assert "max_log_lr" not in record["training_flags"]
-  before = _tree_hash(tmp_path)
+  before = _tree_hash(train_dir)
 
-  other = _metarun(*args, *TINY, "--max_log_lr=-4.6")
+  other = metarun(*args, *TINY, "--max_log_lr=-4.6")
   assert other.returncode == 2
   assert other.stderr.strip().splitlines()[-1] == (
       "metarun.py: {} was trained with --max_log_lr=33.0; this run gives "
       "--max_log_lr=-4.6. Use the same flags, another --train_dir, or "
-      "--resume=False --overwrite to start over.".format(tmp_path))
-  fresh = _metarun(*args, *TINY, "--resume=False")
+      "--resume=False --overwrite to start over.".format(train_dir))
+  fresh = metarun(*args, *TINY, "--resume=False")
   assert fresh.returncode == 2
   assert "--overwrite" in fresh.stderr.strip().splitlines()[-1]
-  with open(tmp_path / dir_lock.FILENAME, "w") as f:
+  with open(train_dir / dir_lock.FILENAME, "w") as f:
     json.dump(dict(pid=os.getpid(), host=os.uname().nodename,
                    started="now", command="pytest"), f)
-  locked = _metarun(*args, *TINY)
+  locked = metarun(*args, *TINY)
   assert locked.returncode == 2
   assert "in use by another run (pid {}".format(os.getpid()) in locked.stderr
-  os.remove(tmp_path / dir_lock.FILENAME)
-  assert _tree_hash(tmp_path) == before
+  os.remove(train_dir / dir_lock.FILENAME)
+  assert _tree_hash(train_dir) == before
 
-  over = _metarun(*args, *TINY, "--resume=False", "--overwrite",
-                  "--max_log_lr=-4.6", "--num_meta_iterations=2")
+  over = metarun(*args, *TINY, "--resume=False", "--overwrite",
+                 "--max_log_lr=-4.6", "--num_meta_iterations=2")
   assert over.returncode == 0, over.stderr[-2000:]
-  record = run_record.read(str(tmp_path / SUBDIR))
+  record = run_record.read(str(train_dir / SUBDIR))
   assert record["optimizer_flags"]["max_log_lr"] == -4.6
-  assert not os.path.exists(tmp_path / dir_lock.FILENAME)
+  assert not os.path.exists(train_dir / dir_lock.FILENAME)
 
 
-def test_finished_curriculum_run_is_not_retrained(tmp_path, data_dir):
+def test_finished_curriculum_run_is_not_retrained(tmp_path, data_dir, metarun):
   args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir),
           "--if_cl=True", "--num_meta_iterations=2", "--fix_unroll_length=10",
           "--evaluation_epochs=1", "--mini_batch_size=256",
           "--summaries=False"]
-  first = _metarun(*args)
+  first = metarun(*args)
   assert first.returncode == 0, first.stderr[-2000:]
+  assert "[meta-iteration 2/2]" in first.stdout  # what a rerun must not do
   before = _tree_hash(tmp_path)
-  again = _metarun(*args)
+  again = metarun(*args)
   assert again.returncode == 0, again.stderr[-2000:]
   assert "Training already complete (the curriculum run ended at " \
          "meta-iteration 2)" in again.stdout
@@ -123,18 +152,21 @@ def test_finished_curriculum_run_is_not_retrained(tmp_path, data_dir):
 
 
 def test_damaged_checkpoint_is_one_line_and_temp_folders_are_cleaned(
-    tmp_path, data_dir):
-  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir)]
-  first = _metarun(*args, *TINY)
-  assert first.returncode == 0, first.stderr[-2000:]
-  assert "Best model: {}".format(tmp_path / SUBDIR / "model.ckpt-0") in (
+    tmp_path, data_dir, metarun, tiny_run):
+  """Resuming from a truncated checkpoint (in a copy of the TINY run's train
+  dir) is status 2 and one line naming the file, no traceback; a left-over
+  ``_temp`` checkpoint folder is removed."""
+  tiny_dir, first = tiny_run
+  assert "Best model: {}".format(tiny_dir / SUBDIR / "model.ckpt-0") in (
       first.stdout)
-  logdir = tmp_path / SUBDIR
+  train_dir = _copy(tiny_run, tmp_path)
+  args = ["--train_dir={}".format(train_dir), "--data_dir={}".format(data_dir)]
+  logdir = train_dir / SUBDIR
   (logdir / "model.ckpt-7_temp").mkdir()
   data = [f for f in os.listdir(logdir) if f.startswith("model.ckpt-1.data")]
   with open(logdir / data[0], "r+b") as f:
     f.truncate(10)
-  again = _metarun(*args, *TINY, "--num_meta_iterations=2")
+  again = metarun(*args, *TINY, "--num_meta_iterations=2")
   assert again.returncode == 2
   last = again.stderr.strip().splitlines()[-1]
   assert last.startswith(
