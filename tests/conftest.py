@@ -45,25 +45,3 @@ def fixtures_dir():
   if not os.path.isdir(FIXTURES):
     pytest.fail("TF1 reference fixtures not found at {}".format(FIXTURES))
   return FIXTURES
-
-
-# The modules whose tests take longest (about 40-120 s each, mostly
-# processes that import TensorFlow and trace an unroll), longest first.
-# Collected first, they are started first: pytest-xdist's worksteal hands
-# each worker a contiguous half of the collection and lets an idle worker
-# take the end of the other's queue, so what is left at the end is short
-# tests that spread evenly over the workers, instead of one worker running
-# a two-minute test while the other waits. The order changes no test's
-# outcome.
-LONGEST_FIRST = ("test_distributed", "test_reproduce", "test_resume",
-                 "test_training", "test_meta_engine", "test_faults",
-                 "test_stability", "test_validation_objective",
-                 "test_keras_applications", "test_generalist")
-
-
-def pytest_collection_modifyitems(items):
-  def rank(item):
-    module = item.module.__name__.rsplit(".", 1)[-1]
-    return (LONGEST_FIRST.index(module) if module in LONGEST_FIRST
-            else len(LONGEST_FIRST))
-  items.sort(key=rank)  # Stable: each module keeps its own order.
