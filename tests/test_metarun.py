@@ -15,17 +15,7 @@ import sys
 
 import pytest
 
-import metarun_process  # tests/metarun_process.py  # pylint: disable=g-bad-import-order
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-@pytest.fixture(scope="module")
-def metarun():
-  """``metarun(*args, env=None)``: ``python metarun.py *args`` (``env``
-  added to the environment) as a CompletedProcess."""
-  with metarun_process.MetarunProcess() as run:
-    yield run
 
 
 def _python(code):
@@ -159,20 +149,6 @@ def test_default_optimizer_kwargs_are_the_original_flag_defaults():
       optimizer_flags.default_optimizer_kwargs()]))
   assert from_flags == expected
   assert defaults == expected
-
-
-@pytest.fixture
-def metarun_flags():
-  """The ``metarun`` module (its FLAGS unparsed), imported in this process;
-  its FLAGS are unparsed again afterwards (parsed with no flag if they were
-  parsed before)."""
-  import metarun as module  # pylint: disable=g-import-not-at-top
-  was_parsed = module.FLAGS.is_parsed()
-  module.FLAGS.unparse_flags()
-  yield module
-  module.FLAGS.unparse_flags()
-  if was_parsed:
-    module.FLAGS(["metarun.py"])
 
 
 def test_every_bad_flag_is_named_and_divergence_exits_3(

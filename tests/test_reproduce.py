@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 
-from absl.testing import flagsaver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -828,7 +827,8 @@ def test_horizon_summary_means_and_seeds_holding(tmp_path):
   assert line.endswith("| 2 of 4 |")
 
 
-def test_shipping_records_the_flags_a_recipe_trained_with(tmp_path):
+def test_shipping_records_the_flags_a_recipe_trained_with(tmp_path,
+                                                          metarun_flags):
   """ship_pretrained.py reads the stage's command from the pipeline's
   record and parses it as metarun.py does: the recipe expands first, the
   command line wins over it; the run's facts come from its events file."""
@@ -842,18 +842,14 @@ def test_shipping_records_the_flags_a_recipe_trained_with(tmp_path):
       ("rollback", 2, dict(to="x")), ("best", 3, dict(index=1))])
   (marks / "train-old.done").write_text("")
   record = ship_pretrained.stage_record(str(tmp_path), "v.t2")
-  # metarun.py's own FlagValues, global to this process: left as they were.
-  flags = ship_pretrained.FLAGS
-  was_parsed, saved = flags.is_parsed(), flagsaver.save_flag_values(flags)
-  try:
-    ship_pretrained.parse_training_flags(
-        ship_pretrained.training_command(record))
-    parsed = [str(v) for v in (flags.max_log_lr, flags.selection_steps,
-                               flags.seed, record["seconds"])]
-  finally:
-    flagsaver.restore_flag_values(saved, flags)
-    if not was_parsed:
-      flags.unparse_flags()
+  # metarun.py's own FlagValues, global to this process: the fixture puts
+  # them back as they were.
+  flags = metarun_flags.FLAGS
+  assert ship_pretrained.FLAGS is flags
+  ship_pretrained.parse_training_flags(
+      ship_pretrained.training_command(record))
+  parsed = [str(v) for v in (flags.max_log_lr, flags.selection_steps,
+                             flags.seed, record["seconds"])]
   assert parsed == ["-6.9", "10000", "2", "12.5"]
   assert ship_pretrained.run_facts(folder) == {
       "best_meta_iteration": 1, "robust_scores": [0.5], "rollbacks": 1}

@@ -13,22 +13,12 @@ from l2o_scale.runs import dir_lock
 from l2o_scale.runs import run_record
 
 import conftest  # tests/conftest.py  # pylint: disable=g-bad-import-order
-import metarun_process  # tests/metarun_process.py  # pylint: disable=g-bad-import-order
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
         "--fix_unroll_length=2", "--fix_num_steps=2", "--fix_num_steps_eval=2",
         "--evaluation_epochs=1", "--mini_batch_size=256", "--summaries=False"]
-
-
-@pytest.fixture(scope="module")
-def metarun():
-  """``metarun(*args)``: ``python metarun.py *args`` as a CompletedProcess;
-  the module's commands share one process (tests/metarun_process.py), so
-  TensorFlow is imported once, not once a command."""
-  with metarun_process.MetarunProcess() as run:
-    yield run
 
 
 @pytest.fixture(scope="module")
