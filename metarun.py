@@ -137,6 +137,11 @@ def check_flags(flag_values):
   if flag_values.mix_problems and flag_values.num_problems != 1:
     errors.append("--mix_problems draws a problem per meta-iteration; "
                   "--num_problems must stay 1")
+  if (flag_values.selection_objective != "same" and
+      flag_values.selection != "robust"):
+    errors.append("--selection_objective={} scores the --selection=robust "
+                  "runs; it needs --selection=robust".format(
+                      flag_values.selection_objective))
   if (flag_values.fast_forward_init != "same" and
       flag_values.fast_forward_max_steps <= 0):
     errors.append("--fast_forward_init={} needs --fast_forward_max_steps > 0"

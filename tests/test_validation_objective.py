@@ -178,3 +178,49 @@ def test_a_resumed_validation_run_equals_the_uninterrupted_one(tmp_path,
   # a fast-forward, some in the compiled unroll.
   assert 0 < straight_log.count("fast-forward of") < 3, straight_log
   assert "Resuming from" in resumed_log
+
+
+def test_selection_on_a_validation_split_keeps_the_training_objective(
+    data_dir):
+  """--selection_objective=validation: the rows are held back from all of
+  meta-training and score the robust selection, and the meta-objective is
+  still the original's (the mini dataset of the remaining rows)."""
+  task = _task(data_dir, meta_objective="train",
+               selection_objective="validation", selection_steps=20,
+               selection_seeds=(1,))
+  _, full, _ = _mnist(data_dir)
+  train, held = task_lib.validation_split(ROWS, 0.2)
+  np.testing.assert_array_equal(task.data, full.data[train])
+  assert task.objective_rows is None
+  plan, out = _first_unroll(task)
+  assert max(int(np.max(b)) for b in plan.draws.batches) < len(train)
+  init = [tf.constant(t) for t in plan.draws.init_tensors]
+  on_mini = task.problem.objective(init, *task.mini_dataset(
+      plan.draws.mini_rows[0]))
+  assert out.problem_objectives.numpy()[0] == pytest.approx(float(on_mini),
+                                                            rel=1e-5)
+  # The score is the held-back rows' loss at the end of the selection run.
+  result = task.robust_score()
+  run = task._selection_runs[0]  # pylint: disable=protected-access
+  with selection.fixed_initial_learning_rate(task.optimizer,
+                                             run.learning_rate):
+    objectives, params, _ = testing.test_optimizer(
+        task.optimizer, task.problem, 20, dataset=task.dataset,
+        batch_size=task.batch_size, seed=run.params, batches=run.batches,
+        progress=False, jit_compile=True)
+  want = task.problem.objective(
+      [tf.constant(p) for p in params], tf.constant(full.data[held]),
+      tf.constant(datasets.one_hot_rows(full.labels[held], 10)))
+  assert result.finals[0] == pytest.approx(float(want), rel=1e-4)
+  assert abs(result.finals[0] - float(np.mean(objectives[-10:]))) > 1e-4
+
+
+def test_selection_objective_needs_the_robust_selection(metarun_flags):
+  flag_values = metarun_flags.FLAGS
+  flag_values(["metarun.py", "--selection_objective=validation"])
+  errors = metarun_flags.check_flags(flag_values)
+  assert any("--selection_objective=validation" in e and
+             "--selection=robust" in e for e in errors)
+  flag_values.selection = "robust"
+  assert not any("--selection_objective" in e
+                 for e in metarun_flags.check_flags(flag_values))

@@ -29,6 +29,7 @@ OPTIMIZEE_INITS = ("normal", "problem")
 FAST_FORWARD_INITS = ("same", "problem")
 
 META_OBJECTIVES = ("train", "validation")
+SELECTION_OBJECTIVES = ("same", "validation")
 
 
 @dataclasses.dataclass
@@ -77,6 +78,16 @@ class TrainingConfig:
                          regularizer_lib.REG_OPTIONS)
   hessian_itrs: int = flag(
       10, "Number of iterations for hessian information calculation.", ge=1)
+  # New in the port: the regularizer's weight made visible
+  # (docs/meta-training.md, "The regularizer's share").
+  record_regularizer_share: bool = flag(
+      True, "With --reg_optimizer=True: in every unroll whose meta-objective "
+      "holds the regularizer (--regularize_time), measure its share of the "
+      "meta-gradient, ||alpha * d(regularizer)|| / ||d(meta-objective "
+      "without it)||, into the summaries (RegularizerShareMean, "
+      "RegularizerShareMax) and "
+      "meta_training_events.jsonl; costs a second backward pass of the "
+      "regularizer part on those unrolls and changes no number of the run.")
   # New in the port (defaults = the original's behaviour): meta-training
   # that learns and stays stable (README "Meta-training that learns";
   # l2o_scale/meta_training/stability.py, selection.py).
@@ -182,9 +193,19 @@ class TrainingConfig:
       "then the loss on the held-back rows at the end of its runs.",
       META_OBJECTIVES)
   validation_fraction: float = flag(
-      0.2, "With --meta_objective=validation: the share of the training rows "
-      "held back for the meta-objective (a fixed draw, the same for every "
-      "seed).", gt=0, lt=1)
+      0.2, "With --meta_objective=validation or "
+      "--selection_objective=validation: the share of the training rows "
+      "held back (a fixed draw, the same for every seed).", gt=0, lt=1)
+  selection_objective: str = flag(
+      "same", "What the --selection=robust score measures: 'same' = what "
+      "the meta-objective measures (the last minibatch objectives of its "
+      "runs; with --meta_objective=validation the held-back rows); "
+      "'validation' = the loss on a fixed share (--validation_fraction) of "
+      "the training rows held back from all of meta-training (batches, mini "
+      "datasets, fast-forwards, imitation, the selection runs), at the end "
+      "of each selection run, while the meta-objective stays that of "
+      "--meta_objective: the checkpoint is chosen on a validation split.",
+      SELECTION_OBJECTIVES)
   # New in the port: meta-training on a distribution of problems
   # (docs/meta-training.md, "Training on a mixture of problems").
   mix_problems: bool = flag(

@@ -134,7 +134,8 @@ def unsupported(flag_values):
   for name, default in (("on_divergence", "continue"),
                         ("selection", "original"),
                         ("optimizee_init", "normal"),
-                        ("meta_objective", "train")):
+                        ("meta_objective", "train"),
+                        ("selection_objective", "same")):
     if getattr(flag_values, name) != default:
       reasons.append("--{}={} is single-process only for now (distributed "
                      "mode: --{}={})".format(name, getattr(flag_values, name),

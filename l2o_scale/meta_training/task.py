@@ -72,13 +72,19 @@ class MetaTrainingTask(object):
     self.optimizer = optimizer
     self.config = config
     self.data = self.labels = None
-    self.objective_rows = None
+    # held_rows: the validation split (data, one-hot labels) when one is
+    # held back; objective_rows: the same rows when the meta-objective is
+    # measured on them, else None (the mini dataset).
+    self.held_rows = self.objective_rows = None
     self.batch_size = self.mini_batch_size = 0
     if dataset is not None and dataset.size:
       self.data = np.asarray(dataset.data, np.float32)
       self.labels = np.asarray(dataset.labels)
-      if config.meta_objective == "validation":
+      if "validation" in (config.meta_objective,
+                          config.selection_objective):
         self.dataset = self._hold_back(config.validation_fraction)
+        if config.meta_objective == "validation":
+          self.objective_rows = self.held_rows
       self.batch_size = batch_size
       self.mini_batch_size = config.mini_batch_size
       if self.mini_batch_size > self.data.shape[0]:
@@ -111,7 +117,8 @@ class MetaTrainingTask(object):
       self._meta_step = meta_step_lib.make_meta_step(
           self.problem, self.optimizer, self.reg, config.l2_reg,
           config.jit_compile, config.time_parallel, self._budget(),
-          config.recompute_memory_gib * 2**30)
+          config.recompute_memory_gib * 2**30,
+          config.record_regularizer_share)
     return self._meta_step
 
   @property
@@ -143,15 +150,17 @@ class MetaTrainingTask(object):
 
   def _hold_back(self, fraction):
     """Keeps the training rows of :func:`validation_split` as the task's data
-    and the held-back ones as ``objective_rows`` (data, one-hot labels);
-    returns the training rows as a Dataset (for the robust selection)."""
+    and the held-back ones as ``held_rows`` (data, one-hot labels); returns
+    the training rows as a Dataset (for the robust selection)."""
     if self.data.shape[0] < 2:
-      raise ValueError("--meta_objective=validation needs at least 2 rows of "
-                       "data, the problem has {}".format(self.data.shape[0]))
+      raise ValueError("a validation split (--meta_objective=validation or "
+                       "--selection_objective=validation) needs at least 2 "
+                       "rows of data, the problem has {}".format(
+                           self.data.shape[0]))
     train, held = validation_split(self.data.shape[0], fraction)
     depth = (int(np.max(self.labels)) + 1 if self.labels.ndim == 1 else None)
-    self.objective_rows = (tf.constant(self.data[held]),
-                           tf.constant(one_hot(self.labels[held], depth)))
+    self.held_rows = (tf.constant(self.data[held]),
+                      tf.constant(one_hot(self.labels[held], depth)))
     self.data, self.labels = self.data[train], self.labels[train]
     return datasets.Dataset(self.data, self.labels, self.data.shape[0])
 
@@ -276,7 +285,7 @@ class MetaTrainingTask(object):
         self.optimizer, self.problem, self.dataset, self.batch_size or None,
         self._selection_runs, self.config.divergence_growth_limit,
         run_cache=self._selection_cache_or_new(),
-        score_data=self.objective_rows)
+        score_data=self.held_rows)
 
   def _selection_cache_or_new(self):
     if self._selection_cache is None:

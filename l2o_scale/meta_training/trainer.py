@@ -300,7 +300,9 @@ class MetaTrainer(object):
         "model.ckpt-0.".format(
             self.training.selection_steps,
             "; the held-back rows' objective with --meta_objective=validation"
-            if self.training.meta_objective == "validation" else ""))
+            " or --selection_objective=validation"
+            if "validation" in (self.training.meta_objective,
+                                self.training.selection_objective) else ""))
     start = time.time()
     if self.selection_tasks:
       result = selection_lib.combine(
