@@ -61,6 +61,7 @@ from l2o_scale.config import config_flags
 from l2o_scale.config import optimizer_flags
 from l2o_scale.config import programs
 from l2o_scale.meta_testing import baselines
+from l2o_scale.meta_testing import result_files
 from l2o_scale.meta_training import config as training_lib
 from l2o_scale.meta_testing import testing
 from l2o_scale.runs import atomic_file
@@ -88,7 +89,8 @@ class MetatestConfig:
   num_testing_itrs: int = flag(100, "Number testing iterations.", ge=1)
   model_name: str = flag(
       "mt", "Suffix of the result files (seed<S>_eval_loss_record.pickle-"
-      "<model_name>).")
+      "<model_name>): letters, digits and . _ - + = , @, not ending in "
+      "-problem<digits>.")
   restore_model_name: str = flag(
       "", "Checkpoint to restore in <train_dir>/<optimizer subdir>, e.g. "
       "model.ckpt-0. Empty: the latest checkpoint.")
@@ -216,8 +218,7 @@ UNAVAILABLE_PROBLEM_FLAGS = list(programs.UNAVAILABLE_PROBLEM_FLAGS)
 DEFAULT_SEEDS = list(programs.DEFAULT_SEEDS)
 FLATNESS_POWER_ITERATIONS = 20
 TEST_OPTIMIZERS = list(programs.TEST_OPTIMIZERS)
-RESULT_PATTERNS = ("seed{seed}_eval_loss_record.pickle-{model_name}",
-                   "seed{seed}_heldout_record-{model_name}.json")
+RESULT_PATTERNS = result_files.RESULT_PATTERNS
 
 
 def selected_problem_sets(flag_values):
@@ -250,7 +251,9 @@ def _split_datasets(flag_name, data_dir):
 
 
 def build_problems(flag_values):
-  """List of (flag, spec, dataset, batch_size, heldout dataset or None)."""
+  """List of (flag, spec, dataset, batch_size, heldout dataset or None,
+  label): the label names the problem in output and result files
+  (result_files.problem_label)."""
   out = []
   for flag_name, fn in selected_problem_sets(flag_values):
     entries = ps.get(fn, data_dir=flag_values.data_dir)
@@ -260,10 +263,12 @@ def build_problems(flag_values):
       same = same_rows_note(flag_name, train_split, heldout)
       if same:
         print(same, flush=True)
-    for spec, dataset, batch_size in entries:
+    for i, (spec, dataset, batch_size) in enumerate(entries):
       if heldout is not None:
         dataset = train_split
-      out.append((flag_name, spec, dataset, batch_size, heldout))
+      out.append((flag_name, spec, dataset, batch_size, heldout,
+                  result_files.problem_label(flag_name, spec, i,
+                                             len(entries))))
   return out
 
 
@@ -399,11 +404,7 @@ def recorded_flags(flag_values, checkpoint_path, checkpoint_format):
   return types.SimpleNamespace(**values)
 
 
-def _result_name(pattern, seed, model_name, problem_index, num_problems):
-  name = pattern.format(seed=seed, model_name=model_name)
-  if num_problems > 1:
-    name += "-problem{}".format(problem_index)
-  return name
+_result_name = result_files.result_name
 
 
 def check_flags(flag_values):
@@ -415,6 +416,9 @@ def check_flags(flag_values):
   if bad or not flag_values.seeds:
     errors.append("--seeds must be a comma-separated list of integers (got "
                   "{!r})".format(",".join(flag_values.seeds)))
+  model_name = result_files.model_name_problem(flag_values.model_name)
+  if model_name:
+    errors.append(model_name)
   if flag_values.test_optimizer == "L2o":
     errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
   shipped = programs.shipped_folder_problem(flag_values.save_dir, "save_dir")
@@ -500,9 +504,25 @@ def run(flag_values):
     run_cache = testing.RunCache()  # The seeds share one compiled loop.
     problem = entry[1].build()
     for seed in seeds:
+      if not written:  # With the first result file, not before: a run
+        # stopped before any result leaves --save_dir as it was.
+        write_run_record(flag_values, problems)
       written.extend(_run_seed(flag_values, opt, k, len(problems), entry,
                                problem, seed, run_cache))
   return written
+
+
+def write_run_record(flag_values, problems):
+  """``metatest_record-<model_name>.json``: the problems of the run by
+  label, in the order of their -problem<k> suffix, for the results command
+  (result_files.run_record)."""
+  path = os.path.join(flag_values.save_dir, result_files.RUN_RECORD.format(
+      model_name=flag_values.model_name))
+  with atomic_file.replace(path) as f:
+    json.dump(result_files.run_record(
+        flag_values.model_name, flag_values.test_optimizer,
+        [(entry[0], entry[-1]) for entry in problems]), f, indent=1)
+  return path
 
 
 def _progress_printer(seed):
@@ -544,9 +564,9 @@ def _run_seed(flag_values, opt, k, num_problems, entry, problem, seed,
               run_cache):
   """Tests seed ``seed`` on problem ``k``; writes its result files and
   returns their paths."""
-  flag_name, spec, dataset, batch_size, heldout = entry
+  flag_name, spec, dataset, batch_size, heldout, label = entry
   print("testing {} ({}) with {} using seed {}".format(
-      flag_name, spec, flag_values.test_optimizer, seed), flush=True)
+      flag_name, label, flag_values.test_optimizer, seed), flush=True)
   start = time.time()
   objective_values, final_params, records = _test_seed(
       flag_values, opt, problem, dataset, batch_size, heldout, seed,
@@ -564,6 +584,7 @@ def _run_seed(flag_values, opt, k, num_problems, entry, problem, seed,
       RESULT_PATTERNS[1], seed, flag_values.model_name, k, num_problems))
   report = heldout_report(records, flag_name, spec, seed, flag_values,
                           dataset, heldout)
+  report["problem_label"] = label
   if flag_values.flatness_probes > 0:
     report.update(flatness(problem, final_params, dataset,
                            flag_values.flatness_probes))

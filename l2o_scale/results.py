@@ -1,15 +1,20 @@
 """Meta-test results side by side: ``python -m l2o_scale.results DIR...``.
 
 Reads the files ``metatest.py`` writes into a ``--save_dir``
-(``seed<S>_eval_loss_record.pickle-<model_name>``: the per-step training
+(:mod:`l2o_scale.meta_testing.result_files` names them:
+``seed<S>_eval_loss_record.pickle-<model_name>``: the per-step training
 loss, a pickled list; ``seed<S>_heldout_record-<model_name>.json``: held-out
 loss and accuracy, with ``--heldout_every``; a ``-problem<K>`` suffix when
-one run tested several problems) and prints one row per directory, model
-name and problem: the number of seeds, the final training loss (mean of the
-last ``--last`` recorded steps of each seed) and the last held-out accuracy
-and loss, each as mean ± standard deviation over seeds. ``--figure out.png``
-also draws the training loss (mean over seeds, min-max band, log scale) and,
-where recorded, the held-out accuracy against iterations.
+one run tested several problems; ``metatest_record-<model_name>.json``: the
+problems of the run, by name) and prints one row per directory, model name
+and problem: the number of seeds, the final training loss (mean of the last
+``--last`` recorded steps of each seed) and the last held-out accuracy and
+loss, each as mean ± standard deviation over seeds. A seed whose value is
+nan or inf is counted as diverged, apart from those not recorded. A damaged
+file is skipped with a warning naming it, so the other seeds and models
+still show. ``--figure out.png`` also draws, per problem, the training loss
+(smoothed mean over seeds over the faint raw mean, log scale) and, where
+recorded, the held-out accuracy against iterations.
 
 Only numpy (and matplotlib for ``--figure``): no TensorFlow import.
 """
@@ -22,61 +27,253 @@ import os
 import pickle
 import re
 import sys
+import tempfile
 
 import numpy as np
 
-LOSS_FILE = re.compile(
-    r"^seed(-?\d+)_eval_loss_record\.pickle-(.+?)(?:-problem(\d+))?$")
-HELDOUT_FILE = re.compile(
-    r"^seed(-?\d+)_heldout_record-(.+?)(?:-problem(\d+))?\.json$")
+from l2o_scale.meta_testing import result_files
+from l2o_scale.runs import atomic_file
+from problems import registry
 
-Run = collections.namedtuple("Run", ["directory", "model", "problem"])
+PROG = "python -m l2o_scale.results"
+
+
+def _parser(pattern):
+  """The regular expression of a file name pattern of
+  :mod:`~l2o_scale.meta_testing.result_files`: groups seed (if any) and
+  the rest of the name."""
+  parts = re.split(r"(\{seed\}|\{model_name\}|\{index\})", pattern)
+  groups = {"{seed}": r"(-?\d+)", "{model_name}": r"(.+)",
+            "{index}": r"(\d+)"}
+  return re.compile("^" + "".join(groups.get(p, re.escape(p))
+                                  for p in parts) + "$")
+
+
+LOSS_FILE = _parser(result_files.LOSS_FILE)
+HELDOUT_FILE = _parser(result_files.HELDOUT_FILE)
+RUN_RECORD_FILE = _parser(result_files.RUN_RECORD)
+PROBLEM_SUFFIX = _parser("{model_name}" + result_files.PROBLEM_SUFFIX)
+PARTIAL_SUFFIX = ".tmp"  # l2o_scale.runs.atomic_file's temporary files.
+
+Run = collections.namedtuple("Run", ["directory", "model", "problem",
+                                     "label"])
+Run.__new__.__defaults__ = (None,)
 Row = collections.namedtuple(
     "Row", ["run", "seeds", "steps", "final_loss", "heldout_accuracy",
             "heldout_loss"])
+# mean and sample std (None for one value) of the finite values; the number
+# of non-finite (diverged) values left out, and of all values.
+Spread = collections.namedtuple("Spread", ["mean", "std", "diverged",
+                                           "count"])
 
 
-def read_dir(directory):
-  """{Run: {seed: {"loss": array, "heldout": dict or None}}} of one dir."""
-  runs = collections.defaultdict(dict)
-  names = sorted(os.listdir(directory))
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+  """Loads lists and arrays of numbers only (what metatest.py and the
+  original write): any other class in the file is refused, so a damaged
+  or foreign pickle runs no code."""
+  ALLOWED = {"scalar", "dtype", "ndarray", "_reconstruct", "_frombuffer"}
+
+  def find_class(self, module, name):
+    if module.split(".")[0] == "numpy" and name in self.ALLOWED:
+      return super().find_class(module, name)
+    raise pickle.UnpicklingError("it holds a {}.{}, not numbers".format(
+        module, name))
+
+
+def _load_losses(path):
+  """The per-step losses of a pickle, a 1-D float array; ValueError naming
+  what is wrong."""
+  with open(path, "rb") as f:
+    try:
+      # latin1: the original's Python 2 pickles of numpy values load too.
+      value = _NumpyOnlyUnpickler(f, encoding="latin1").load()
+    except EOFError:
+      raise ValueError("empty or truncated pickle") from None
+    except (pickle.UnpicklingError, ValueError, TypeError, AttributeError,
+            IndexError, KeyError, ImportError, UnicodeDecodeError) as e:
+      raise ValueError("not a readable pickle ({})".format(
+          str(e).splitlines()[0] if str(e) else type(e).__name__)) from None
+  if not isinstance(value, (list, tuple, np.ndarray)):
+    raise ValueError("holds a {}, not the list of per-step losses".format(
+        type(value).__name__))
+  try:
+    losses = np.asarray(value)
+  except ValueError:
+    losses = np.asarray([], object)
+  if losses.ndim != 1 or losses.dtype.kind not in "fiu":
+    raise ValueError("holds a {} that is not a flat list of numbers".format(
+        type(value).__name__))
+  if not losses.size:
+    raise ValueError("holds no steps")
+  return losses.astype(np.float64)
+
+
+def _numbers(record, key):
+  values = record.get(key)
+  if not isinstance(values, list) or not all(
+      isinstance(v, (int, float)) and not isinstance(v, bool)
+      for v in values):
+    raise ValueError("{} {}".format(
+        "has no" if values is None else "has a malformed", repr(key)))
+  return values
+
+
+def _load_heldout(path):
+  """A held-out record (dict); ValueError naming what is wrong."""
+  with open(path, "rb") as f:
+    text = f.read()
+  if not text.strip():
+    raise ValueError("empty file")
+  try:
+    record = json.loads(text)
+  except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+    raise ValueError("truncated or not JSON ({})".format(e)) from None
+  if not isinstance(record, dict):
+    raise ValueError("holds a {}, not a held-out record".format(
+        type(record).__name__))
+  lengths = {len(_numbers(record, k)) for k in
+             ("iteration", "heldout_accuracy", "heldout_loss")}
+  if len(lengths) > 1:
+    raise ValueError("'iteration', 'heldout_accuracy' and 'heldout_loss' "
+                     "differ in length")
+  return record
+
+
+def _load_run_record(path, model):
+  """A ``metatest_record-<model>.json``; ValueError naming what is wrong."""
+  with open(path, "rb") as f:
+    try:
+      record = json.loads(f.read())
+    except ValueError as e:
+      raise ValueError("truncated or not JSON ({})".format(e)) from None
+  if not (isinstance(record, dict) and record.get("model_name") == model and
+          isinstance(record.get("problems"), list) and
+          all(isinstance(p, dict) for p in record["problems"])):
+    raise ValueError("not a metatest record of --model_name={}".format(model))
+  return record
+
+
+def _model_and_problem(rest, records, suffixed_bases):
+  """(model, problem index or None) of the name part after ``pickle-`` /
+  ``heldout_record-``: the run record says whether a ``-problem<k>``
+  suffix is part of the name; without one (files of older versions) the
+  suffix counts when the same name has files of several problems."""
+  if rest in records and not records[rest].get("problem_suffix"):
+    return rest, None
+  match = PROBLEM_SUFFIX.match(rest)
+  if match and (records.get(match.group(1), {}).get("problem_suffix") or
+                (rest not in records and
+                 match.group(1) in suffixed_bases)):
+    return match.group(1), int(match.group(2))
+  return rest, None
+
+
+def _label_of(record, model, problem):
+  """The problem's label in the run record of ``model``, or None."""
+  for entry in (record or {}).get("problems", []):
+    if entry.get("index", 0) == (problem or 0) and isinstance(
+        entry.get("label"), str):
+      return entry["label"]
+  return None
+
+
+def _heldout_label(record):
+  """The problem's label in a held-out record: metatest.py writes it;
+  older records name the problem set's flag only."""
+  if isinstance(record.get("problem_label"), str):
+    return record["problem_label"]
+  entry = registry.by_flag().get(record.get("problem_set"))
+  return entry.label if entry is not None else None
+
+
+def read_dir(directory, skipped=None):
+  """{Run: {seed: {"loss": array or None, "heldout": dict or None}}} of one
+  dir. A damaged file raises ValueError naming it, or, with a list
+  ``skipped``, is left out and (its path, what is wrong) appended."""
+  try:
+    names = sorted(os.listdir(directory))
+  except OSError as e:
+    raise OSError(e.errno, "cannot list {}: {}".format(
+        directory, e.strerror), directory) from None
+
+  def damaged(name, why):
+    path = os.path.join(directory, name)
+    if skipped is None:
+      raise ValueError("{}: {}".format(path, why))
+    skipped.append((path, why))
+
+  records = {}
   for name in names:
-    match = LOSS_FILE.match(name)
-    if not match:
-      continue
-    seed, model, problem = match.groups()
-    with open(os.path.join(directory, name), "rb") as f:
-      loss = np.asarray(pickle.load(f), np.float64).reshape(-1)
-    run = Run(directory, model, int(problem) if problem else None)
-    runs[run][int(seed)] = {"loss": loss, "heldout": None}
+    match = RUN_RECORD_FILE.match(name)
+    if match:
+      try:
+        records[match.group(1)] = _load_run_record(
+            os.path.join(directory, name), match.group(1))
+      except (ValueError, OSError) as e:
+        damaged(name, "{}; the model's problems are named from its files "
+                "instead".format(getattr(e, "strerror", None) or e))
+  parts = []  # (name, kind, seed, rest)
   for name in names:
-    match = HELDOUT_FILE.match(name)
-    if not match:
+    for kind, pattern in (("loss", LOSS_FILE), ("heldout", HELDOUT_FILE)):
+      match = pattern.match(name)
+      if match:
+        parts.append((name, kind, int(match.group(1)), match.group(2)))
+  problems_of = collections.defaultdict(set)
+  for _, _, _, rest in parts:
+    match = PROBLEM_SUFFIX.match(rest)
+    if match:
+      problems_of[match.group(1)].add(match.group(2))
+  suffixed = {base for base, found in problems_of.items() if len(found) > 1}
+
+  seeds = collections.defaultdict(dict)
+  labels = {}
+  for name, kind, seed, rest in parts:
+    if name.endswith(PARTIAL_SUFFIX):
+      damaged(name, "a partly written file left by an interrupted metatest "
+              "run")
       continue
-    seed, model, problem = match.groups()
-    run = Run(directory, model, int(problem) if problem else None)
-    with open(os.path.join(directory, name)) as f:
-      record = json.load(f)
-    runs[run].setdefault(int(seed), {"loss": None})["heldout"] = record
-  return dict(runs)
+    path = os.path.join(directory, name)
+    try:
+      value = (_load_losses(path) if kind == "loss" else _load_heldout(path))
+    except OSError as e:
+      damaged(name, "cannot read it ({})".format(e.strerror or e))
+      continue
+    except ValueError as e:
+      damaged(name, str(e))
+      continue
+    key = _model_and_problem(rest, records, suffixed)
+    entry = seeds[key].setdefault(seed, {"loss": None, "heldout": None})
+    entry[kind] = value
+    if kind == "heldout" and key not in labels:
+      labels[key] = _heldout_label(value)
+  runs = {}
+  for (model, problem), by_seed in seeds.items():
+    label = _label_of(records.get(model), model, problem) or labels.get(
+        (model, problem))
+    runs[Run(directory, model, problem, label)] = by_seed
+  return runs
 
 
 def _spread(values):
-  """(mean, sample std or None for one value) of ``values``;
-  (nan, None) when there are none."""
+  """The :class:`Spread` of ``values`` (None: not recorded, left out)."""
   values = np.asarray([v for v in values if v is not None], np.float64)
-  if values.size == 0:
-    return (math.nan, None)
-  std = float(np.std(values, ddof=1)) if values.size > 1 else None
-  return (float(np.mean(values)), std)
+  finite = values[np.isfinite(values)]
+  diverged = int(values.size - finite.size)
+  if finite.size == 0:
+    return Spread(math.nan, None, diverged, int(values.size))
+  std = float(np.std(finite, ddof=1)) if finite.size > 1 else None
+  return Spread(float(np.mean(finite)), std, diverged, int(values.size))
+
+
+def _sort_key(run):
+  return (run.directory, run.model, -1 if run.problem is None
+          else run.problem)
 
 
 def summarize(runs, last=10):
   """One :class:`Row` per run, in the order directories and names sort."""
   rows = []
-  for run in sorted(runs, key=lambda r: (r.directory, r.model,
-                                         -1 if r.problem is None
-                                         else r.problem)):
+  for run in sorted(runs, key=_sort_key):
     seeds = runs[run]
     finals, accuracies, heldout_losses, steps = [], [], [], set()
     for seed in sorted(seeds):
@@ -94,88 +291,261 @@ def summarize(runs, last=10):
 
 
 def _cell(spread, digits):
-  mean, std = spread
-  if math.isnan(mean):
+  """``mean ± std``, with the diverged seeds counted; ``-``: not
+  recorded."""
+  if spread.count == 0:
     return "-"
-  text = ("{:.{d}g}".format(mean, d=digits) if digits
-          else "{:.4f}".format(mean))
-  if std is not None:
-    text += " ± " + ("{:.2g}".format(std) if digits
-                     else "{:.4f}".format(std))
+  if spread.diverged == spread.count:
+    return "diverged ({}/{} seeds)".format(spread.diverged, spread.count)
+  text = ("{:.{d}g}".format(spread.mean, d=digits) if digits
+          else "{:.4f}".format(spread.mean))
+  if spread.std is not None:
+    text += " ± " + ("{:.2g}".format(spread.std) if digits
+                     else "{:.4f}".format(spread.std))
+  if spread.diverged:
+    text += ", {}/{} seeds diverged".format(spread.diverged, spread.count)
   return text
 
 
+def _problem_cell(run):
+  if run.label:
+    return run.label
+  return "-" if run.problem is None else str(run.problem)
+
+
+def _escaped(text):
+  return text.replace("|", "\\|")
+
+
 def table(rows, last=10):
-  """The rows as a Markdown table (a header line explains the columns)."""
+  """The rows as a Markdown table (lines after it explain the columns and
+  note what differs between seeds)."""
   show_dir = len({row.run.directory for row in rows}) > 1
-  show_problem = any(row.run.problem is not None for row in rows)
+  show_problem = any(row.run.problem is not None or row.run.label
+                     for row in rows)
   header = ((["directory"] if show_dir else []) + ["model"] +
             (["problem"] if show_problem else []) +
             ["seeds", "steps", "final training loss", "held-out accuracy",
              "held-out loss"])
   lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  notes = []
   for row in rows:
     cells = ([row.run.directory] if show_dir else []) + [row.run.model]
     if show_problem:
-      cells.append("-" if row.run.problem is None
-                   else str(row.run.problem))
+      cells.append(_problem_cell(row.run))
     cells += [str(len(row.seeds)),
               "/".join(str(s) for s in row.steps) or "-",
               _cell(row.final_loss, 4), _cell(row.heldout_accuracy, 0),
               _cell(row.heldout_loss, 4)]
-    lines.append("| " + " | ".join(cells) + " |")
+    lines.append("| " + " | ".join(_escaped(c) for c in cells) + " |")
+    if len(row.steps) > 1:
+      notes.append("{}: its seeds ran different numbers of steps ({}); each "
+                   "seed's final loss is over its own last steps, the figure "
+                   "cuts them to the shortest.".format(
+                       _run_name(row.run, show_dir),
+                       "/".join(str(s) for s in row.steps)))
   note = ("mean ± std over seeds; final training loss: mean of the last {} "
-          "steps of each seed; held-out: the last record.".format(last))
-  return "\n".join(lines + ["", note])
+          "steps of each seed; held-out: the last record; diverged: the "
+          "value is nan or inf (left out of the mean); -: not "
+          "recorded.".format(last))
+  return "\n".join(lines + ["", note] + notes)
+
+
+def _run_name(run, show_dir):
+  name = run.model
+  if run.problem is not None and not run.label:
+    name += " problem {}".format(run.problem)
+  if show_dir:
+    name += " ({})".format(run.directory)
+  return name
+
+
+def check_figure_path(path):
+  """Refuses a ``--figure`` path that cannot be written, before any work:
+  ValueError for an unknown image format, an OSError for a missing or
+  read-only folder."""
+  from matplotlib import backend_bases  # pylint: disable=g-import-not-at-top
+  formats = sorted(backend_bases.FigureCanvasBase.get_supported_filetypes())
+  ext = os.path.splitext(path)[1].lower().lstrip(".")
+  if ext not in formats:
+    raise ValueError("--figure={} {}; end the name in one of .{}".format(
+        path, "has no extension" if not ext else
+        "has an unknown image format .{}".format(ext), ", .".join(formats)))
+  if os.path.isdir(path):
+    raise IsADirectoryError(
+        21, "--figure={} is a folder; give a file name in it, e.g. "
+        "{}".format(path, os.path.join(path, "compare.png")), path)
+  folder = os.path.dirname(path) or "."
+  if not os.path.isdir(folder):
+    raise FileNotFoundError(
+        2, "--figure={}: no folder {}; create it or give another "
+        "path".format(path, folder), path)
+  try:  # What a write does (os.access ignores read-only file systems).
+    with tempfile.TemporaryFile(dir=folder):
+      pass
+  except OSError as e:
+    raise PermissionError(
+        e.errno or 13, "--figure={}: cannot write in {} ({}); give another "
+        "path".format(path, folder, e.strerror or e), path) from None
+  return ext
+
+
+def _smoothed(values, span):
+  """Exponential moving average with ``span`` (bias-corrected at the
+  start, as TensorBoard's smoothing)."""
+  alpha = 2. / (span + 1.)
+  out = np.empty_like(values)
+  average, weight = 0., 0.
+  for i, v in enumerate(values):
+    average = (1 - alpha) * average + alpha * v
+    weight = (1 - alpha) * weight + alpha
+    out[i] = average / weight
+  return out
+
+
+def _loss_curve(seeds):
+  """(mean per step over the seeds that stayed finite, how many seeds
+  diverged, note on lengths or '') of one run; mean None when none
+  stayed finite."""
+  losses = [s["loss"] for s in seeds.values() if s.get("loss") is not None]
+  finite = [loss for loss in losses if np.all(np.isfinite(loss))]
+  if not finite:
+    return None, len(losses), ""
+  n = min(loss.size for loss in finite)
+  note = ("seeds cut to {} steps".format(n)
+          if any(loss.size != n for loss in finite) else "")
+  return (np.stack([loss[:n] for loss in finite]).mean(0),
+          len(losses) - len(finite), note)
+
+
+def _accuracy_curve(seeds):
+  """(iterations, mean held-out accuracy over seeds) at the iterations
+  every seed recorded, or None."""
+  records = [s["heldout"] for s in seeds.values()
+             if s.get("heldout") and s["heldout"]["heldout_accuracy"]]
+  if not records:
+    return None
+  common = set(records[0]["iteration"])
+  for record in records[1:]:
+    common &= set(record["iteration"])
+  iterations = sorted(common)
+  if not iterations:
+    return None
+  acc = np.array([[dict(zip(r["iteration"], r["heldout_accuracy"]))[i]
+                   for i in iterations] for r in records], np.float64)
+  return np.asarray(iterations), acc.mean(0)
+
+
+def _problem_title(run):
+  if run.label:
+    return run.label
+  return ("problem not recorded" if run.problem is None
+          else "problem {}".format(run.problem))
+
+
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def figure(runs, path):
-  """Training loss (and held-out accuracy where recorded) per run."""
+  """Per problem, the training loss (smoothed mean over seeds over the
+  faint raw mean) and, where recorded, the held-out accuracy (axis limits
+  from the second half of the runs) of every run. Returns the (closed)
+  matplotlib figure."""
+  fmt = check_figure_path(path)
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  has_heldout = any(s.get("heldout") for seeds in runs.values()
-                    for s in seeds.values())
-  fig, axes = plt.subplots(1, 2 if has_heldout else 1,
-                           figsize=(11 if has_heldout else 6, 4),
-                           squeeze=False)
+  groups = collections.defaultdict(list)
+  for run in sorted(runs, key=_sort_key):
+    groups[_problem_title(run)].append(run)
+  has_heldout = any(_accuracy_curve(runs[run]) is not None for run in runs)
   show_dir = len({run.directory for run in runs}) > 1
-  for run in sorted(runs):
-    label = run.model + ("" if run.problem is None else
-                         " problem {}".format(run.problem))
-    if show_dir:
-      label = "{} ({})".format(label, run.directory)
-    losses = [s["loss"] for s in runs[run].values()
-              if s.get("loss") is not None]
-    if losses:
-      n = min(loss.size for loss in losses)
-      stacked = np.stack([loss[:n] for loss in losses])
-      line, = axes[0, 0].plot(np.arange(n), stacked.mean(0), label=label)
-      axes[0, 0].fill_between(np.arange(n), stacked.min(0),
-                              stacked.max(0), color=line.get_color(),
-                              alpha=0.2)
-    records = [s["heldout"] for s in runs[run].values()
-               if s.get("heldout")]
-    if has_heldout and records:
-      n = min(len(r["heldout_accuracy"]) for r in records)
-      acc = np.array([r["heldout_accuracy"][:n] for r in records])
-      axes[0, 1].plot(records[0]["iteration"][:n], acc.mean(0),
-                      marker="o", label=label)
-  axes[0, 0].set(xlabel="step", ylabel="training loss", yscale="log",
-                 title="training loss (mean, min-max over seeds)")
-  axes[0, 0].legend(fontsize=8)
-  if has_heldout:
-    axes[0, 1].set(xlabel="step", ylabel="held-out accuracy",
-                   title="held-out accuracy (mean over seeds)")
-    axes[0, 1].legend(fontsize=8)
+  models = sorted({(run.directory, run.model) for run in runs})
+  colors = plt.get_cmap("tab10").colors
+  style = {m: dict(color=colors[i % len(colors)],
+                   linestyle=LINE_STYLES[i % len(LINE_STYLES)],
+                   marker=MARKERS[i % len(MARKERS)])
+           for i, m in enumerate(models)}
+  fig, axes = plt.subplots(len(groups), 2 if has_heldout else 1,
+                           figsize=(12 if has_heldout else 6.5,
+                                    4.2 * len(groups)), squeeze=False)
+  for (title, group), panels in zip(sorted(groups.items()), axes):
+    _loss_panel(panels[0], title, group, runs, style, show_dir)
+    if has_heldout:
+      _accuracy_panel(panels[1], title, group, runs, style, show_dir)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  with atomic_file.replace(path, "wb") as f:
+    fig.savefig(f, format=fmt, dpi=120)
   plt.close(fig)
+  return fig
+
+
+def _loss_panel(ax, title, group, runs, style, show_dir):
+  positive = True
+  for run in group:
+    mean, diverged, note = _loss_curve(runs[run])
+    name = _run_name(run, show_dir)
+    if diverged:
+      note = ", ".join(filter(None, [note, "{} of {} seeds diverged, not "
+                                     "drawn".format(diverged, len(runs[run]))]))
+    label = name + (" ({})".format(note) if note else "")
+    s = style[(run.directory, run.model)]
+    if mean is None:
+      ax.plot([], [], label=label, **s)
+      continue
+    positive &= bool(np.all(mean > 0))
+    steps = np.arange(mean.size)
+    smooth = (np.exp(_smoothed(np.log(mean), max(1, mean.size // 40)))
+              if np.all(mean > 0) else _smoothed(mean, max(1, mean.size // 40)))
+    ax.plot(steps, mean, color=s["color"], alpha=0.2, linewidth=0.6)
+    ax.plot(steps, smooth, label=label, linewidth=1.8,
+            markevery=max(1, mean.size // 8), markersize=5, **s)
+  ax.set(xlabel="step", ylabel="training loss (minibatch)",
+         yscale="log" if positive else "linear",
+         title="{}\ntraining loss: mean over seeds, smoothed (raw: "
+         "faint)".format(title))
+  ax.legend(fontsize=8)
+  ax.grid(alpha=0.3)
+
+
+def _accuracy_panel(ax, title, group, runs, style, show_dir):
+  late = []
+  for run in group:
+    curve = _accuracy_curve(runs[run])
+    if curve is None:
+      continue
+    iterations, accuracy = curve
+    ax.plot(iterations, accuracy, label=_run_name(run, show_dir),
+            markersize=5, **style[(run.directory, run.model)])
+    late.extend(accuracy[iterations >= iterations[-1] / 2])
+  late = np.asarray(late)[np.isfinite(late)] if late else np.array([])
+  if late.size:
+    low, high = float(late.min()), float(late.max())
+    pad = max(0.15 * (high - low), 0.005)
+    ax.set_ylim(low - pad, high + pad)
+  ax.set(xlabel="step", ylabel="held-out accuracy",
+         title="{}\nheld-out accuracy: mean over seeds (axis: the second "
+         "half of the run)".format(title))
+  if late.size:
+    ax.legend(fontsize=8)
+  ax.grid(alpha=0.3)
+
+
+def _os_error_line(error):
+  """One line for a file error: its message when it names the file (the
+  checks above), else the file and the system's reason."""
+  if error.filename and str(error.filename) in (error.strerror or ""):
+    return error.strerror
+  if error.filename:
+    return "cannot write {}: {}".format(error.filename,
+                                        error.strerror or error)
+  return str(error)
 
 
 def main(argv=None):
   parser = argparse.ArgumentParser(
-      prog="python -m l2o_scale.results",
+      prog=PROG,
       description="Shows the meta-test results of metatest.py save dirs "
       "side by side: per model name, the final training loss "
       "and held-out accuracy, mean ± std over seeds.")
@@ -185,23 +555,42 @@ def main(argv=None):
                       help="steps averaged for the final training loss "
                       "(default 10)")
   parser.add_argument("--figure", metavar="PATH",
-                      help="also draw the curves into this image file")
+                      help="also draw the curves into this image file "
+                      "(its extension names the format: .png, .pdf, .svg...)")
   args = parser.parse_args(argv)
   if args.last < 1:
     parser.error("--last must be >= 1 (got {})".format(args.last))
-  runs = {}
-  for directory in args.dirs:
-    if not os.path.isdir(directory):
-      parser.error("{} is not a directory".format(directory))
-    found = read_dir(directory)
-    if not found:
-      parser.error("no seed<S>_eval_loss_record.pickle-<name> files in "
-                   "{}".format(directory))
-    runs.update(found)
-  print(table(summarize(runs, args.last), args.last))
-  if args.figure:
-    figure(runs, args.figure)
-    print("figure: {}".format(args.figure))
+  try:
+    if args.figure:
+      check_figure_path(args.figure)
+    runs, skipped = {}, []
+    for directory in args.dirs:
+      if not os.path.isdir(directory):
+        raise ValueError("{} is not a directory".format(directory))
+      before = len(skipped)
+      found = read_dir(directory, skipped)
+      if not found and len(skipped) == before:
+        raise ValueError("no seed<S>_eval_loss_record.pickle-<name> files in "
+                         "{}".format(directory))
+      runs.update(found)
+    for path, why in skipped:
+      sys.stderr.write("{}: warning: skipped {}: {}\n".format(PROG, path, why))
+    if not runs:
+      raise ValueError("no readable result files in {} ({} damaged; see the "
+                       "warnings above)".format(", ".join(args.dirs),
+                                                len(skipped)))
+    print(table(summarize(runs, args.last), args.last))
+    if skipped:
+      print("{} damaged file(s) skipped, their seeds left out (warnings on "
+            "stderr): {}".format(len(skipped), ", ".join(
+                path for path, _ in skipped)))
+    if args.figure:
+      figure(runs, args.figure)
+      print("figure: {}".format(args.figure))
+  except OSError as e:
+    parser.error(_os_error_line(e))
+  except ValueError as e:
+    parser.error(str(e))
   return 0
 
 

@@ -63,8 +63,16 @@ def test_l2o_from_tf1_checkpoint_writes_five_pickles(train_dir, data_dir,
   written = metatest.run(FLAGS)
   expected = ["seed{}_eval_loss_record.pickle-mnist-relu".format(s)
               for s in (6, 12, 18, 24, 30)]
-  assert sorted(os.listdir(save_dir)) == sorted(expected)
+  assert sorted(os.listdir(save_dir)) == sorted(
+      expected + ["metatest_record-mnist-relu.json"])
   assert len(written) == 5
+  # The run record names the problem as the docs do, for the results command.
+  with open(os.path.join(save_dir, "metatest_record-mnist-relu.json")) as f:
+    record = json.load(f)
+  assert record["problems"] == [{
+      "index": 0, "flag": "include_mnist_mlp_relu_problems",
+      "label": "MNIST MLP 784-20-10, ReLU"}]
+  assert not record["problem_suffix"]
   finals = []
   for name in expected:
     with open(os.path.join(save_dir, name), "rb") as f:
