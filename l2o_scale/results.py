@@ -91,6 +91,8 @@ def _load_losses(path):
       raise ValueError("empty or truncated pickle") from None
     except (pickle.UnpicklingError, ValueError, TypeError, AttributeError,
             IndexError, KeyError, ImportError, UnicodeDecodeError) as e:
+      if "truncated" in str(e):
+        raise ValueError("empty or truncated pickle") from None
       raise ValueError("not a readable pickle ({})".format(
           str(e).splitlines()[0] if str(e) else type(e).__name__)) from None
   if not isinstance(value, (list, tuple, np.ndarray)):
@@ -221,7 +223,7 @@ def read_dir(directory, skipped=None):
   problems_of = collections.defaultdict(set)
   for _, _, _, rest in parts:
     match = PROBLEM_SUFFIX.match(rest)
-    if match:
+    if match and rest not in records:
       problems_of[match.group(1)].add(match.group(2))
   suffixed = {base for base, found in problems_of.items() if len(found) > 1}
 
@@ -365,16 +367,16 @@ def check_figure_path(path):
   ValueError for an unknown image format, an OSError for a missing or
   read-only folder."""
   from matplotlib import backend_bases  # pylint: disable=g-import-not-at-top
+  if os.path.isdir(path):
+    raise IsADirectoryError(
+        21, "--figure={} is a folder; give a file name in it, e.g. "
+        "{}".format(path, os.path.join(path, "compare.png")), path)
   formats = sorted(backend_bases.FigureCanvasBase.get_supported_filetypes())
   ext = os.path.splitext(path)[1].lower().lstrip(".")
   if ext not in formats:
     raise ValueError("--figure={} {}; end the name in one of .{}".format(
         path, "has no extension" if not ext else
         "has an unknown image format .{}".format(ext), ", .".join(formats)))
-  if os.path.isdir(path):
-    raise IsADirectoryError(
-        21, "--figure={} is a folder; give a file name in it, e.g. "
-        "{}".format(path, os.path.join(path, "compare.png")), path)
   folder = os.path.dirname(path) or "."
   if not os.path.isdir(folder):
     raise FileNotFoundError(
@@ -543,6 +545,13 @@ def _os_error_line(error):
   return str(error)
 
 
+def _refuse(message):
+  """One line ``<prog>: error: <message>`` and exit status 2 (argparse's
+  own refusals add a usage line; these name the file or flag instead)."""
+  sys.stderr.write("{}: error: {}\n".format(PROG, message))
+  raise SystemExit(2)
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(
       prog=PROG,
@@ -559,7 +568,7 @@ def main(argv=None):
                       "(its extension names the format: .png, .pdf, .svg...)")
   args = parser.parse_args(argv)
   if args.last < 1:
-    parser.error("--last must be >= 1 (got {})".format(args.last))
+    _refuse("--last must be >= 1 (got {})".format(args.last))
   try:
     if args.figure:
       check_figure_path(args.figure)
@@ -588,9 +597,9 @@ def main(argv=None):
       figure(runs, args.figure)
       print("figure: {}".format(args.figure))
   except OSError as e:
-    parser.error(_os_error_line(e))
+    _refuse(_os_error_line(e))
   except ValueError as e:
-    parser.error(str(e))
+    _refuse(str(e))
   return 0
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from l2o_scale import results
+from l2o_scale.meta_testing import result_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,3 +99,179 @@ def test_bad_input_is_one_line(tmp_path, capsys):
       results.main(args)
     assert e.value.code == 2
     assert message in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def _run(*args):
+  return subprocess.run([sys.executable, "-m", "l2o_scale.results"] +
+                        [str(a) for a in args], capture_output=True,
+                        text=True, cwd=ROOT, timeout=120)
+
+
+def test_damaged_files_are_skipped_by_name_and_the_rest_shown(tmp_path):
+  """A truncated or empty pickle, a pickled dict, a pickle of a foreign
+  class, a truncated held-out JSON, one without heldout_loss, a leftover
+  .tmp and a folder named like a result: one warning line each naming the
+  file; the readable seeds and models still show."""
+  d = tmp_path / "res"
+  _write(str(d), "good", 6, [1.] * 20, accuracy=0.9)
+  _write(str(d), "good", 12, [2.] * 20)
+  whole = pickle.dumps([np.float32(1.)] * 20)
+  (d / "seed18_eval_loss_record.pickle-good").write_bytes(whole[:30])
+  (d / "seed24_eval_loss_record.pickle-good").write_bytes(b"")
+  (d / "seed30_eval_loss_record.pickle-good").write_bytes(
+      pickle.dumps({"loss": [1., 2.]}))
+  marker = tmp_path / "ran"
+  (d / "seed36_eval_loss_record.pickle-good").write_bytes(pickle.dumps(
+      [getattr(os, "system")]))
+  (d / "seed42_eval_loss_record.pickle-good.tmp").write_bytes(whole)
+  (d / "seed48_eval_loss_record.pickle-good").mkdir()
+  (d / "seed12_heldout_record-good.json").write_text('{"iteration": [0, 2')
+  (d / "seed6_heldout_record-other.json").write_text(json.dumps(
+      {"iteration": [0], "heldout_accuracy": [0.5]}))
+  out = _run(d)
+  assert out.returncode == 0, out.stderr
+  warnings = out.stderr.strip().splitlines()
+  expected = {
+      "seed18_eval_loss_record.pickle-good": "truncated pickle",
+      "seed24_eval_loss_record.pickle-good": "empty or truncated pickle",
+      "seed30_eval_loss_record.pickle-good": "holds a dict, not the list",
+      "seed36_eval_loss_record.pickle-good": "not numbers",
+      "seed42_eval_loss_record.pickle-good.tmp": "partly written",
+      "seed48_eval_loss_record.pickle-good": "cannot read it",
+      "seed12_heldout_record-good.json": "truncated or not JSON",
+      "seed6_heldout_record-other.json": "has no 'heldout_loss'"}
+  assert len(warnings) == len(expected), out.stderr
+  for name, why in expected.items():
+    line = [w for w in warnings if os.path.join(str(d), name) + ":" in w]
+    assert len(line) == 1 and why in line[0], (name, out.stderr)
+    assert line[0].startswith("python -m l2o_scale.results: warning: skipped ")
+  assert not marker.exists()
+  row = [l for l in out.stdout.splitlines() if "| good |" in l][0]
+  assert "| good | 2 | 20 | 1.5 ± 0.71 | 0.9000 |" in row
+  assert "8 damaged file(s) skipped" in out.stdout
+  # Nothing readable at all: one line, exit 2.
+  only = tmp_path / "only"
+  only.mkdir()
+  (only / "seed6_eval_loss_record.pickle-x").write_bytes(b"\x80\x04")
+  out = _run(only)
+  assert out.returncode == 2
+  assert out.stderr.strip().splitlines()[-1] == (
+      "python -m l2o_scale.results: error: no readable result files in {} "
+      "(1 damaged; see the warnings above)".format(only))
+
+
+def test_read_dir_names_the_damaged_file_without_a_skip_list(tmp_path):
+  (tmp_path / "seed6_eval_loss_record.pickle-a").write_bytes(b"")
+  with pytest.raises(ValueError, match=r"seed6_eval_loss_record\.pickle-a: "
+                     r"empty or truncated pickle"):
+    results.read_dir(str(tmp_path))
+
+
+@pytest.mark.parametrize("figure,message", [
+    ("{tmp}/missing/cmp.png", "no folder {tmp}/missing; create it"),
+    ("{tmp}/cmp.xyz", "has an unknown image format .xyz; end the name in "
+     "one of .avif"),
+    ("{tmp}/cmp", "has no extension"),
+    ("{tmp}", "is a folder; give a file name in it"),
+])
+def test_figure_path_is_refused_before_any_work(save_dir, tmp_path, figure,
+                                                message):
+  figure = figure.format(tmp=tmp_path)
+  out = _run(save_dir, "--figure", figure)
+  assert out.returncode == 2 and out.stdout == ""
+  line = out.stderr.strip().splitlines()
+  assert len(line) == 1 and line[0].startswith(
+      "python -m l2o_scale.results: error: --figure=" + figure)
+  assert message.format(tmp=tmp_path) in line[0]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_figure_onto_a_read_only_location_is_refused(save_dir):
+  """/proc takes no new files, not even from root (a chmod would not stop
+  root)."""
+  out = _run(save_dir, "--figure", "/proc/self/cmp.png")
+  assert out.returncode == 2 and out.stdout == ""
+  line = out.stderr.strip().splitlines()
+  assert len(line) == 1 and line[0].startswith(
+      "python -m l2o_scale.results: error: --figure=/proc/self/cmp.png: "
+      "cannot write in /proc/self (")
+  assert line[0].endswith("); give another path")
+
+
+def test_diverged_seeds_are_not_shown_as_unrecorded(tmp_path):
+  d = str(tmp_path)
+  _write(d, "half", 6, [1.] * 10 + [0.5] * 10)
+  _write(d, "half", 12, [1.] * 10 + [float("nan")] * 10)
+  _write(d, "all", 6, [1.] * 10 + [float("inf")] * 10)
+  _write(d, "all", 12, [float("nan")] * 20)
+  rows = {row.run.model: row for row in
+          results.summarize(results.read_dir(d), last=10)}
+  assert rows["half"].final_loss == (0.5, None, 1, 2)
+  assert rows["all"].final_loss[2:] == (2, 2)
+  assert rows["all"].heldout_accuracy[2:] == (0, 0)
+  text = results.table(list(rows.values()))
+  assert "| all | 2 | 20 | diverged (2/2 seeds) | - | - |" in text
+  assert "| half | 2 | 20 | 0.5, 1/2 seeds diverged | - | - |" in text
+  assert "diverged: the value is nan or inf" in text
+
+
+def test_seeds_of_different_lengths_are_noted(tmp_path):
+  d = str(tmp_path)
+  _write(d, "short", 6, [1.] * 20)
+  _write(d, "short", 12, [1.] * 30)
+  runs = results.read_dir(d)
+  text = results.table(results.summarize(runs))
+  assert ("short: its seeds ran different numbers of steps (20/30); each "
+          "seed's final loss is over its own last steps, the figure cuts "
+          "them to the shortest.") in text
+  fig = results.figure(runs, str(tmp_path / "f.png"))
+  assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == [
+      "short (seeds cut to 20 steps)"]
+
+
+def test_old_files_and_model_names_ending_like_a_problem_suffix(tmp_path):
+  """Files without a run record (older versions): a name that ends in
+  -problem<k> is a problem suffix only where the name has files of several
+  problems; with a record, the record decides."""
+  d = str(tmp_path)
+  _write(d, "adam-problem3", 6, [1.] * 5)
+  _write(d, "set", 6, [1.] * 5, suffix="-problem0")
+  _write(d, "set", 6, [2.] * 5, suffix="-problem1")
+  _write(d, "rec-problem0", 6, [3.] * 5)
+  with open(os.path.join(d, "metatest_record-rec-problem0.json"), "w") as f:
+    json.dump(result_files.run_record("rec-problem0", "Adam",
+                                      [("include_mnist_mlp_problems",
+                                        "MNIST MLP 784-20-10, sigmoid")]), f)
+  _write(d, "rec-problem1", 6, [3.] * 5)  # no record: the whole name
+  runs = results.read_dir(d)
+  assert sorted((r.model, r.problem, r.label) for r in runs) == [
+      ("adam-problem3", None, None), ("rec-problem0", None,
+                                      "MNIST MLP 784-20-10, sigmoid"),
+      ("rec-problem1", None, None), ("set", 0, None), ("set", 1, None)]
+
+
+def test_figure_names_each_problem_and_focuses_the_accuracy_axis(tmp_path):
+  """One row of panels per problem, titled by its label (from the held-out
+  record's problem set); the accuracy axis spans the late records, not the
+  0.1 of step 0; overlapping lines differ in style and marker."""
+  d = str(tmp_path)
+  for model, acc in (("adam", 0.909), ("l2o", 0.893), ("l2o-b", 0.893)):
+    for seed in (6, 12):
+      _write(d, model, seed, list(np.linspace(2., 0.1, 300)), accuracy=acc)
+      path = os.path.join(d, "seed{}_heldout_record-{}.json".format(seed,
+                                                                    model))
+      with open(path) as f:
+        record = json.load(f)
+      record["problem_set"] = "include_mnist_mlp_problems"
+      with open(path, "w") as f:
+        json.dump(record, f)
+  _write(d, "other", 6, [1.] * 300)
+  fig = results.figure(results.read_dir(d), str(tmp_path / "f.svg"))
+  titles = [ax.get_title().splitlines()[0] for ax in fig.axes]
+  assert titles == ["MNIST MLP 784-20-10, sigmoid"] * 2 + [
+      "problem not recorded"] * 2
+  low, high = fig.axes[1].get_ylim()
+  assert 0.85 < low < 0.893 and 0.909 < high < 0.95
+  lines = [l for l in fig.axes[1].get_lines()]
+  assert len({(l.get_linestyle(), l.get_marker()) for l in lines}) == 3
+  assert os.path.getsize(str(tmp_path / "f.svg")) > 1000
