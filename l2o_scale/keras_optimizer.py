@@ -61,6 +61,7 @@ from l2o_scale.meta_testing import inner_step
 from l2o_scale.config import optimizer_flags
 from l2o_scale import pretrained as shipped
 from l2o_scale.runs import run_record
+from l2o_scale.steps import learned_schedule
 from l2o_scale.steps import settings as step_settings
 from l2o_scale.steps import step_schedule
 from l2o_scale.steps import transform
@@ -131,6 +132,15 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       time from ~670k parameters on (docs/performance.md). Where the kernel
       cannot run, TensorFlow's ops do, with a warning that says why.
       False: TensorFlow's ops only.
+    schedule_head: None, or a learned schedule-and-decay head (a
+      :class:`l2o_scale.steps.learned_schedule.ScheduleHead` or the path of
+      a saved one) that scales each tensor's learned step and adds a
+      decoupled weight decay from the run's progress and gradient norms
+      (docs/schedule-head.md); with it the step takes one pass. It is not
+      part of the optimizer's config: pass it again after loading.
+    total_steps: the run's length in steps, the head's progress input
+      (``iterations / total_steps``); None: the head takes
+      :data:`~l2o_scale.steps.learned_schedule.DEFAULT_TOTAL_STEPS`.
     name, clipnorm, clipvalue, global_clipnorm, use_ema, ...: as any Keras
       optimizer.
   """
@@ -139,6 +149,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                optimizer_kwargs=None, level_sizes=DEFAULT_LEVEL_SIZES,
                learning_rate=1.0, coordinates_per_pass=COORDINATES_PER_PASS,
                hold_zero_gradients=False, native_step=False,
+               schedule_head=None, total_steps=None,
                name="learned_optimizer", **kwargs):
     check_numbers(learning_rate=learning_rate, **kwargs)
     super().__init__(learning_rate=learning_rate, name=name, **kwargs)
@@ -151,6 +162,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     zero_gradient_hold.hold_zero_gradients(hold_zero_gradients)  # Checks it.
     self.hold_zero_gradients = hold_zero_gradients
     self.native_step = _use_native_step(learned_optimizer, native_step)
+    self.schedule_head = learned_schedule.schedule_head(schedule_head)
+    self.total_steps = learned_schedule.check_total_steps(total_steps)
+    if schedule_head is not None:
+      transform.check_compatible(learned_optimizer)
     if hold_zero_gradients or kwargs.get("weight_decay") or not (
         isinstance(learning_rate, (int, float)) and learning_rate == 1):
       transform.check_compatible(learned_optimizer)
@@ -177,6 +192,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     # Set by from_config until load_own_variables restores the
     # meta-parameters (a config holds the options only).
     self._meta_parameters_pending = False
+    self._values_at_first_step = False
 
   @classmethod
   def from_checkpoint(cls, path, level_sizes=DEFAULT_LEVEL_SIZES,
@@ -267,8 +283,14 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     if note:
       warnings.warn(note, stacklevel=2)
     with tf.init_scope():
-      values = [tf.cast(tf.convert_to_tensor(v), tf.float32)
-                for v in var_list]
+      values = [_value_now(v) for v in var_list]
+      # With attention the state holds the variables' values (true_param):
+      # those not readable yet are taken at the first step (_pass_state).
+      self._values_at_first_step = (
+          inner_step.uses_attention(self.learned_optimizer) and
+          any(value is None for value in values))
+      values = [tf.zeros(v.shape) if value is None else value
+                for v, value in zip(var_list, values)]
       self._build_state(values)
       self._global_slots = []
       for j, g in enumerate(self.learned_optimizer.initialize_global_state()):
@@ -310,8 +332,16 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
 
   def _pass_state(self, index):
     """The packed state of pass ``index``, read from its variables."""
-    return tf.nest.map_structure(tf.convert_to_tensor,
-                                 self._pass_variables(index))
+    packed = tf.nest.map_structure(tf.convert_to_tensor,
+                                   self._pass_variables(index))
+    if self._values_at_first_step:
+      first, last = self._passes_built[index][:2]
+      at_first = tf.equal(self.iterations, 0)
+      packed["true_param"] = [
+          tf.where(at_first, tf.cast(var, tf.float32), saved)
+          for var, saved in zip(self._trainable_variables[first:last],
+                                packed["true_param"])]
+    return packed
 
   def _assign_pass_state(self, index, packed):
     for slot, value in zip(self._pass_slots[index], tf.nest.flatten(packed)):
@@ -384,7 +414,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     if not inner_step.uses_attention(self.learned_optimizer):
       values = self._step_transforms(variables).apply(
           old, values, {transform.SCALE: tf.cast(learning_rate, tf.float32),
-                        transform.GRADIENTS: grads})
+                        transform.GRADIENTS: grads,
+                        learned_schedule.PROGRESS:
+                            learned_schedule.keras_progress(
+                                self.iterations, self.total_steps)})
     for var, value in zip(variables, values):
       self.assign(var, tf.cast(tf.reshape(value, var.shape), var.dtype))
 
@@ -396,8 +429,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     columns (other than the hierarchical RNN)."""
     sizes = [int(p.shape.num_elements()) for p in params]
     limit = self.coordinates_per_pass
+    # The head reads the gradient norm of all variables at once.
     if not limit or sum(sizes) <= limit or not hasattr(
-        self.learned_optimizer, "packed_columns"):
+        self.learned_optimizer, "packed_columns") or not isinstance(
+            self.schedule_head, transform.Identity):
       return [(0, len(sizes), 0, sum(sizes))]
     passes, first, start, count = [], 0, 0, 0
     for t, size in enumerate(sizes):
@@ -472,6 +507,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     return transform.chain(
         zero_gradient_hold.hold_zero_gradients(self.hold_zero_gradients),
         step_schedule.ScaleStep(),
+        self.schedule_head,
         weight_decay_lib.decoupled_weight_decay(
             self.weight_decay or 0.,
             mask=[self._use_weight_decay(v) for v in variables]))
@@ -646,6 +682,20 @@ def long_run_schedule(total_steps, decay_start=0.8):
   ``--step_schedule=cosine --step_decay_start``, as a ``learning_rate`` of
   :class:`LearnedOptimizer` (:func:`l2o_scale.steps.step_schedule.keras_schedule`)."""
   return step_schedule.keras_schedule("cosine", total_steps, decay_start)
+
+
+def _value_now(var):
+  """``var``'s value (float32), or None where it has none yet: a model built
+  by its first call inside a traced step (a ``Sequential`` without
+  ``keras.Input`` in ``fit``) creates its variables in that trace, and they
+  are initialised only when the traced step runs (read before, they are
+  empty). The learned optimizers' initial state depends on the variables'
+  shapes only, except with attention (``true_param``)."""
+  backing = getattr(var, "value", var)  # A Keras variable's tf.Variable.
+  is_initialized = getattr(backing, "is_initialized", None)
+  if is_initialized is not None and not bool(is_initialized()):
+    return None
+  return tf.cast(tf.convert_to_tensor(var), tf.float32)
 
 
 def _shapes(arrays):

@@ -391,3 +391,70 @@ def _state(optimizer):
   packed = optimizer._packed_state()  # pylint: disable=protected-access
   return [np.asarray(t) for t in tf.nest.flatten(packed)] + [
       v.numpy() for v in optimizer._global_slots]  # pylint: disable=protected-access
+
+
+def _fit_losses_and_weights(with_input, jit_compile):
+  """Losses and final weights of a small MLP trained by the pretrained
+  optimizer; ``with_input``: built by ``keras.Input``, else by its first
+  call inside fit's traced step."""
+  rng = np.random.RandomState(0)
+  x = rng.randn(64, 8).astype(np.float32)
+  y = np.arange(64) % 3
+  keras.utils.set_random_seed(1)
+  layers = [keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]
+  model = keras.Sequential(([keras.Input((8,))] if with_input else []) +
+                           layers)
+  model.compile(optimizer=LearnedOptimizer.pretrained("l2o-scale"),
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True), jit_compile=jit_compile)
+  history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False,
+                      verbose=0)
+  return history.history["loss"], [w.numpy() for w in model.weights]
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_sequential_without_input_trains_as_one_with_input(jit_compile):
+  """A Sequential without keras.Input creates its variables in the first
+  trace of fit's step, where their values cannot be read yet: the optimizer
+  builds its state from their shapes, and the same seed gives the same
+  run, step for step, as the model built by keras.Input."""
+  losses_in, weights_in = _fit_losses_and_weights(True, jit_compile)
+  losses, weights = _fit_losses_and_weights(False, jit_compile)
+  np.testing.assert_allclose(losses, losses_in, rtol=1e-6)
+  for a, b in zip(weights, weights_in):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+  assert losses[-1] < losses[0]
+
+
+def test_attention_state_of_variables_built_in_the_first_step():
+  """With attention the state holds the variables' values (true_param):
+  those of a layer built inside the traced step are taken at its first
+  step, so the steps are those of the layer built before."""
+  rng = np.random.RandomState(0)
+  kernel = rng.randn(4, 3).astype(np.float32)
+  x = tf.constant(rng.randn(8, 4).astype(np.float32))
+  tf.random.set_seed(5)
+  learned = hierarchical_rnn.HierarchicalRNN(
+      [10, 20, 20], init_lr_range=(1e-3, 1e-3), random_seed=3,
+      use_attention=True)
+  runs = []
+  for built_first in (True, False):
+    layer = keras.layers.Dense(
+        3, kernel_initializer=lambda shape, dtype=None: tf.constant(kernel))
+    if built_first:
+      layer.build((None, 4))
+    opt = LearnedOptimizer(learned)
+
+    @tf.function
+    def step(inputs, layer=layer, opt=opt):
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(layer(inputs) - 1.))
+      grads = tape.gradient(loss, layer.trainable_variables)
+      opt.apply_gradients(zip(grads, layer.trainable_variables))
+      return loss
+
+    runs.append([float(step(x)) for _ in range(3)] +
+                [w.numpy() for w in layer.weights])
+  assert not np.allclose(runs[0][3], kernel)  # The steps moved it.
+  for a, b in zip(*runs):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
