@@ -51,6 +51,10 @@ def _parser(pattern):
 
 LOSS_FILE = _parser(result_files.LOSS_FILE)
 HELDOUT_FILE = _parser(result_files.HELDOUT_FILE)
+# Held-out records of several problems as versions before the run record
+# named them (the suffix after ".json").
+OLD_HELDOUT_FILE = re.compile(r"^seed(-?\d+)_heldout_record-(.+)\.json"
+                              r"(-problem\d+)$")
 RUN_RECORD_FILE = _parser(result_files.RUN_RECORD)
 PROBLEM_SUFFIX = _parser("{model_name}" + result_files.PROBLEM_SUFFIX)
 PARTIAL_SUFFIX = ".tmp"  # l2o_scale.runs.atomic_file's temporary files.
@@ -216,10 +220,13 @@ def read_dir(directory, skipped=None):
                 "instead".format(getattr(e, "strerror", None) or e))
   parts = []  # (name, kind, seed, rest)
   for name in names:
-    for kind, pattern in (("loss", LOSS_FILE), ("heldout", HELDOUT_FILE)):
+    for kind, pattern in (("loss", LOSS_FILE), ("heldout", HELDOUT_FILE),
+                          ("heldout", OLD_HELDOUT_FILE)):
       match = pattern.match(name)
       if match:
-        parts.append((name, kind, int(match.group(1)), match.group(2)))
+        parts.append((name, kind, int(match.group(1)),
+                      "".join(match.groups()[1:])))
+        break
   problems_of = collections.defaultdict(set)
   for _, _, _, rest in parts:
     match = PROBLEM_SUFFIX.match(rest)

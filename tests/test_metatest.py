@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+import re
 import shutil
 
 from absl import flags
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 
 import metatest
+from l2o_scale import results
+from l2o_scale.meta_testing import result_files
 from l2o_scale.runs import checkpoints
 from problems import datasets
 
@@ -301,3 +304,63 @@ def test_hold_zero_gradients_flag_builds_its_step_transform():
   assert [type(t).__name__ for t in chain.transforms] == [
       "HoldZeroGradients", "DecoupledWeightDecay"]
   assert metatest.step_transforms(_parse()).is_identity
+
+
+@pytest.mark.parametrize("name,message", [
+    ("", "--model_name is empty"),
+    ("a/b", "is not a safe file name suffix"),
+    ("../x", "is not a safe file name suffix"),
+    (".hidden", "is not a safe file name suffix"),
+    ("my run", "is not a safe file name suffix"),
+    ("adam-problem3", "ends like the -problem<k> suffix of a run of several "
+     "problems, so its files would read back as another model's; give "
+     "another name, e.g. adam-p3"),
+    ("adam.tmp", "ends in .tmp"),
+    ("x" * 151, "give at most 150"),
+])
+def test_unsafe_or_ambiguous_model_names_are_refused_before_any_work(
+    name, message, tmp_path):
+  save_dir = tmp_path / "res"
+  _parse("--test_optimizer=Adam", "--include_mnist_mlp_problems",
+         "--model_name=" + name, "--save_dir={}".format(save_dir))
+  with pytest.raises(ValueError, match=r"^invalid flags: .*" +
+                     re.escape(message)):
+    metatest.run(FLAGS)
+  assert not save_dir.exists()
+
+
+def test_model_names_of_the_docs_and_the_reproduction_are_accepted():
+  for name in ("mt", "mnist-relu", "l2o-scale", "Adam-lr1e-3", "fast_2",
+               "adam-problem", "v1.2+wd=1e-3,x@y"):
+    assert result_files.model_name_problem(name) is None, name
+
+
+def test_problems_are_printed_recorded_and_read_back_by_label(
+    data_dir, tmp_path, capsys):
+  """Two problems in one run: each is printed by its label (not the Spec's
+  repr), the held-out records and the run record name it, and the results
+  command reads the -problem<k> files back as one model with two labelled
+  problems."""
+  save_dir = str(tmp_path / "res")
+  _parse("--test_optimizer=Adam", "--include_mnist_mlp_problems",
+         "--include_mnist_mlp_relu_problems", "--num_testing_itrs=4",
+         "--heldout_every=2", "--seeds=6", "--progress_every=0",
+         "--data_dir=" + data_dir, "--save_dir=" + save_dir,
+         "--model_name=adam-p")
+  metatest.run(FLAGS)
+  out = capsys.readouterr().out
+  assert ("testing include_mnist_mlp_problems (MNIST MLP 784-20-10, sigmoid) "
+          "with Adam using seed 6") in out
+  assert ("testing include_mnist_mlp_relu_problems (MNIST MLP 784-20-10, "
+          "ReLU) with Adam using seed 6") in out
+  assert "Spec(" not in out
+  with open(os.path.join(save_dir,
+                         "seed6_heldout_record-adam-p-problem1.json")) as f:
+    assert json.load(f)["problem_label"] == "MNIST MLP 784-20-10, ReLU"
+  runs = results.read_dir(save_dir)
+  assert sorted((r.model, r.problem, r.label) for r in runs) == [
+      ("adam-p", 0, "MNIST MLP 784-20-10, sigmoid"),
+      ("adam-p", 1, "MNIST MLP 784-20-10, ReLU")]
+  assert all(set(seeds[6]) == {"loss", "heldout"} and
+             seeds[6]["heldout"] is not None and seeds[6]["loss"].size == 4
+             for seeds in runs.values())

@@ -243,7 +243,16 @@ def test_old_files_and_model_names_ending_like_a_problem_suffix(tmp_path):
                                       [("include_mnist_mlp_problems",
                                         "MNIST MLP 784-20-10, sigmoid")]), f)
   _write(d, "rec-problem1", 6, [3.] * 5)  # no record: the whole name
+  # Held-out records of several problems as older versions named them.
+  for k in (0, 1):
+    with open(os.path.join(d, "seed6_heldout_record-set.json-problem{}".format(
+        k)), "w") as f:
+      json.dump({"iteration": [0, 5], "heldout_accuracy": [0.1, 0.5 + k / 4],
+                 "heldout_loss": [2., 1.]}, f)
   runs = results.read_dir(d)
+  assert [runs[r][6]["heldout"]["heldout_accuracy"][-1] for r in sorted(
+      runs, key=lambda r: (r.model, r.problem or 0)) if r.model == "set"] == [
+          0.5, 0.75]
   assert sorted((r.model, r.problem, r.label) for r in runs) == [
       ("adam-problem3", None, None), ("rec-problem0", None,
                                       "MNIST MLP 784-20-10, sigmoid"),

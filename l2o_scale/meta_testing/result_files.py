@@ -62,12 +62,13 @@ def model_name_problem(model_name):
 
 def result_name(pattern, seed, model_name, problem_index, num_problems):
   """The file name of ``pattern`` (:data:`LOSS_FILE` or
-  :data:`HELDOUT_FILE`) for one seed and problem: ``-problem<k>`` is
-  appended when the run tests several problems."""
-  name = pattern.format(seed=seed, model_name=model_name)
+  :data:`HELDOUT_FILE`) for one seed and problem: when the run tests
+  several problems, ``-problem<k>`` follows the model name (the loss
+  file's name ends there, as the original's; the held-out record keeps
+  its ``.json``)."""
   if num_problems > 1:
-    name += PROBLEM_SUFFIX.format(index=problem_index)
-  return name
+    model_name += PROBLEM_SUFFIX.format(index=problem_index)
+  return pattern.format(seed=seed, model_name=model_name)
 
 
 def _text(value):
