@@ -13,7 +13,8 @@ Conventions (reproduce/all.sh, medium size; names and looks in styles.py):
   meta-training run's evaluations, selections, rollbacks and best model
   (written by metarun.py).
 
-Plain numpy (no scipy) so it is unit-tested in tests/test_reproduce.py.
+Plain numpy and seed_stats.py (intervals) so it is unit-tested in
+tests/test_reproduce.py.
 """
 
 import glob
@@ -24,6 +25,7 @@ import re
 
 import numpy as np
 
+import seed_stats
 from styles import is_baseline  # pylint: disable=unused-import
 from styles import label as variant_label
 from styles import ordered as ordered_variants
@@ -37,6 +39,11 @@ EVENTS = "meta_training_events.jsonl"
 VERDICT_RULE = ("a difference counts as real when |Δ| > 2 × pooled std "
                 "(sqrt of the mean of the two sample variances, ddof=1) and "
                 "both sides have n ≥ 2 training seeds")
+# What the intervals of the verdict tables are, quoted in results.md.
+INTERVAL_RULE = ("[lo, hi]: 95% t-interval over training seeds of the "
+                 "per-training-seed means (none with one training seed); "
+                 "for Δ, Welch's 95% interval (Welch–Satterthwaite degrees "
+                 "of freedom)")
 # Robust selection score at or below which a meta-training run counts as
 # having produced a trained optimizer (the final train loss of an untrained
 # one on the MNIST MLP stays near 2.3).
@@ -267,19 +274,15 @@ def medium_tables(stats, problem_label):
       lines += ["", "#### Regularizer effect ({})".format(
           problem_label(problem)), "",
                 "Δ = mean(variant) − mean(L2O-Scale, no reg.) over "
-                "per-training-seed means; verdict: " + VERDICT_RULE + ".", "",
-                "| variant | Δ held-out accuracy | Δ Hessian trace | "
-                "Δ top eigenvalue |", "|---|---|---|---|"]
+                "per-training-seed means [Welch's 95% interval]; verdict: " +
+                VERDICT_RULE + ".", "",
+                "| variant | Δ held-out accuracy | Δ final train loss | "
+                "Δ Hessian trace | Δ top eigenvalue |", "|---|---|---|---|---|"]
       for v in regs:
-        cells = []
-        for metric in ("accuracy", "trace", "top_eig"):
-          # Training seeds are the unit: with one, its test seeds are not
-          # independent meta-training runs ("too few seeds").
-          c = compare(st[v][metric]["per_seed"],
-                      st["l2o-scale"][metric]["per_seed"])
-          cells.append("—" if not math.isfinite(c["delta"]) else
-                       "{:+.4g} ({})".format(round(c["delta"], 12) + 0.,
-                                             c["verdict"]))
+        cells = [delta_cell(st[v][metric], st["l2o-scale"][metric], fmt)
+                 for metric, fmt in (("accuracy", "{:+.4f}"),
+                                     ("loss", "{:+.4g}"), ("trace", "{:+.4g}"),
+                                     ("top_eig", "{:+.4g}"))]
         lines.append("| {} | {} |".format(variant_label(v), " | ".join(cells)))
     sweep = [v for v in ordered_variants(st) if tuned_lr(v)]
     if sweep:
@@ -296,6 +299,73 @@ def medium_tables(stats, problem_label):
             opt, " *" if v in best else "", v.split("-lr", 1)[1],
             _ms(st[v]["loss"]), _ms(st[v]["accuracy"], "{:.4f}")))
   return "\n".join(lines) + "\n"
+
+
+def interval_cell(s, fmt="{:.4g}"):
+  """``mean [lo, hi]`` of a pooled_stats dict over its training seeds;
+  ``mean (1 training seed)`` without a spread; '—' without data."""
+  mean, lo, hi = seed_stats.mean_interval(s["per_seed"])
+  if not math.isfinite(mean):
+    return "—"
+  if not math.isfinite(lo):
+    return (fmt + " (1 training seed)").format(mean)
+  return (fmt + " [" + fmt + ", " + fmt + "]").format(mean, lo, hi)
+
+
+def delta_cell(a, b, fmt="{:+.4g}", words=None):
+  """``Δ [lo, hi] (verdict)``: pooled_stats ``a`` against ``b`` over their
+  training seeds (Welch's interval, the VERDICT_RULE's verdict, renamed by
+  ``words``); '—' without data."""
+  c = compare(a["per_seed"], b["per_seed"])
+  if not math.isfinite(c["delta"]):
+    return "—"
+  w = seed_stats.welch(a["per_seed"], b["per_seed"])
+  text = fmt.format(round(c["delta"], 12) + 0.)
+  if math.isfinite(w["lo"]):
+    text += " [{}, {}]".format(fmt.format(round(w["lo"], 12) + 0.),
+                               fmt.format(round(w["hi"], 12) + 0.))
+  return "{} ({})".format(text, (words or {}).get(c["verdict"], c["verdict"]))
+
+
+# The verdict tables' columns: (metric, heading, format spec of a value).
+VERDICT_COLUMNS = (("accuracy", "held-out accuracy", ".4f"),
+                   ("loss", "final train loss", ".4g"),
+                   ("trace", "Hessian trace", ".4g"),
+                   ("top_eig", "top eigenvalue", ".4g"))
+
+
+def arm_verdicts(stats, problem_label, metric="accuracy"):
+  """Per problem with L2O-Scale, every learned optimizer at the end of
+  meta-testing: held-out accuracy, final train loss and flatness (Hessian
+  trace, top eigenvalue) with their intervals over training seeds, and the
+  difference in ``metric`` against L2O-Scale with its interval and verdict;
+  '' when no variant can be compared."""
+  problems = [p for p in stats if "l2o-scale" in stats[p]]
+  if not any(v != "l2o-scale" and not is_baseline(v)
+             for p in problems for v in stats[p]):
+    return ""
+  words = {"differs": "beyond the spread", "within seed spread": "within"}
+  heading, spec = {m: (h, f) for m, h, f in VERDICT_COLUMNS}[metric]
+  lines = []
+  for p in problems:
+    st = stats[p]
+    learned = [v for v in ordered_variants(st) if not is_baseline(v)]
+    lines += ["### Verdicts, {}".format(problem_label(p)), "",
+              "| optimizer | training seeds | " + " | ".join(
+                  h for _, h, _ in VERDICT_COLUMNS) +
+              " | Δ {} vs L2O-Scale |".format(heading),
+              "|---" * (len(VERDICT_COLUMNS) + 3) + "|"]
+    for v in learned:
+      cells = [interval_cell(st[v][m], "{:" + f + "}")
+               for m, _, f in VERDICT_COLUMNS]
+      delta = ("(the control)" if v == "l2o-scale" else
+               delta_cell(st[v][metric], st["l2o-scale"][metric],
+                          "{:+" + spec + "}", words))
+      lines.append("| {} | {} | {} | {} |".format(
+          variant_label(v), st[v]["loss"]["n_train"] or "—",
+          " | ".join(cells), delta))
+    lines.append("")
+  return "\n".join(lines)
 
 
 def verdict_table(stats, problem_label, metric="accuracy"):

@@ -430,12 +430,16 @@ def _sections(run_dir, logs, stats, losses, heldout):
   """results.md's sections: (heading, Markdown)."""
   timings = medium.read_timings(
       os.path.join(run_dir, "timings.tsv") if run_dir else None)
-  verdicts = medium.verdict_table(stats, problem_label)
+  verdicts = medium.arm_verdicts(stats, problem_label)
   if verdicts:
-    verdicts = ("Held-out accuracy of each regularized variant against "
-                "L2O-Scale (no reg.), Δ = difference of the means over "
-                "per-training-seed means; " + medium.VERDICT_RULE +
-                ". Per-problem details, flatness included, are under "
+    verdicts = ("Every learned optimizer at the end of meta-testing: "
+                "held-out accuracy, final train loss and the flatness of "
+                "the optimizee's solution (Hessian trace, top eigenvalue; "
+                "— where not measured), each the mean over training seeds "
+                "of the per-training-seed mean over test seeds; " +
+                medium.INTERVAL_RULE + ". Δ: mean(variant) − "
+                "mean(L2O-Scale, no reg.); " + medium.VERDICT_RULE +
+                ". The per-problem differences of every metric are under "
                 "\"Per problem\".\n\n" + verdicts)
   return [
       ("The run", medium.run_section(run_dir) if run_dir else ""),
