@@ -94,9 +94,14 @@ def _use_native_step(learned_optimizer, native_step):
   if native_step:
     why = native_step_lib.enable(learned_optimizer)
     if why:
-      warnings.warn("native_step=True: {}; TensorFlow's ops run instead."
-                    .format(why), stacklevel=3)
+      _warn_native_step(why, stacklevel=4)
+      return False
   return native_step
+
+
+def _warn_native_step(why, stacklevel):
+  warnings.warn("native_step=True: {}; TensorFlow's ops run instead."
+                .format(why), stacklevel=stacklevel)
 
 
 @keras.saving.register_keras_serializable(package="l2o_scale")
@@ -161,7 +166,11 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
                             method, type(learned_optimizer).__name__))
     zero_gradient_hold.hold_zero_gradients(hold_zero_gradients)  # Checks it.
     self.hold_zero_gradients = hold_zero_gradients
-    self.native_step = _use_native_step(learned_optimizer, native_step)
+    self.native_step = native_step
+    # Whether the kernel can run, until a step not compiled by XLA says why
+    # it does not (once).
+    self._native_step_ready = _use_native_step(learned_optimizer,
+                                               native_step)
     self.schedule_head = learned_schedule.schedule_head(schedule_head)
     self.total_steps = learned_schedule.check_total_steps(total_steps)
     if schedule_head is not None:
@@ -367,6 +376,11 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
     """One joint learned-optimizer step on all variables (see module doc)."""
     self._check_can_step()
+    if self._native_step_ready:
+      why = native_step_lib.outside_xla_reason(self.learned_optimizer)
+      if why:
+        self._native_step_ready = False
+        _warn_native_step(why, stacklevel=2)
     given = {self._get_variable_index(var): grad
              for grad, var in zip(grads, trainable_variables)
              if grad is not None}

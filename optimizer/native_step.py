@@ -66,6 +66,15 @@ def _cache_dir():
       os.path.expanduser("~"), ".cache", "l2o_scale")
 
 
+def library_path():
+  """Where the kernel is built: one file per TensorFlow version and source
+  in the cache folder."""
+  with open(SOURCE, "rb") as f:
+    source = f.read()
+  tag = hashlib.sha1(source + tf.__version__.encode()).hexdigest()[:12]
+  return os.path.join(_cache_dir(), "learned_step_{}.so".format(tag))
+
+
 @functools.lru_cache(maxsize=None)
 def _load():
   """(True, None) once the kernel is built and registered, else (False,
@@ -76,19 +85,24 @@ def _load():
     return False, "this CPU lacks AVX2 or FMA"
   if tf.config.list_logical_devices("GPU"):
     return False, "a GPU is visible (the kernel is an XLA CPU custom call)"
-  with open(SOURCE, "rb") as f:
-    source = f.read()
-  tag = hashlib.sha1(source + tf.__version__.encode()).hexdigest()[:12]
-  library = os.path.join(_cache_dir(), "learned_step_{}.so".format(tag))
-  os.makedirs(_cache_dir(), exist_ok=True)
+  cache, library = _cache_dir(), library_path()
   import fcntl  # pylint: disable=g-import-not-at-top  (Unix only, as the kernel)
-  # One build per machine: other processes wait for it (then load it).
-  with open(library + ".lock", "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
+  try:
+    os.makedirs(cache, exist_ok=True)
+    # One build per machine: other processes wait for it (then load it).
+    with open(library + ".lock", "w") as lock:
+      fcntl.flock(lock, fcntl.LOCK_EX)
+      if not os.path.exists(library):
+        why = _build(library)
+        if why:
+          return False, why
+  except OSError as e:
+    # A folder that cannot be written (read-only, full, not a folder) still
+    # serves a kernel built there before.
     if not os.path.exists(library):
-      why = _build(library)
-      if why:
-        return False, why
+      return False, ("the native step cannot be built in {} ({}; "
+                     "L2O_SCALE_CACHE names another folder)".format(
+                         cache, e.strerror or e))
   try:
     ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
   except OSError as e:
@@ -115,6 +129,15 @@ def _build(library):
         command[0], detail.strip().splitlines()[-1] if detail.strip() else e)
   os.replace(partial, library)
   return None
+
+
+def outside_xla_reason(learned):
+  """One line saying why the native kernel, turned on in hierarchical RNN
+  ``learned``, does not run in the step being traced because it is not
+  compiled by XLA; None where it is, or where the kernel is off."""
+  if not getattr(learned, "native_step", False) or _in_xla_context():
+    return None
+  return "the step is not compiled by XLA (jit_compile=False)"
 
 
 def unavailable_reason():

@@ -80,7 +80,14 @@ def test_native_step_keeps_a_divergence_visible(kernel_calls):
 
 
 def test_without_xla_the_tensorflow_ops_run(kernel_calls):
-  fused, _, _ = _fit(True, jit_compile=False)
+  """jit_compile=False: the kernel (an XLA custom call) cannot run; one
+  warning says so, and TensorFlow's ops train the model."""
+  with pytest.warns(UserWarning) as caught:
+    fused, _, _ = _fit(True, jit_compile=False)
+  assert [str(w.message) for w in caught
+          if "native_step" in str(w.message)] == [
+              "native_step=True: the step is not compiled by XLA "
+              "(jit_compile=False); TensorFlow's ops run instead."]
   plain, _, _ = _fit(False, jit_compile=False)
   assert not kernel_calls
   for a, b in zip(fused, plain):
@@ -117,3 +124,50 @@ def test_bad_values_and_unsupported_options():
       native_step.unsupported_options(other))
   assert not native_step.unsupported_options(
       LearnedOptimizer.pretrained("l2o-scale").learned_optimizer)
+
+
+@pytest.fixture
+def reloaded():
+  """The kernel looked for afresh in the test (and after it)."""
+  native_step._load.cache_clear()  # pylint: disable=protected-access
+  yield
+  native_step._load.cache_clear()  # pylint: disable=protected-access
+
+
+def test_a_cache_folder_that_cannot_be_written(tmp_path, monkeypatch,
+                                               kernel_calls, reloaded):
+  """Where the kernel cannot be built (the cache folder cannot be created
+  or written), one line names the folder and TensorFlow's ops run; a
+  read-only folder that holds a kernel built before serves it."""
+  del kernel_calls, reloaded
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  monkeypatch.setenv("L2O_SCALE_CACHE", str(blocker / "cache"))
+  why = native_step.unavailable_reason()
+  assert str(blocker / "cache") in why and "\n" not in why
+  native_step._load.cache_clear()  # pylint: disable=protected-access
+  with pytest.warns(UserWarning) as caught:
+    LearnedOptimizer.pretrained("l2o-scale", native_step=True)
+  assert [str(w.message) for w in caught] == [
+      "native_step=True: {}; TensorFlow's ops run instead.".format(why)]
+
+  cache = tmp_path / "read-only"
+  monkeypatch.setenv("L2O_SCALE_CACHE", str(cache))
+  cache.mkdir()
+  library = native_step.library_path()
+  open(library, "wb").close()  # Built there before (not loaded: see below).
+  real_open = open
+
+  def read_only_open(path, mode="r", *args, **kwargs):
+    if str(path).startswith(str(cache)) and set(mode) & set("wax+"):
+      raise OSError(30, "Read-only file system", str(path))
+    return real_open(path, mode, *args, **kwargs)
+
+  loaded = []
+  monkeypatch.setattr(native_step, "open", read_only_open, raising=False)
+  monkeypatch.setattr(native_step.ctypes, "CDLL",
+                      lambda path, mode: loaded.append(path))
+  native_step._load.cache_clear()  # pylint: disable=protected-access
+  assert native_step.unavailable_reason() is None
+  assert loaded == [library]
+
