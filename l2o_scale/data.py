@@ -16,7 +16,10 @@ def load_mnist(data_dir=None, split="train"):
   labels 0-9. ``data_dir``: a folder with the standard IDX files
   (``train-images-idx3-ubyte[.gz]``, ...), e.g. an offline copy; without it,
   ``$L2O_SCALE_DATA_DIR`` or tensorflow-datasets. Raises
-  ``problems.datasets.DataNotFoundError`` naming where it looked.
+  ``problems.datasets.DataNotFoundError`` naming where it looked, or, in
+  one line, the file whose IDX header is not MNIST's (other sizes, a
+  length other than the header's, images and labels of different
+  counts).
   """
   if split not in ("train", "test"):
     raise ValueError("split must be 'train' or 'test', not {!r}".format(

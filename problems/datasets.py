@@ -58,8 +58,15 @@ def _find_file(folder, stem):
   return None
 
 
-def _read_idx(path):
-  """Reads an IDX file (optionally gzipped); the shape comes from its header."""
+def _read_idx(path, shape=None):
+  """Reads an IDX file (optionally gzipped); the shape comes from its header.
+
+  The header is checked against the file (magic number, unsigned bytes,
+  the data's length) and, given ``shape`` (None for any size along an
+  axis), against the shape expected of it: a file whose header does not
+  describe its data, or describes other data, raises
+  :class:`DataNotFoundError` naming it, in one line.
+  """
   opener = gzip.open if path.endswith(".gz") else open
   try:
     with opener(path, "rb") as f:
@@ -73,15 +80,34 @@ def _read_idx(path):
   magic = int.from_bytes(raw[0:4], "big")
   ndim = magic & 0xFF
   dtype_code = (magic >> 8) & 0xFF
+  if magic >> 16 or not ndim:
+    raise DataNotFoundError("{} is not an IDX file (magic number 0x{:08x}); "
+                            "download it again.".format(path, magic))
   if dtype_code != 0x08:
     raise ValueError("{}: only unsigned-byte IDX files are supported".format(
         path))
-  dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
   offset = 4 + 4 * ndim
+  if len(raw) < offset:
+    raise DataNotFoundError("{} is truncated ({} bytes, a header of {}); "
+                            "download it again.".format(path, len(raw),
+                                                        offset))
+  dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+  described = "x".join(str(d) for d in dims)
+  if shape is not None and (len(dims) != len(shape) or any(
+      e is not None and d != e for d, e in zip(dims, shape))):
+    raise DataNotFoundError(
+        "{}: its IDX header describes {} values, not {}; the file is "
+        "corrupt or of another dataset; download it again.".format(
+            path, described,
+            "x".join("N" if e is None else str(e) for e in shape)))
   count = int(np.prod(dims))
-  if len(raw) < offset + count:
-    raise DataNotFoundError("{} is truncated ({} of {} bytes); download it "
-                            "again.".format(path, len(raw), offset + count))
+  if len(raw) != offset + count:
+    raise DataNotFoundError(
+        "{} is {} ({} bytes, its IDX header describes {} values in {}); "
+        "download it again.".format(
+            path, "truncated" if len(raw) < offset + count else
+            "longer than its header says", len(raw), described,
+            offset + count))
   arr = np.frombuffer(raw, dtype=np.uint8, count=count, offset=offset)
   return arr.reshape(dims)
 
@@ -109,12 +135,14 @@ def _mnist_from_folder(folder, split):
   label_path = _find_file(folder, label_stem)
   if image_path is None or label_path is None:
     return None
-  images = _read_idx(image_path)
-  labels = _read_idx(label_path)
+  images = _read_idx(image_path, (None, 28, 28))
+  labels = _read_idx(label_path, (None,))
   check_labels(labels, label_path)
   if images.shape[0] != labels.shape[0]:
-    raise ValueError("MNIST {}: {} images but {} labels in {}".format(
-        split, images.shape[0], labels.shape[0], folder))
+    raise DataNotFoundError(
+        "{} holds {} images but {} holds {} labels: one of them is of "
+        "another set or damaged; download them again.".format(
+            image_path, images.shape[0], label_path, labels.shape[0]))
   return images, labels
 
 
@@ -386,7 +414,11 @@ def _read_cifar_pickle(path):
     with open(path, "rb") as f:
       batch = pickle.load(f, encoding="bytes")
     data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-    return data, np.asarray(batch[b"labels"])
+    labels = np.asarray(batch[b"labels"]).reshape(-1)
+    if len(labels) != len(data):
+      raise ValueError("{} images but {} labels".format(len(data),
+                                                        len(labels)))
+    return data, labels
   except (pickle.UnpicklingError, EOFError, ValueError, KeyError, TypeError,
           IndexError, AttributeError) as e:
     raise DataNotFoundError("{} is not a CIFAR-10 python batch (truncated or "

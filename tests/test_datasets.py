@@ -177,3 +177,62 @@ def test_truncated_or_corrupt_idx_names_the_file(tmp_path):
       ds._read_idx(str(path))  # pylint: disable=protected-access
     assert str(path) in str(error.value)
     assert "download it again" in str(error.value)
+
+
+def _idx(path, dims, extra=0, magic=None):
+  """An IDX file of unsigned bytes with header ``dims`` and the data it
+  describes (plus ``extra`` bytes)."""
+  ndim = len(dims)
+  header = (magic if magic is not None else 0x0800 | ndim).to_bytes(4, "big")
+  header += b"".join(int(n).to_bytes(4, "big") for n in dims)
+  path.write_bytes(header + b"\1" * (int(np.prod(dims)) + extra))
+
+
+@pytest.mark.parametrize("images,labels,named,says", [
+    # A header whose sizes are of other images: 20000 of 14x14.
+    ((20000, 14, 14), (20000,), "t10k-images", "20000x14x14 values, not "
+     "Nx28x28"),
+    # One axis of 5000 values: not images at all.
+    ((5000,), (5000,), "t10k-images", "5000 values, not Nx28x28"),
+    # Labels of two axes.
+    ((2, 28, 28), (2, 1), "t10k-labels", "2x1 values, not N"),
+    # As many images as labels, or the rows would pair wrongly.
+    ((2, 28, 28), (3,), "t10k-images", "2 images but"),
+])
+def test_idx_headers_that_do_not_describe_mnist(tmp_path, images, labels,
+                                                named, says):
+  """IDX files whose headers are not MNIST's (or do not agree with each
+  other) are refused in one line naming the file, before any use."""
+  from l2o_scale import data  # pylint: disable=g-import-not-at-top
+  _idx(tmp_path / "t10k-images-idx3-ubyte", images)
+  _idx(tmp_path / "t10k-labels-idx1-ubyte", labels)
+  with pytest.raises(datasets.DataNotFoundError) as error:
+    data.load_mnist(str(tmp_path), split="test")
+  message = str(error.value)
+  assert str(tmp_path / named) in message and says in message, message
+  assert "\n" not in message
+
+
+def test_idx_files_whose_length_is_not_their_headers(tmp_path):
+  """A file longer than its header says, and one whose magic number is not
+  IDX's: refused naming the file."""
+  long = tmp_path / "long-idx3-ubyte"
+  _idx(long, (2, 28, 28), extra=5)
+  magic = tmp_path / "magic-idx3-ubyte"
+  _idx(magic, (2, 28, 28), magic=0x1f8b0803)
+  for path, says in ((long, "longer than its header says"),
+                     (magic, "not an IDX file")):
+    with pytest.raises(datasets.DataNotFoundError) as error:
+      datasets._read_idx(str(path))  # pylint: disable=protected-access
+    assert str(path) in str(error.value) and says in str(error.value)
+
+
+def test_cifar_pickle_with_fewer_labels_than_images(tmp_path):
+  rows = np.zeros((3, 3072), np.uint8)
+  path = tmp_path / "test_batch"
+  with open(path, "wb") as f:
+    pickle.dump({b"data": rows, b"labels": [0, 1]}, f)
+  with pytest.raises(datasets.DataNotFoundError, match="3 images but 2 "
+                     "labels") as error:
+    datasets.cifar10(train=False, data_dir=str(tmp_path))
+  assert str(path) in str(error.value)
