@@ -452,6 +452,7 @@ def _problem_title(run):
           else "problem {}".format(run.problem))
 
 
+SMOOTHING = 20  # The moving average spans 1/20 of the run.
 LINE_STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -505,8 +506,9 @@ def _loss_panel(ax, title, group, runs, style, show_dir):
       continue
     positive &= bool(np.all(mean > 0))
     steps = np.arange(mean.size)
-    smooth = (np.exp(_smoothed(np.log(mean), max(1, mean.size // 40)))
-              if np.all(mean > 0) else _smoothed(mean, max(1, mean.size // 40)))
+    span = max(1, mean.size // SMOOTHING)
+    smooth = (np.exp(_smoothed(np.log(mean), span)) if np.all(mean > 0)
+              else _smoothed(mean, span))
     ax.plot(steps, mean, color=s["color"], alpha=0.2, linewidth=0.6)
     ax.plot(steps, smooth, label=label, linewidth=1.8,
             markevery=max(1, mean.size // 8), markersize=5, **s)
@@ -533,12 +535,16 @@ def _accuracy_panel(ax, title, group, runs, style, show_dir):
     low, high = float(late.min()), float(late.max())
     pad = max(0.15 * (high - low), 0.005)
     ax.set_ylim(low - pad, high + pad)
-  ax.set(xlabel="step", ylabel="held-out accuracy",
-         title="{}\nheld-out accuracy: mean over seeds (axis: the second "
-         "half of the run)".format(title))
+  ax.set(xlabel="step", ylabel="held-out accuracy (axis: range of the "
+         "second half)", title="{}\nheld-out accuracy: mean over "
+         "seeds".format(title))
   if late.size:
     ax.legend(fontsize=8)
-  ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3)
+  else:
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, "no held-out records (metatest.py --heldout_every)",
+            ha="center", va="center", transform=ax.transAxes)
 
 
 def _os_error_line(error):
@@ -597,7 +603,7 @@ def main(argv=None):
                                                 len(skipped)))
     print(table(summarize(runs, args.last), args.last))
     if skipped:
-      print("{} damaged file(s) skipped, their seeds left out (warnings on "
+      print("{} damaged file(s) skipped, the rest shown (warnings on "
             "stderr): {}".format(len(skipped), ", ".join(
                 path for path, _ in skipped)))
     if args.figure:

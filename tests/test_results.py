@@ -128,6 +128,7 @@ def test_damaged_files_are_skipped_by_name_and_the_rest_shown(tmp_path):
   (d / "seed12_heldout_record-good.json").write_text('{"iteration": [0, 2')
   (d / "seed6_heldout_record-other.json").write_text(json.dumps(
       {"iteration": [0], "heldout_accuracy": [0.5]}))
+  (d / "metatest_record-good.json").write_text('{"model_name": "go')
   out = _run(d)
   assert out.returncode == 0, out.stderr
   warnings = out.stderr.strip().splitlines()
@@ -139,7 +140,11 @@ def test_damaged_files_are_skipped_by_name_and_the_rest_shown(tmp_path):
       "seed42_eval_loss_record.pickle-good.tmp": "partly written",
       "seed48_eval_loss_record.pickle-good": "cannot read it",
       "seed12_heldout_record-good.json": "truncated or not JSON",
-      "seed6_heldout_record-other.json": "has no 'heldout_loss'"}
+      "seed6_heldout_record-other.json": "has no 'heldout_loss'",
+      "metatest_record-good.json": "truncated or not JSON (Unterminated "
+                                   "string starting at: line 1 column 16 "
+                                   "(char 15)); the model's problems are "
+                                   "named from its files instead"}
   assert len(warnings) == len(expected), out.stderr
   for name, why in expected.items():
     line = [w for w in warnings if os.path.join(str(d), name) + ":" in w]
@@ -148,7 +153,7 @@ def test_damaged_files_are_skipped_by_name_and_the_rest_shown(tmp_path):
   assert not marker.exists()
   row = [l for l in out.stdout.splitlines() if "| good |" in l][0]
   assert "| good | 2 | 20 | 1.5 ± 0.71 | 0.9000 |" in row
-  assert "8 damaged file(s) skipped" in out.stdout
+  assert "9 damaged file(s) skipped" in out.stdout
   # Nothing readable at all: one line, exit 2.
   only = tmp_path / "only"
   only.mkdir()
