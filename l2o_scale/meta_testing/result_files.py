@@ -94,8 +94,7 @@ def problem_label(flag_name, spec, index_in_set=0, set_size=1):
   entry = registry.by_flag().get(flag_name)
   label = entry.label if entry is not None else spec_text(spec)
   if set_size > 1:
-    label += " (#{} of {} of --{})".format(index_in_set + 1, set_size,
-                                           flag_name)
+    label += " (#{} of {})".format(index_in_set + 1, set_size)
   return label
 
 
