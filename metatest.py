@@ -35,7 +35,10 @@ Differences: the flags of meta-training that the original declared but never
 used here (``task``, ``num_problems``, ``meta_learning_rate``...) are kept so
 old command lines still parse. With more than one selected problem the
 original wrote every problem to the same file names (later ones overwrote
-earlier ones); here the file names then get ``-problem<k>`` appended.
+earlier ones); here the file names then get ``-problem<k>`` after the model
+name. Each run also writes ``metatest_record-<model_name>.json``, naming
+its problems for ``python -m l2o_scale.results``
+(:mod:`l2o_scale.meta_testing.result_files`).
 """
 
 import dataclasses
