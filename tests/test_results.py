@@ -289,3 +289,29 @@ def test_figure_names_each_problem_and_focuses_the_accuracy_axis(tmp_path):
   lines = [l for l in fig.axes[1].get_lines()]
   assert len({(l.get_linestyle(), l.get_marker()) for l in lines}) == 3
   assert os.path.getsize(str(tmp_path / "f.svg")) > 1000
+
+
+@pytest.mark.parametrize("mode,message", [
+    ("ro", "error: --figure={fig}: cannot write in {disk} (Read-only file "
+     "system); give another path"),
+    ("full", "error: cannot write {fig}: No space left on device"),
+])
+def test_figure_onto_a_read_only_or_full_disk_is_one_line(save_dir, tmp_path,
+                                                          mode, message):
+  """The disk is a fault-injected folder (tests/faultfs.py); a read-only one
+  is refused before any work, a full one when the figure is written, with
+  no partial file left."""
+  import faultfs  # tests/faultfs.py  # pylint: disable=g-import-not-at-top
+  disk = tmp_path / "disk"
+  disk.mkdir()
+  fig = disk / "cmp.png"
+  out = subprocess.run(
+      faultfs.command(disk, mode, os.path.join(ROOT, "l2o_scale",
+                                               "results.py"),
+                      [save_dir, "--figure", str(fig)]),
+      capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert out.returncode == 2, out.stderr
+  assert out.stderr.strip().splitlines() == [
+      "python -m l2o_scale.results: " + message.format(fig=fig, disk=disk)]
+  assert ("| my-run |" in out.stdout) == (mode == "full")
+  assert os.listdir(disk) == []
