@@ -25,11 +25,12 @@ def pyplot():
   return plt
 
 
-def save_figure(fig, plt, out_prefix):
-  """Writes ``out_prefix``.png and .pdf, closes ``fig``; returns the paths."""
+def save_figure(fig, plt, out_prefix, exts=("png", "pdf")):
+  """Writes ``out_prefix``.png and .pdf (or the ``exts`` given), closes
+  ``fig``; returns the paths."""
   os.makedirs(os.path.dirname(os.path.abspath(out_prefix)), exist_ok=True)
   paths = []
-  for ext in ("png", "pdf"):
+  for ext in exts:
     path = "{}.{}".format(out_prefix, ext)
     fig.savefig(path, dpi=110 if ext == "png" else None)
     paths.append(path)

@@ -301,10 +301,10 @@ def medium_tables(stats, problem_label):
   return "\n".join(lines) + "\n"
 
 
-def interval_cell(s, fmt="{:.4g}"):
-  """``mean [lo, hi]`` of a pooled_stats dict over its training seeds;
+def interval_cell(values, fmt="{:.4g}"):
+  """``mean [lo, hi]`` (95% t-interval) of per-training-seed ``values``;
   ``mean (1 training seed)`` without a spread; '—' without data."""
-  mean, lo, hi = seed_stats.mean_interval(s["per_seed"])
+  mean, lo, hi = seed_stats.mean_interval(values)
   if not math.isfinite(mean):
     return "—"
   if not math.isfinite(lo):
@@ -356,7 +356,7 @@ def arm_verdicts(stats, problem_label, metric="accuracy"):
               " | Δ {} vs L2O-Scale |".format(heading),
               "|---" * (len(VERDICT_COLUMNS) + 3) + "|"]
     for v in learned:
-      cells = [interval_cell(st[v][m], "{:" + f + "}")
+      cells = [interval_cell(st[v][m]["per_seed"], "{:" + f + "}")
                for m, _, f in VERDICT_COLUMNS]
       delta = ("(the control)" if v == "l2o-scale" else
                delta_cell(st[v][metric], st["l2o-scale"][metric],

@@ -136,3 +136,225 @@ def test_verdict_table_gives_every_arm_its_flatness_with_intervals():
   assert ("| Hessian-ESD reg. α=1e-3 | 2 | 0.9750 [0.9115, 1.0385] | 0.1 "
           "[0.1, 0.1] | — | — | +0.0200 [-0.0104, +0.0504] (beyond the "
           "spread) |") in conv
+
+
+# ------------------------------------------------------- study_report.py
+import json  # pylint: disable=g-import-not-at-top,wrong-import-position,wrong-import-order
+import pickle  # pylint: disable=g-import-not-at-top,wrong-import-position,wrong-import-order
+
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position,wrong-import-order
+
+import study_report  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+A_SIGMOID, A_DEEPER, L_SIGMOID, L_DEEPER = study_report.ENDPOINTS
+
+
+def _row(endpoint, delta, lo, hi, p, holm, n=8):
+  return dict(endpoint=endpoint, n_a=n, n_b=n, delta=delta, lo=lo, hi=hi,
+              p=p, holm=holm)
+
+
+def test_words_follow_the_intervals():
+  words = lambda *a, **k: study_report.words(_row(*a, **k))
+  # Inside the margin, not rejected: the equivalence statement.
+  assert words(A_SIGMOID, 0.1, -0.2, 0.4, 0.5, 1.) == (
+      "no effect of 0.5 points or more: +0.10 points [-0.20, +0.40]")
+  # Crossing zero and the margin: the study cannot tell.
+  assert words(A_SIGMOID, 0.1, -0.6, 0.8, 0.7, 1.) == (
+      "cannot tell: +0.10 points [-0.60, +0.80]")
+  # Above zero before the correction, not after it: still cannot tell.
+  assert words(A_DEEPER, 0.9, 0.1, 1.7, 0.01, 0.2) == (
+      "cannot tell: +0.90 points [+0.10, +1.70]")
+  # Rejected after Holm: the effect named, with its interval.
+  assert words(A_DEEPER, 0.9, 0.5, 1.3, 0.001, 0.02) == (
+      "higher held-out accuracy: +0.90 points [+0.50, +1.30]")
+  assert words(A_DEEPER, -0.2, -0.3, -0.1, 0.001, 0.02) == (
+      "lower held-out accuracy: -0.20 points [-0.30, -0.10], less than "
+      "0.5 points")
+  # The interval touching the margin is not inside it.
+  assert words(A_SIGMOID, 0., -0.5, 0.3, 0.9, 1.).startswith("cannot tell")
+  # Losses: log10 differences, reported as ratios, margin a factor 1.25.
+  lg = math.log10
+  assert words(L_SIGMOID, lg(1.05), lg(0.9), lg(1.2), 0.4, 1.) == (
+      "no effect of a factor 1.25 or more: ×1.05 [0.9, 1.2]")
+  assert words(L_DEEPER, lg(0.5), lg(0.4), lg(0.6), 1e-5, 1e-4) == (
+      "lower training loss: ×0.5 [0.4, 0.6]")
+  assert words(L_DEEPER, lg(1.3), lg(0.8), lg(2.), 0.3, 1.) == (
+      "cannot tell: ×1.3 [0.8, 2]")
+  one = dict(_row(A_SIGMOID, 0.3, math.nan, math.nan, math.nan, math.nan),
+             n_a=1)
+  assert study_report.words(one) == (
+      "too few training seeds (1 against 8): +0.30 points")
+
+
+def _write_run(root, arm, tseed, problem, test_seed, accuracy, loss,
+               trace=50., eig=5.):
+  """metatest's two files of one run, as metatest.py writes them."""
+  folder = os.path.join(root, "test", problem)
+  os.makedirs(folder, exist_ok=True)
+  name = "{}.t{}".format(arm, tseed)
+  with open(os.path.join(folder, "seed{}_eval_loss_record.pickle-{}".format(
+      test_seed, name)), "wb") as f:
+    pickle.dump([np.float32(3.)] * 5 + [np.float32(loss)] * 10, f)
+  with open(os.path.join(folder, "seed{}_heldout_record-{}.json".format(
+      test_seed, name)), "w") as f:
+    json.dump({"heldout_iter": [0, 15], "heldout_accuracy": [0.1, accuracy],
+               "heldout_loss": [2., 0.3], "train_loss": [2., loss],
+               "train_accuracy": [0.1, 0.9], "hessian_trace": trace,
+               "hessian_top_eigenvalue": eig}, f)
+
+
+def _offset(k):  # -1, 0, +1 in turn
+  return k % 3 - 1
+
+
+# The arms of the synthetic study, per training seed t: (accuracy in
+# points, loss, Hessian trace).
+ARMS = {
+    "l2o-scale": lambda t: (89. + 0.1 * _offset(t), 0.01 * 1.1 ** _offset(t),
+                            100. + _offset(t)),
+    # One point better, the same loss, flatter: qualifies to ship.
+    "hess-5pct-always": lambda t: (90. + 0.1 * _offset(t),
+                                   0.01 * 1.1 ** _offset(t), 80. + _offset(t)),
+    # The same accuracy (the pattern shifted: Δ = -0.0125 points, sd 0.09).
+    "hess-5pct-posterior": lambda t: (89. + 0.1 * _offset(t + 1),
+                                      0.01 * 1.1 ** _offset(t + 1),
+                                      100. + _offset(t + 1)),
+}
+
+
+def _study(root, seeds=range(1, 9), skip=()):
+  """A synthetic study under ``root`` (test seeds 6 and 12); ``skip``:
+  (arm, training seed, problem, test seed) runs left out."""
+  for arm, value in ARMS.items():
+    for t in seeds(arm) if callable(seeds) else seeds:
+      acc, loss, trace = value(t)
+      for problem in study_report.PROBLEMS:
+        for s in (6, 12):
+          if (arm, t, problem, s) not in skip:
+            _write_run(root, arm, t, problem, s, acc / 100., loss, trace,
+                       trace / 10.)
+  return root
+
+
+def _sections(text):
+  """{heading: the section's text below it}."""
+  parts = [p.split("\n", 1) for p in text.split("\n## ")[1:]]
+  return {head: body.lstrip("\n") for head, body in parts}
+
+
+def test_a_finished_study_gives_verdicts_and_what_ships(tmp_path):
+  root = _study(str(tmp_path / "runs"))
+  train = os.path.join(root, "train", "hess-5pct-always.t5", "sub")
+  os.makedirs(train)
+  with open(os.path.join(train, "meta_training_events.jsonl"), "w") as f:
+    for k, score in ((1, 0.5), (2, 0.2)):
+      f.write(json.dumps(dict(event="selection", meta_iteration=k,
+                              number=k, score=score)) + "\n")
+  out = tmp_path / "page"
+  assert study_report.main(["--study_dir", root, "--out_dir", str(out)]) == 0
+  for name in ("endpoints.png", "flatness.png"):
+    assert (out / name).stat().st_size > 10000
+  text = (out / "results.md").read_text()
+  sec = _sections(text)
+  assert "**The study is finished**" in sec["Status"]
+  assert ("| hess-5pct-posterior | 8 (1, 2, 3, 4, 5, 6, 7, 8) | none | "
+          "6, 12 | 15 |") in sec["Status"]
+  rows = [l for l in sec["Verdicts"].splitlines()
+          if l.startswith("| hess-5pct-always")]
+  # Δ = 1 point exactly, equal spreads: ± t(0.975, 14) × sd × √(2/8);
+  # flatness: trace 20 lower on both problems.
+  sd = float(np.std([0.1 * _offset(t) for t in range(1, 9)], ddof=1))
+  half = 2.1447867 * sd * 0.5
+  assert len(rows) == 2 and all(
+      "| higher held-out accuracy: +1.00 points [{:+.2f}, {:+.2f}] |".format(
+          1 - half, 1 + half) in r for r in rows), rows
+  assert all("| no effect of a factor 1.25 or more: ×1 [" in r and
+             "| -20 [" in r for r in rows), rows
+  same = [l for l in sec["Verdicts"].splitlines()
+          if l.startswith("| hess-5pct-posterior")]
+  assert all("| no effect of 0.5 points or more: -0.01 points [" in r
+             for r in same), same
+  ships = sec["What ships"]
+  assert ships.startswith(
+      "Verdict: hess-5pct-always qualifies under the rule. hess-5pct-always "
+      "would ship as `l2o-entropy` (training seed 5, validation score 0.2).")
+  assert ("| hess-5pct-posterior | no primary endpoint with higher accuracy "
+          "after Holm's correction |") in ships
+  # The control's traces 100 + (0, 1, -1, 0, 1, -1, 0, 1): 100.125 ±
+  # t(0.975, 7) × sd / √8 on both problems.
+  half = 2.3646243 * float(np.std([_offset(t) for t in range(1, 9)],
+                                  ddof=1)) / math.sqrt(8)
+  assert "| l2o-scale | 100.1 [{:.4g}, {:.4g}] | 100.1 [".format(
+      100.125 - half, 100.125 + half) in sec["Flatness"]
+  # 8 tests in Holm's family; the spreads and the smallest effects.
+  assert "Holm's strictest level 0.05/8" in sec["Power"]
+  assert "| l2o-scale | {:.2f} points |".format(sd) in sec["Power"]
+  mde = study_report.seed_stats.min_detectable(sd, 8, sd, 8)
+  assert "| hess-5pct-always | {:.2f} (".format(mde) in sec["Power"]
+  assert "![endpoints](endpoints.png)" in sec["Figures"]
+  assert len([l for l in sec["Every test"].splitlines()
+              if l.startswith("| hess-")]) == 8
+
+
+def test_a_partial_study_says_how_many_seeds_and_that_it_is_unfinished(
+    tmp_path):
+  seeds = lambda arm: range(1, 5) if arm == "hess-5pct-posterior" else (
+      range(1, 9))
+  # hess-5pct-always seed 3 misses a test seed on the deeper MLP;
+  # hess-5pct-posterior has seeds 1-4; a new arm has one seed.
+  root = _study(str(tmp_path / "runs"), seeds, skip={
+      ("hess-5pct-always", 3, "mnist-mlp-deeper", 12)})
+  for problem in study_report.PROBLEMS:
+    for s in (6, 12):
+      _write_run(root, "reg-cl-mt", 1, problem, s, 0.9, 0.01)
+  out = tmp_path / "page"
+  assert study_report.main(["--study_dir", root, "--out_dir", str(out)]) == 0
+  sec = _sections((out / "results.md").read_text())
+  assert sec["Status"].startswith(
+      "**The study is unfinished**: 3 of 4 arms have fewer than 8 training "
+      "seeds with every endpoint (hess-5pct-always: 7; hess-5pct-posterior: "
+      "4; reg-cl-mt: 1).")
+  assert ("| hess-5pct-always | 7 (1, 2, 4, 5, 6, 7, 8) | 3 | 6, 12 | 15 |"
+          in sec["Status"])
+  # The sigmoid MLP counts seed 3, the deeper one does not.
+  verdicts = sec["Verdicts"].split("### ")
+  assert "| hess-5pct-always | 8 | higher" in verdicts[1]
+  assert "| hess-5pct-always | 7 | higher" in verdicts[2]
+  # 90 against the control's 89.0125.
+  assert ("| reg-cl-mt | 1 | too few training seeds (1 against 8): +0.99 "
+          "points |") in sec["Verdicts"]
+  assert sec["What ships"].startswith(
+      "Provisional: hess-5pct-always qualifies under the rule.")
+  assert "nothing ships before every arm has 8" in sec["What ships"]
+  assert ("| reg-cl-mt | not every endpoint has two training seeds on both "
+          "sides |") in sec["What ships"]
+  # Holm's family: the 8 tests that could run.
+  assert "Holm's strictest level 0.05/8" in sec["Power"]
+
+
+def test_holm_runs_over_every_test_present():
+  values = {p: {k: {} for k in ("accuracy", "loss", "hessian_trace",
+                                "hessian_top_eigenvalue")}
+            for p in study_report.PROBLEMS}
+  for arm, value in ARMS.items():
+    for p in study_report.PROBLEMS:
+      for k, kind in enumerate(("accuracy", "loss")):
+        values[p][kind][arm] = {t: value(t)[k] for t in range(1, 9)}
+  rows = study_report.compare_all(values, list(ARMS))
+  assert len(rows) == 8
+  assert [r["holm"] for r in rows] == pytest.approx(
+      seed_stats.holm([r["p"] for r in rows]))
+  first = min(rows, key=lambda r: r["p"])
+  assert first["holm"] == pytest.approx(8 * first["p"])
+
+
+def test_refuses_a_folder_without_runs(tmp_path, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    study_report.main(["--study_dir", str(tmp_path), "--out_dir",
+                       str(tmp_path / "out")])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err[-1].startswith("study_report.py: error: no meta-test of a "
+                            "training seed")
+  assert not (tmp_path / "out").exists()

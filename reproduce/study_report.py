@@ -1,0 +1,620 @@
+"""The flatness study's results page: its Analysis (docs/flatness-study.md)
+applied to the runs that exist, finished or not.
+
+Why: the study's verdict is fixed in advance as words that follow the
+intervals (an effect only where Holm's correction rejects, "no effect of
+... or more" only where the interval lies inside the margin, otherwise
+"cannot tell"); this script is the one place that turns its runs into
+those words, so the page cannot say more than the numbers do.
+
+  python reproduce/study_report.py \\
+      --study_dir=reproduce/results/study/runs --out_dir=reproduce/results/study
+
+Input: the study's output folder (reproduce/all.sh with REPRO_STUDY=1):
+``<study_dir>/test/<problem>/`` holds metatest's
+``seed<S>_eval_loss_record.pickle-<arm>.t<k>`` and
+``seed<S>_heldout_record-<arm>.t<k>.json`` (held-out accuracy, Hessian
+trace and top eigenvalue) of training seed ``k`` on test seed ``S``;
+``<study_dir>/train/`` the meta-training runs' events (the validation
+scores). Output: ``results.md``, ``endpoints.png`` and ``flatness.png``
+in ``--out_dir``.
+
+The unit is the meta-training seed: its value on an endpoint is the mean
+over its test seeds; a training seed counts once every test seed of its
+problem is there (a partial study reports what has finished, and says
+so).
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
+import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
+import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+CONTROL = "l2o-scale"
+# The protocol's numbers (docs/flatness-study.md).
+SEEDS_PER_ARM = 8
+ALPHA = 0.05  # family-wise error, Holm
+LEVEL = 0.95  # intervals
+POWER = 0.8
+ACCURACY_MARGIN = 0.5  # points of held-out accuracy
+LOSS_MARGIN = 1.25  # factor in training loss
+LOG_LOSS_MARGIN = math.log10(LOSS_MARGIN)
+
+PROBLEMS = ("mnist-mlp-sigmoid", "mnist-mlp-deeper")
+
+
+class Endpoint(object):
+  """One endpoint: ``name``, its ``problem``, ``kind`` ('accuracy' or
+  'loss') and whether it is ``primary``."""
+
+  def __init__(self, name, problem, kind, primary):
+    self.name, self.problem, self.kind, self.primary = (name, problem, kind,
+                                                        primary)
+
+  @property
+  def what(self):
+    return ("held-out accuracy" if self.kind == "accuracy" else
+            "training loss")
+
+
+ENDPOINTS = (Endpoint("A-sigmoid", PROBLEMS[0], "accuracy", True),
+             Endpoint("A-deeper", PROBLEMS[1], "accuracy", True),
+             Endpoint("L-sigmoid", PROBLEMS[0], "loss", False),
+             Endpoint("L-deeper", PROBLEMS[1], "loss", False))
+# The mechanism: (key in metatest's held-out JSON, name).
+FLATNESS = (("hessian_trace", "Hessian trace"),
+            ("hessian_top_eigenvalue", "top Hessian eigenvalue"))
+
+
+# ------------------------------------------------------------------ data
+def _run_value(kind, curve, record):
+  """One run's value: accuracy in points at the last evaluation, the mean
+  of the last plot.FINAL_WINDOW minibatch losses, or a flatness key."""
+  if kind == "loss":
+    return (float(plot.final_losses({0: curve})[0]) if curve is not None
+            else math.nan)
+  if record is None:
+    return math.nan
+  if kind == "accuracy":
+    return 100. * medium._heldout_value(record, "heldout_accuracy")  # pylint: disable=protected-access
+  return medium._heldout_value(record, kind)  # pylint: disable=protected-access
+
+
+def collect(results_dir):
+  """Reads the runs: returns ``(values, runs)``. ``values[problem][kind]
+  [arm][training seed]`` is the mean over test seeds (kinds: 'accuracy',
+  'loss', and the FLATNESS keys), for training seeds with every test seed
+  of the problem; ``runs[problem][arm][training seed]`` = (test seeds
+  there, test seeds expected, steps)."""
+  losses, heldout = plot.load_results(results_dir)
+  values, runs = {}, {}
+  for problem in PROBLEMS:
+    by_name = {n: c for n, c in losses.get(problem, {}).items()
+               if styles.split_name(n)[1] is not None and
+               not styles.is_baseline(n)}
+    expected = sorted({s for c in by_name.values() for s in c})
+    kinds = ["accuracy", "loss"] + [k for k, _ in FLATNESS]
+    out = values.setdefault(problem, {k: {} for k in kinds})
+    for name, curves in by_name.items():
+      arm, tseed = styles.split_name(name)
+      records = heldout.get(problem, {}).get(name, {})
+      runs.setdefault(problem, {}).setdefault(arm, {})[tseed] = (
+          sorted(curves), expected, sorted({len(c) for c in curves.values()}))
+      if sorted(curves) != expected:
+        continue
+      for kind in kinds:
+        v = [_run_value(kind, curves[s], records.get(s)) for s in expected]
+        if all(math.isfinite(x) for x in v):
+          out[kind].setdefault(arm, {})[tseed] = float(np.mean(v))
+  return values, runs
+
+
+def arms_of(runs):
+  """Every arm found, the control first, then in the figures' order."""
+  found = {a for by_arm in runs.values() for a in by_arm}
+  return ([CONTROL] if CONTROL in found else []) + styles.ordered(
+      found - {CONTROL})
+
+
+def endpoint_values(values, endpoint, arm):
+  """``{training seed: value}`` on ``endpoint`` (losses as log10)."""
+  by_seed = values.get(endpoint.problem, {}).get(endpoint.kind, {}).get(
+      arm, {})
+  if endpoint.kind == "loss":
+    return {t: math.log10(v) if v > 0 else math.nan
+            for t, v in by_seed.items()}
+  return dict(by_seed)
+
+
+# ------------------------------------------------------------- analysis
+def compare_all(values, arms):
+  """Each regularized arm against the control on each endpoint: a list of
+  dicts (seed_stats.welch's, plus ``arm``, ``endpoint``, ``holm`` and
+  ``words``), Holm's correction over every test that could run."""
+  rows = []
+  for arm in arms:
+    if arm == CONTROL:
+      continue
+    for e in ENDPOINTS:
+      a = list(endpoint_values(values, e, arm).values())
+      b = list(endpoint_values(values, e, CONTROL).values())
+      row = seed_stats.welch(a, b, LEVEL)
+      row.update(arm=arm, endpoint=e)
+      rows.append(row)
+  adjusted = seed_stats.holm([r["p"] for r in rows])
+  for r, p in zip(rows, adjusted):
+    r["holm"] = p
+    r["words"] = words(r)
+  return rows
+
+
+def _margin(endpoint):
+  return (ACCURACY_MARGIN if endpoint.kind == "accuracy" else
+          LOG_LOSS_MARGIN)
+
+
+def format_effect(endpoint, delta, lo=math.nan, hi=math.nan):
+  """``+0.42 points [-0.10, +0.94]`` or, for a loss (log10 differences),
+  ``×1.08 [0.91, 1.28]``."""
+  if endpoint.kind == "accuracy":
+    text = "{:+.2f} points".format(delta)
+    if math.isfinite(lo):
+      text += " [{:+.2f}, {:+.2f}]".format(lo, hi)
+    return text
+  text = "×{:.3g}".format(10 ** delta)
+  if math.isfinite(lo):
+    text += " [{:.3g}, {:.3g}]".format(10 ** lo, 10 ** hi)
+  return text
+
+
+def words(row):
+  """The protocol's words for one comparison: an effect where the
+  Holm-adjusted test rejects, "no effect of <margin> or more" where the
+  interval lies inside the margin, otherwise "cannot tell"; always with the
+  estimate and its interval."""
+  e = row["endpoint"]
+  if row["n_a"] == 0 or row["n_b"] == 0:
+    return "no data yet"
+  effect = format_effect(e, row["delta"], row["lo"], row["hi"])
+  if not math.isfinite(row["p"]):
+    return "too few training seeds ({} against {}): {}".format(
+        row["n_a"], row["n_b"], effect)
+  margin = _margin(e)
+  inside = -margin < row["lo"] and row["hi"] < margin
+  margin_text = ("0.5 points" if e.kind == "accuracy" else
+                 "a factor {:g}".format(LOSS_MARGIN))
+  if row["holm"] < ALPHA:
+    if e.kind == "accuracy":
+      way = "higher" if row["delta"] > 0 else "lower"
+    else:
+      way = "lower" if row["delta"] < 0 else "higher"
+    text = "{} {}: {}".format(way, e.what, effect)
+    if inside:
+      text += ", less than {}".format(margin_text)
+    return text
+  if inside:
+    return "no effect of {} or more: {}".format(margin_text, effect)
+  return "cannot tell: {}".format(effect)
+
+
+def ship_verdict(rows, arms):
+  """``(qualifying arms, {arm: reason it does not qualify})`` under the
+  protocol's rule: higher accuracy on a primary endpoint with Holm-adjusted
+  p < ALPHA, and no endpoint's estimate worse than the control's by more
+  than the margin (every endpoint measured)."""
+  qualify, why_not = [], {}
+  for arm in arms:
+    if arm == CONTROL:
+      continue
+    mine = [r for r in rows if r["arm"] == arm]
+    if any(not math.isfinite(r["p"]) for r in mine):
+      why_not[arm] = "not every endpoint has two training seeds on both sides"
+      continue
+    wins = [r["endpoint"].name for r in mine if r["endpoint"].primary and
+            r["delta"] > 0 and r["holm"] < ALPHA]
+    worse = [r["endpoint"].name for r in mine if
+             (r["delta"] < -ACCURACY_MARGIN if r["endpoint"].kind ==
+              "accuracy" else r["delta"] > LOG_LOSS_MARGIN)]
+    if wins and not worse:
+      qualify.append(arm)
+    elif worse:
+      why_not[arm] = "worse than the margin on " + ", ".join(worse)
+    else:
+      why_not[arm] = ("no primary endpoint with higher accuracy after "
+                      "Holm's correction")
+  return qualify, why_not
+
+
+# ------------------------------------------------------------ the page
+def _seeds_text(seeds):
+  return ", ".join(str(s) for s in sorted(seeds)) if seeds else "none"
+
+
+def complete_seeds(values, arm):
+  """The training seeds with every endpoint measured."""
+  sets = [set(endpoint_values(values, e, arm)) for e in ENDPOINTS]
+  return set.intersection(*sets) if sets else set()
+
+
+def best_validation(train_records, arm):
+  """``(score, training seed)``: the lowest selection score (the
+  validation loss under --selection_objective=validation) over the arm's
+  meta-training runs; None without records."""
+  best = None
+  for seed, log in train_records.get(arm, {}).items():
+    scores = [s for _, s in log["selections"] if math.isfinite(s)]
+    if scores and (best is None or min(scores) < best[0]):
+      best = (min(scores), seed)
+  return best
+
+
+def status_section(values, runs, arms):
+  """Whether the study is finished, and each arm's training seeds."""
+  counts = {a: len(complete_seeds(values, a)) for a in arms}
+  short = [a for a in arms if counts[a] < SEEDS_PER_ARM]
+  if short:
+    lines = ["**The study is unfinished**: {} of {} arms have fewer than {} "
+             "training seeds with every endpoint ({}). Every number below "
+             "is provisional, and nothing ships before every arm has {}."
+             .format(len(short), len(arms), SEEDS_PER_ARM, "; ".join(
+                 "{}: {}".format(a, counts[a]) for a in short),
+                     SEEDS_PER_ARM)]
+  else:
+    lines = ["**The study is finished**: every arm has {} training seeds "
+             "with every endpoint.".format(SEEDS_PER_ARM)]
+  lines += ["", "| arm | training seeds with every endpoint | unfinished "
+            "training seeds | test seeds | steps |", "|---|---|---|---|---|"]
+  for a in arms:
+    done = complete_seeds(values, a)
+    started = {t for p in PROBLEMS for t in runs.get(p, {}).get(a, {})}
+    tests = sorted({s for p in PROBLEMS for r in runs.get(p, {}).get(
+        a, {}).values() for s in r[1]})
+    steps = sorted({n for p in PROBLEMS for r in runs.get(p, {}).get(
+        a, {}).values() for n in r[2]})
+    lines.append("| {} | {} ({}) | {} | {} | {} |".format(
+        a, len(done), _seeds_text(done), _seeds_text(started - done),
+        _seeds_text(tests), ", ".join("{:,}".format(n) for n in steps)))
+  return "\n".join(lines) + "\n"
+
+
+def _flatness_delta(values, problem, key, arm):
+  a = list(values.get(problem, {}).get(key, {}).get(arm, {}).values())
+  b = list(values.get(problem, {}).get(key, {}).get(CONTROL, {}).values())
+  w = seed_stats.welch(a, b, LEVEL)
+  if not math.isfinite(w["delta"]):
+    return "—"
+  if not math.isfinite(w["lo"]):
+    return "{:+.4g}".format(w["delta"])
+  return "{:+.4g} [{:+.4g}, {:+.4g}]".format(w["delta"], w["lo"], w["hi"])
+
+
+def verdict_section(values, rows, arms):
+  """Per problem: each regularized arm's words on its accuracy and loss
+  endpoints, and the change in flatness beside them."""
+  lines = []
+  for problem in PROBLEMS:
+    acc, loss = [e for e in ENDPOINTS if e.problem == problem]
+    lines += ["### {} ({}, {})".format(plot.problem_label(problem), acc.name,
+                                       loss.name), "",
+              "| arm | training seeds | held-out accuracy ({}) | training "
+              "loss ({}) | Δ Hessian trace | Δ top eigenvalue |".format(
+                  acc.name, loss.name), "|---|---|---|---|---|---|"]
+    for arm in arms:
+      if arm == CONTROL:
+        continue
+      cells = [next(r["words"] for r in rows if r["arm"] == arm and
+                    r["endpoint"] is e) for e in (acc, loss)]
+      lines.append("| {} | {} | {} | {} | {} |".format(
+          arm, len(endpoint_values(values, acc, arm)), " | ".join(cells),
+          _flatness_delta(values, problem, FLATNESS[0][0], arm),
+          _flatness_delta(values, problem, FLATNESS[1][0], arm)))
+    lines.append("")
+  return "\n".join(lines)
+
+
+def details_section(rows):
+  """Every test: the numbers behind the words."""
+  lines = ["Accuracies in points; losses: the mean over training seeds of "
+           "log10 loss, shown as 10 to that power, and their ratio.", "",
+           "| arm | endpoint | seeds (arm, control) | arm | control | "
+           "difference [95% interval] | df | t | p | Holm-adjusted p |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    e = r["endpoint"]
+    level = (lambda m: "{:.2f}".format(m)) if e.kind == "accuracy" else (
+        lambda m: "{:.4g}".format(10 ** m))
+    num = lambda x, f="{:.3g}": f.format(x) if math.isfinite(x) else "—"
+    lines.append("| {} | {} | {}, {} | {} | {} | {} | {} | {} | {} | {} |"
+                 .format(r["arm"], e.name, r["n_a"], r["n_b"],
+                         level(r["mean_a"]) if r["n_a"] else "—",
+                         level(r["mean_b"]) if r["n_b"] else "—",
+                         format_effect(e, r["delta"], r["lo"], r["hi"])
+                         if math.isfinite(r["delta"]) else "—",
+                         num(r["df"], "{:.1f}"), num(r["t"], "{:+.2f}"),
+                         num(r["p"], "{:.3g}"), num(r["holm"], "{:.3g}")))
+  return "\n".join(lines) + "\n"
+
+
+def ship_section(rows, arms, values, train_records, finished):
+  """The ship rule's verdict."""
+  qualify, why_not = ship_verdict(rows, arms)
+  lines = []
+  if qualify:
+    # The protocol's tie-break among arms: the highest mean over the two
+    # primary endpoints (its "Across model families").
+    primary = [e for e in ENDPOINTS if e.primary]
+    best = max(qualify, key=lambda a: np.mean([np.mean(list(
+        endpoint_values(values, e, a).values())) for e in primary]))
+    seed = best_validation(train_records, best)
+    lines.append("{}: {} qualif{} under the rule. {} would ship as "
+                 "`l2o-entropy`{}.".format(
+                     "Provisional" if not finished else "Verdict",
+                     ", ".join(qualify), "ies" if len(qualify) == 1 else "y",
+                     best, "" if seed is None else
+                     " (training seed {}, validation score {:.4g})".format(
+                         seed[1], seed[0])))
+  else:
+    lines.append("{}: no arm qualifies; nothing ships.".format(
+        "Provisional" if not finished else "Verdict"))
+  if not finished:
+    lines.append("The study is unfinished: this verdict may change, and "
+                 "nothing ships before every arm has {} training seeds."
+                 .format(SEEDS_PER_ARM))
+  if why_not:
+    lines += ["", "| arm | why it does not qualify |", "|---|---|"]
+    lines += ["| {} | {} |".format(a, why_not[a]) for a in arms
+              if a in why_not]
+  return "\n".join(lines) + "\n"
+
+
+def flatness_section(values, arms):
+  """Each arm's Hessian trace and top eigenvalue at the end of
+  meta-testing, on both problems, with their intervals."""
+  cols = [(p, k, n) for k, n in FLATNESS for p in PROBLEMS]
+  lines = ["| arm | " + " | ".join("{}, {}".format(
+      n, plot.problem_label(p)) for p, _, n in cols) + " |",
+           "|---" * (len(cols) + 1) + "|"]
+  for arm in arms:
+    cells = [medium.interval_cell(list(values.get(p, {}).get(k, {}).get(
+        arm, {}).values())) for p, k, _ in cols]
+    lines.append("| {} | {} |".format(arm, " | ".join(cells)))
+  return "\n".join(lines) + "\n"
+
+
+def _spread_text(endpoint, sd):
+  if not math.isfinite(sd):
+    return "—"
+  return ("{:.2f} points".format(sd) if endpoint.kind == "accuracy" else
+          "×{:.3g}".format(10 ** sd))
+
+
+def power_section(values, rows, arms):
+  """The observed standard deviations and the smallest differences the
+  study could detect with POWER at a per-test ALPHA and at Holm's
+  strictest level (ALPHA over the number of tests)."""
+  m = sum(math.isfinite(r["p"]) for r in rows)
+  lines = ["Standard deviation over training seeds of the per-training-seed "
+           "values (losses: the factor one standard deviation of log10 loss "
+           "spans):", "",
+           "| arm | " + " | ".join(e.name for e in ENDPOINTS) + " |",
+           "|---" * (len(ENDPOINTS) + 1) + "|"]
+  for arm in arms:
+    sds = []
+    for e in ENDPOINTS:
+      v = list(endpoint_values(values, e, arm).values())
+      sds.append(_spread_text(e, float(np.std(v, ddof=1)) if len(v) > 1
+                              else math.nan))
+    lines.append("| {} | {} |".format(arm, " | ".join(sds)))
+  lines += ["", "The smallest true difference each comparison detects with "
+            "{:.0%} power (Welch, at the observed spreads and seeds): at a "
+            "per-test {:g}, and in brackets at Holm's strictest level "
+            "{:g}/{} (the first step of the correction; later steps lie "
+            "between).".format(POWER, ALPHA, ALPHA, m), "",
+            "| arm | " + " | ".join(e.name for e in ENDPOINTS) + " |",
+            "|---" * (len(ENDPOINTS) + 1) + "|"]
+  for arm in arms:
+    if arm == CONTROL:
+      continue
+    cells = []
+    for e in ENDPOINTS:
+      r = next(r for r in rows if r["arm"] == arm and r["endpoint"] is e)
+      mde = [seed_stats.min_detectable(r["sd_a"], r["n_a"], r["sd_b"],
+                                       r["n_b"], a, POWER)
+             for a in (ALPHA, ALPHA / max(m, 1))]
+      cells.append("—" if not math.isfinite(mde[0]) else "{} ({})".format(
+          *[_spread_text(e, x).replace(" points", "") for x in mde]) +
+                   (" points" if e.kind == "accuracy" else ""))
+    lines.append("| {} | {} |".format(arm, " | ".join(cells)))
+  return "\n".join(lines) + "\n"
+
+
+# -------------------------------------------------------------- figures
+def _seed_panel(ax, by_arm, arms, log=False, margin=None):
+  """One point per training seed (seeds side by side in increasing order,
+  left of each arm's place), the mean and its interval right of them;
+  ``log``: values are log10 and drawn on a log axis; ``margin``: the
+  equivalence band around the control's mean (in the values' units)."""
+  back = (lambda v: 10. ** np.asarray(v)) if log else np.asarray
+  for i, arm in enumerate(arms):
+    seeds = sorted(by_arm.get(arm, {}))
+    if not seeds:
+      continue
+    kw = styles.line_kwargs(arm)
+    v = [by_arm[arm][t] for t in seeds]
+    dx = np.linspace(-0.35, -0.05, len(seeds)) if len(seeds) > 1 else [-0.2]
+    ax.plot(i + np.asarray(dx), back(v), linestyle="none",
+            marker=kw["marker"], ms=4, color=kw["color"], alpha=0.7,
+            mfc="white", mec=kw["color"])
+    mean, lo, hi = seed_stats.mean_interval(v, LEVEL)
+    err = ([[back(mean) - back(lo)], [back(hi) - back(mean)]]
+           if math.isfinite(lo) else None)
+    ax.errorbar(i + 0.15, back(mean), yerr=err, color=kw["color"],
+                marker=kw["marker"], ms=8, capsize=5, linestyle="none",
+                mfc=kw["color"], mec=kw["color"])
+    if arm == CONTROL:
+      ax.axhline(back(mean), color=kw["color"], lw=0.8, ls="--")
+      if margin is not None:
+        ax.axhspan(back(mean - margin), back(mean + margin),
+                   color=kw["color"], alpha=0.08, lw=0)
+  ax.set_xticks(range(len(arms)))
+  ax.set_xticklabels(["{} ({})".format(a, len(by_arm.get(a, {})))
+                      for a in arms], rotation=30, ha="right",
+                     rotation_mode="anchor", fontsize=8)
+  ax.set_xlim(-0.6, len(arms) - 0.4)
+  if log and ax.has_data():
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    if 0 < lo < hi:
+      figures.format_log_axis(ax, lo, hi)
+  ax.grid(True, axis="y", alpha=0.3)
+
+
+def plot_endpoints(values, arms, out_prefix):
+  """endpoints.png: a panel per endpoint."""
+  plt = figures.pyplot()
+  fig, axes = figures.grid(plt, len(ENDPOINTS), 6.0, 4.2)
+  for ax, e in zip(axes.flat, ENDPOINTS):
+    by_arm = {a: endpoint_values(values, e, a) for a in arms}
+    _seed_panel(ax, by_arm, arms, log=e.kind == "loss", margin=_margin(e))
+    ax.set_title("{} ({}): {}".format(e.name, "primary" if e.primary else
+                                      "secondary",
+                                      plot.problem_label(e.problem)),
+                 fontsize=10)
+    ax.set_ylabel("held-out accuracy (%)" if e.kind == "accuracy" else
+                  "final training loss (mean of the last {} minibatches)"
+                  .format(plot.FINAL_WINDOW), fontsize=8)
+  figures.suptitle(fig, "The flatness study: endpoints at the end of "
+                   "meta-testing", _FIGURE_NOTE + "; dashed: the control's "
+                   "mean, shaded: the equivalence margin around it (±0.5 "
+                   "points; a factor 1.25 in loss, means of log10 loss)",
+                   axes.shape[1])
+  return figures.save_figure(fig, plt, out_prefix, ("png",))
+
+
+def plot_flatness(values, arms, out_prefix):
+  """flatness.png: Hessian trace and top eigenvalue on both problems."""
+  plt = figures.pyplot()
+  fig, axes = figures.grid(plt, len(FLATNESS) * len(PROBLEMS), 6.0, 4.2)
+  panels = [(k, n, p) for k, n in FLATNESS for p in PROBLEMS]
+  for ax, (key, name, problem) in zip(axes.flat, panels):
+    by_arm = {a: values.get(problem, {}).get(key, {}).get(a, {})
+              for a in arms}
+    _seed_panel(ax, by_arm, arms)
+    ax.set_title("{}: {}".format(name, plot.problem_label(problem)),
+                 fontsize=10)
+  figures.suptitle(fig, "The flatness study: the optimizee's flatness at "
+                   "the end of meta-testing", _FIGURE_NOTE +
+                   "; dashed: the control's mean", axes.shape[1])
+  return figures.save_figure(fig, plt, out_prefix, ("png",))
+
+
+_FIGURE_NOTE = ("arm (training seeds); small open markers: one training seed each (its mean over "
+                "test seeds), in increasing seed order from left to right; "
+                "large marker and bar: the mean over training seeds and its "
+                "95% t-interval")
+
+
+
+# ----------------------------------------------------------------- main
+METHOD = (
+    "The unit is the meta-training seed: an optimizer's value on an "
+    "endpoint is the mean over its test seeds (a training seed counts once "
+    "every test seed of the problem has finished). A-sigmoid, A-deeper: "
+    "held-out test accuracy after the last step, in points; L-sigmoid, "
+    "L-deeper: the mean of the last {w} minibatch losses. Each regularized "
+    "arm against `{c}`: the difference of means, Welch's two-sided t-test "
+    "and its {lv:.0%} interval with Welch–Satterthwaite degrees of freedom; "
+    "losses on log10 (the difference of mean log10 losses, shown as a "
+    "ratio). Holm's correction over every test that could run, family-wise "
+    "error {a:g}. Words: an effect is named only where the Holm-adjusted "
+    "test rejects; \"no effect of 0.5 points (a factor {lm:g}) or more\" "
+    "only where the {lv:.0%} interval lies inside that margin; otherwise "
+    "\"cannot tell\", with the interval. Flatness (Hessian trace by "
+    "Hutchinson's estimator, top eigenvalue by power iteration, at the "
+    "optimizee's final parameters): no verdict rests on it. Protocol: "
+    "[docs/flatness-study.md](../../../docs/flatness-study.md).")
+
+
+def page(values, runs, train_records):
+  """results.md's text."""
+  arms = arms_of(runs)
+  rows = compare_all(values, arms)
+  finished = bool(arms) and all(len(complete_seeds(values, a)) >=
+                                SEEDS_PER_ARM for a in arms)
+  sections = [
+      ("Status", status_section(values, runs, arms)),
+      ("Verdicts", "Each regularized arm against `{}`; the words follow the "
+       "intervals (see \"How the numbers are made\"); Δ flatness: "
+       "difference of means with Welch's {:.0%} interval.\n\n".format(
+           CONTROL, LEVEL) + verdict_section(values, rows, arms)),
+      ("What ships", ship_section(rows, arms, values, train_records,
+                                  finished)),
+      ("Flatness", "Each arm's mean over training seeds [{:.0%} "
+       "t-interval].\n\n".format(LEVEL) + flatness_section(values, arms)),
+      ("Power", power_section(values, rows, arms)),
+      ("Figures", "![endpoints](endpoints.png)\n\n"
+       "![flatness](flatness.png)\n"),
+      ("Every test", details_section(rows)),
+      ("How the numbers are made", METHOD.format(
+          w=plot.FINAL_WINDOW, c=CONTROL, lv=LEVEL, a=ALPHA,
+          lm=LOSS_MARGIN) + "\n"),
+  ]
+  text = "# The flatness study: results\n"
+  for heading, body in sections:
+    text += "\n## {}\n\n{}".format(heading, body)
+  return text
+
+
+def _parser():
+  parser = argparse.ArgumentParser(
+      prog="study_report.py", description=__doc__.split("\n\n")[0])
+  parser.add_argument("--study_dir", default=os.path.join(
+      "reproduce", "results", "study", "runs"),
+                      help="the study's output folder (test/<problem>/ "
+                      "with metatest's outputs, train/ with the "
+                      "meta-training runs)")
+  parser.add_argument("--out_dir", default=os.path.join(
+      "reproduce", "results", "study"),
+                      help="where results.md, endpoints.png and "
+                      "flatness.png go")
+  return parser
+
+
+def main(argv=None):
+  parser = _parser()
+  args = parser.parse_args(argv)
+  test_dir = os.path.join(args.study_dir, "test")
+  values, runs = collect(test_dir) if os.path.isdir(test_dir) else ({}, {})
+  if not any(runs.values()):
+    parser.error("no meta-test of a training seed (seed<S>_eval_loss_record"
+                 ".pickle-<arm>.t<k>) under {}/<{}>/: run the study first "
+                 "(REPRO_STUDY=1 bash reproduce/all.sh) or pass "
+                 "--study_dir".format(test_dir, "|".join(PROBLEMS)))
+  train_dir = os.path.join(args.study_dir, "train")
+  train_records = (medium.load_train_records(train_dir)
+                   if os.path.isdir(train_dir) else {})
+  os.makedirs(args.out_dir, exist_ok=True)
+  arms = arms_of(runs)
+  paths = plot_endpoints(values, arms, os.path.join(args.out_dir,
+                                                    "endpoints"))
+  paths += plot_flatness(values, arms, os.path.join(args.out_dir,
+                                                    "flatness"))
+  path = os.path.join(args.out_dir, "results.md")
+  with open(path, "w") as f:
+    f.write(page(values, runs, train_records))
+  for p in paths + [path]:
+    print("wrote", p)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
