@@ -205,7 +205,8 @@ def pool_losses(losses, keep_all_tuned=False, finals=None):
   return out
 
 
-def _heldout_value(record, key):
+def heldout_value(record, key):
+  """``record[key]`` as a float (its last entry for a list), NaN if absent."""
   v = record.get(key)
   if isinstance(v, list):
     v = v[-1] if v else None
@@ -227,7 +228,7 @@ def variant_stats(losses, heldout, final_losses_fn):
     for v, runs in g_loss.items():
       per = {"loss": {t: final_losses_fn(c) for t, c in runs.items()}}
       for metric, key in keys.items():
-        per[metric] = {t: np.asarray([_heldout_value(r, key) for _, r in
+        per[metric] = {t: np.asarray([heldout_value(r, key) for _, r in
                                       sorted(recs.items())])
                        for t, recs in g_held.get(v, {}).items()}
       stats.setdefault(problem, {})[v] = {m: pooled_stats(p)
@@ -277,7 +278,8 @@ def medium_tables(stats, problem_label):
                 "per-training-seed means [Welch's 95% interval]; verdict: " +
                 VERDICT_RULE + ".", "",
                 "| variant | Δ held-out accuracy | Δ final train loss | "
-                "Δ Hessian trace | Δ top eigenvalue |", "|---|---|---|---|---|"]
+                "Δ Hessian trace | Δ top eigenvalue |",
+                "|---|---|---|---|---|"]
       for v in regs:
         cells = [delta_cell(st[v][metric], st["l2o-scale"][metric], fmt)
                  for metric, fmt in (("accuracy", "{:+.4f}"),

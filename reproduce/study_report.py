@@ -20,9 +20,9 @@ scores). Output: ``results.md``, ``endpoints.png`` and ``flatness.png``
 in ``--out_dir``.
 
 The unit is the meta-training seed: its value on an endpoint is the mean
-over its test seeds; a training seed counts once every test seed of its
-problem is there (a partial study reports what has finished, and says
-so).
+over its test seeds; a training seed counts on a problem once every test
+seed of the study is there (a partial study reports what has finished,
+and says so).
 """
 
 import argparse
@@ -85,23 +85,26 @@ def _run_value(kind, curve, record):
   if record is None:
     return math.nan
   if kind == "accuracy":
-    return 100. * medium._heldout_value(record, "heldout_accuracy")  # pylint: disable=protected-access
-  return medium._heldout_value(record, kind)  # pylint: disable=protected-access
+    return 100. * medium.heldout_value(record, "heldout_accuracy")
+  return medium.heldout_value(record, kind)
 
 
 def collect(results_dir):
   """Reads the runs: returns ``(values, runs)``. ``values[problem][kind]
   [arm][training seed]`` is the mean over test seeds (kinds: 'accuracy',
   'loss', and the FLATNESS keys), for training seeds with every test seed
-  of the problem; ``runs[problem][arm][training seed]`` = (test seeds
+  found in the study; ``runs[problem][arm][training seed]`` = (test seeds
   there, test seeds expected, steps)."""
   losses, heldout = plot.load_results(results_dir)
+  learned = {p: {n: c for n, c in losses.get(p, {}).items()
+                 if styles.split_name(n)[1] is not None and
+                 not styles.is_baseline(n)} for p in PROBLEMS}
+  # Every optimizer runs on the same test seeds on both problems.
+  expected = sorted({s for by_name in learned.values()
+                     for c in by_name.values() for s in c})
   values, runs = {}, {}
   for problem in PROBLEMS:
-    by_name = {n: c for n, c in losses.get(problem, {}).items()
-               if styles.split_name(n)[1] is not None and
-               not styles.is_baseline(n)}
-    expected = sorted({s for c in by_name.values() for s in c})
+    by_name = learned[problem]
     kinds = ["accuracy", "loss"] + [k for k, _ in FLATNESS]
     out = values.setdefault(problem, {k: {} for k in kinds})
     for name, curves in by_name.items():
@@ -517,10 +520,10 @@ def plot_flatness(values, arms, out_prefix):
   return figures.save_figure(fig, plt, out_prefix, ("png",))
 
 
-_FIGURE_NOTE = ("arm (training seeds); small open markers: one training seed each (its mean over "
-                "test seeds), in increasing seed order from left to right; "
-                "large marker and bar: the mean over training seeds and its "
-                "95% t-interval")
+_FIGURE_NOTE = ("arm (training seeds); small open markers: one training "
+                "seed each (its mean over test seeds), in increasing seed "
+                "order from left to right; large marker and bar: the mean "
+                "over training seeds and its 95% t-interval")
 
 
 
@@ -528,8 +531,9 @@ _FIGURE_NOTE = ("arm (training seeds); small open markers: one training seed eac
 METHOD = (
     "The unit is the meta-training seed: an optimizer's value on an "
     "endpoint is the mean over its test seeds (a training seed counts once "
-    "every test seed of the problem has finished). A-sigmoid, A-deeper: "
-    "held-out test accuracy after the last step, in points; L-sigmoid, "
+    "every test seed has finished on the endpoint's problem). A-sigmoid, "
+    "A-deeper: held-out test accuracy after the last step, in points; "
+    "L-sigmoid, "
     "L-deeper: the mean of the last {w} minibatch losses. Each regularized "
     "arm against `{c}`: the difference of means, Welch's two-sided t-test "
     "and its {lv:.0%} interval with Welch–Satterthwaite degrees of freedom; "

@@ -8,16 +8,21 @@ examples; the page is built from a synthetic study folder in the real
 file format, finished and unfinished.
 """
 
+import json
 import math
 import os
+import pickle
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 
+import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+import study_report  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 # ------------------------------------------------------------ seed_stats
@@ -104,8 +109,6 @@ def test_verdict_table_gives_every_arm_its_flatness_with_intervals():
   """Every learned optimizer gets accuracy, loss, trace and top eigenvalue
   with a t-interval over training seeds; one training seed has no
   interval; a problem without flatness (the conv net) shows '—'."""
-  import medium  # pylint: disable=g-import-not-at-top
-
   def arm(acc, trace=None):  # {training seed: values over test seeds}
     per = {"loss": {t: [0.1] for t in acc},
            "accuracy": {t: [a] for t, a in acc.items()},
@@ -139,13 +142,6 @@ def test_verdict_table_gives_every_arm_its_flatness_with_intervals():
 
 
 # ------------------------------------------------------- study_report.py
-import json  # pylint: disable=g-import-not-at-top,wrong-import-position,wrong-import-order
-import pickle  # pylint: disable=g-import-not-at-top,wrong-import-position,wrong-import-order
-
-import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position,wrong-import-order
-
-import study_report  # pylint: disable=g-import-not-at-top,wrong-import-position
-
 A_SIGMOID, A_DEEPER, L_SIGMOID, L_DEEPER = study_report.ENDPOINTS
 
 
