@@ -1,0 +1,103 @@
+"""The tasks a schedule head is meta-trained on: small versions of the
+task suite's models (:mod:`l2o_scale.benchmark.tasks` with ``tiny=True``),
+as pure functions of their parameters, with parameter-scale augmentation.
+
+A task's loss is its Keras model called statelessly
+(``model.stateless_call``) on parameters given as tensors, so one traced
+run can train several copies of the model side by side. Parameter-scale
+augmentation (learned_optimization's ``tasks/task_augmentation.py``,
+``ReparametrizeWithScale``): each tensor ``p`` is trained as ``p / s`` with
+its own scale ``s`` (log-uniform), so the optimizer sees parameters and
+gradients of other sizes than the model's, while the loss is the model's.
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from l2o_scale.benchmark import tasks as suite
+
+# The suite's tasks that run here: every family users train (MLP,
+# convolutional, recurrent, attention, autoencoder, embedding, regression).
+# Not the batch-normalised MLP: its moving statistics are state outside the
+# parameters.
+DEFAULT_TASKS = ("mlp_tanh_mnist", "mlp_sigmoid_mnist", "cnn_mnist",
+                 "gru_mnist_rows", "attention_topics", "autoencoder_mnist",
+                 "text_topics", "regression_synthetic")
+
+
+def check_names(names):
+  """ValueError naming an unknown task or one that cannot run here."""
+  if not names:
+    raise ValueError("--tasks: name at least one task")
+  for name in names:
+    suite.get(name)  # A ValueError lists the tasks.
+    if name == "mlp_relu_bn_mnist":
+      raise ValueError("--tasks: mlp_relu_bn_mnist keeps batch statistics "
+                       "outside its parameters; choose another task")
+
+
+@dataclasses.dataclass
+class HeadTask:
+  """One small task: its model, initial parameters, data and loss."""
+  name: str
+  model: object
+  initial: list          # float32 arrays, the model's trainable parameters
+  fixed: list            # the model's other variables' values
+  train: tuple           # (x, y) arrays
+  validation: tuple
+  loss_name: str
+
+  def loss(self, params, x, y):
+    """The mean training loss of the model with ``params`` on ``(x, y)``."""
+    outputs, _ = self.model.stateless_call(list(params), list(self.fixed), x,
+                                           training=True)
+    if self.loss_name == "mse":
+      return tf.reduce_mean(tf.square(tf.cast(y, tf.float32) - outputs))
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(y, tf.int32), logits=outputs))
+
+  def initial_parameters(self, seed):
+    """The initial parameters of run ``seed``: the model's initial values,
+    those of i.i.d. initialisers (matrices, kernels) permuted within each
+    tensor by ``seed`` (another draw from the same distribution);
+    constant-initialised tensors (biases, normalisation scales) kept."""
+    rng = np.random.default_rng([seed, 1])
+    out = []
+    for value in self.initial:
+      if value.ndim >= 2:
+        value = rng.permutation(value.reshape(-1)).reshape(value.shape)
+      out.append(value.astype(np.float32))
+    return out
+
+  @property
+  def sizes(self):
+    return [int(v.size) for v in self.initial]
+
+
+def build(name, data_dir=None, seed=0):
+  """The :class:`HeadTask` of suite task ``name`` (its tiny version), built
+  with Keras' random seed ``seed``."""
+  task = suite.get(name)
+  keras.utils.set_random_seed(seed)
+  model = task.build(True)
+  splits = task.data(True, data_dir)
+  return HeadTask(
+      name=name, model=model,
+      initial=[np.asarray(v.numpy(), np.float32)
+               for v in model.trainable_variables],
+      fixed=[v.numpy() for v in model.non_trainable_variables],
+      train=splits.train, validation=splits.validation,
+      loss_name="mse" if task.loss == "mse" else "sparse_ce")
+
+
+def augmentation_scales(count, seed, log10_range):
+  """Per-tensor scales ``10 ** U(-log10_range, log10_range)`` of run
+  ``seed`` (float32 [count]); all 1 for a range of 0."""
+  if not log10_range:
+    return np.ones(count, np.float32)
+  rng = np.random.default_rng([seed, 2])
+  return (10. ** rng.uniform(-log10_range, log10_range, count)).astype(
+      np.float32)

@@ -1,0 +1,311 @@
+"""The recipe that meta-trains a schedule head over a frozen learned
+optimizer: antithetic evolution strategies over whole runs
+(:mod:`l2o_scale.head_training.estimator`), an Adam learner on the head's
+parameters, exact resume.
+
+One estimate: ``tasks_per_estimate`` tasks drawn from ``tasks``; for each, a
+run length drawn log-uniformly from a grid of ``length_grid`` lengths over
+``[min_length, max_length]``, one of ``seeds_per_task`` seeds (the initial
+parameters, the minibatches and the parameter-scale augmentation) and
+``pairs`` antithetic pairs of perturbations of the head. Each run's objective
+is ``log(validation loss at its end / reference)``, the reference the frozen
+optimizer's own validation loss on the same task, seed and length (the head
+at zero; cached in the training state, so each is run once). The estimate
+is the mean over tasks and pairs.
+
+What a run keeps in ``train_dir``: ``head_training.npz`` (the head's
+parameters, the learner's moments, the number of estimates, the random
+state, the reference cache; written atomically after every estimate, so a
+run killed at any moment resumes from the last estimate and ends with the
+head the uninterrupted run ends with), ``head.npz`` (the head,
+:meth:`~l2o_scale.steps.learned_schedule.ScheduleHead.load`),
+``head_training.json`` (the settings; a resume with other settings is
+refused) and TensorBoard summaries.
+"""
+
+import dataclasses
+import json
+import os
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from l2o_scale.head_training import estimator
+from l2o_scale.head_training import tasks as task_lib
+from l2o_scale.runs import atomic_file
+from l2o_scale.runs import summaries
+from l2o_scale.steps import learned_schedule
+from l2o_scale.steps import tf1_optimizers
+
+STATE_FILE = "head_training.npz"
+SETTINGS_FILE = "head_training.json"
+HEAD_FILE = "head.npz"
+
+
+@dataclasses.dataclass
+class HeadTrainingConfig:
+  """The recipe's settings (the flags of ``python -m
+  l2o_scale.head_training``)."""
+  optimizer: str = "l2o-scale"
+  tasks: tuple = task_lib.DEFAULT_TASKS
+  estimates: int = 60
+  tasks_per_estimate: int = 8
+  pairs: int = 2
+  sigma: float = 0.1
+  learning_rate: float = 0.01
+  min_length: int = 100
+  max_length: int = 2000
+  length_grid: int = 12
+  seeds_per_task: int = 4
+  batch_size: int = 64
+  augmentation: float = 0.5
+  objective_clip: float = 3.
+  min_multiplier: float = 1e-3
+  max_multiplier: float = 10.
+  max_weight_decay: float = 3e-3
+  seed: int = 0
+
+  def check(self):
+    """ValueError naming the first setting out of its range."""
+    task_lib.check_names(self.tasks)
+    rules = [
+        ("estimates", self.estimates >= 1, ">= 1"),
+        ("tasks_per_estimate", self.tasks_per_estimate >= 1, ">= 1"),
+        ("pairs", self.pairs >= 1, ">= 1"),
+        ("sigma", self.sigma > 0, "> 0"),
+        ("learning_rate", self.learning_rate > 0, "> 0"),
+        ("min_length", self.min_length >= 1, ">= 1"),
+        ("max_length", self.max_length >= self.min_length, ">= min_length"),
+        ("length_grid", self.length_grid >= 1, ">= 1"),
+        ("seeds_per_task", self.seeds_per_task >= 1, ">= 1"),
+        ("batch_size", self.batch_size >= 1, ">= 1"),
+        ("augmentation", self.augmentation >= 0, ">= 0"),
+        ("objective_clip", self.objective_clip > 0, "> 0"),
+    ]
+    for name, ok, rule in rules:
+      if not ok:
+        raise ValueError("--{} must be {}, got {}".format(
+            name, rule, getattr(self, name)))
+    learned_schedule.ScheduleHead(None, self.min_multiplier,
+                                  self.max_multiplier, self.max_weight_decay)
+
+  def lengths(self):
+    """The grid of run lengths, log-spaced over [min_length, max_length]."""
+    grid = np.geomspace(self.min_length, self.max_length, self.length_grid)
+    return sorted(set(int(round(x)) for x in grid))
+
+  def bounds(self):
+    return (self.min_multiplier, self.max_multiplier, self.max_weight_decay)
+
+  def settings(self):
+    """The settings a resume must share (all but ``estimates``), as JSON
+    values."""
+    values = dataclasses.asdict(self)
+    values.pop("estimates")
+    values["tasks"] = list(values["tasks"])
+    return values
+
+
+def load_optimizer(name_or_path):
+  """The frozen learned optimizer: a pretrained name or a checkpoint."""
+  from l2o_scale import keras_optimizer  # pylint: disable=g-import-not-at-top
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  if name_or_path in pretrained.names():
+    return keras_optimizer.LearnedOptimizer.pretrained(
+        name_or_path).learned_optimizer
+  return keras_optimizer.LearnedOptimizer.from_checkpoint(
+      name_or_path).learned_optimizer
+
+
+class HeadTrainer:
+  """The recipe's loop over estimates (see the module docstring)."""
+
+  def __init__(self, config, train_dir, data_dir=None, optimizer=None,
+               log=print, traced=None):
+    """``optimizer``: the frozen learned optimizer (default: loaded from
+    ``config.optimizer``); ``traced``: a dict shared by trainers of the same
+    optimizer and settings, which then reuse each other's traced runs."""
+    config.check()
+    self.config = config
+    self.train_dir = train_dir
+    self.data_dir = data_dir
+    self.log = log
+    self.optimizer = (load_optimizer(config.optimizer) if optimizer is None
+                      else optimizer)
+    self._traced = {} if traced is None else traced
+    tf.io.gfile.makedirs(train_dir)
+    self._check_settings()
+    self._restore_or_start()
+
+  # ------------------------------------------------------------- state
+  def _check_settings(self):
+    path = os.path.join(self.train_dir, SETTINGS_FILE)
+    settings = self.config.settings()
+    if tf.io.gfile.exists(path):
+      with open(path) as f:
+        saved = json.load(f)
+      differ = sorted(k for k in set(saved) | set(settings)
+                      if saved.get(k) != settings.get(k))
+      if differ:
+        raise ValueError(
+            "{} holds a head training with other settings ({}); resume it "
+            "with the same flags or choose another --train_dir".format(
+                self.train_dir, ", ".join("--{}={}".format(
+                    k, saved.get(k)) for k in differ)))
+      return
+    with atomic_file.replace(path) as f:
+      json.dump(settings, f, indent=1, sort_keys=True)
+
+  def _restore_or_start(self):
+    path = os.path.join(self.train_dir, STATE_FILE)
+    self.resumed = tf.io.gfile.exists(path)
+    if not self.resumed:
+      self.theta = learned_schedule.initial_theta(self.config.seed)
+      self.adam_m = np.zeros_like(self.theta)
+      self.adam_v = np.zeros_like(self.theta)
+      self.done = 0
+      self.rng = np.random.default_rng(self.config.seed)
+      self.references = {}
+      return
+    with np.load(path) as saved:
+      self.theta = saved["theta"]
+      self.adam_m, self.adam_v = saved["adam_m"], saved["adam_v"]
+      self.done = int(saved["done"])
+      self.rng = np.random.default_rng()
+      self.rng.bit_generator.state = json.loads(str(saved["rng"]))
+      self.references = {
+          tuple(json.loads(key)): float(value)
+          for key, value in zip(saved["reference_keys"],
+                                saved["reference_values"])}
+
+  def save(self):
+    """Writes the training state, then the head (both atomically)."""
+    keys = sorted(self.references)
+    with atomic_file.replace(os.path.join(self.train_dir, STATE_FILE),
+                             "wb") as f:
+      np.savez(f, theta=self.theta, adam_m=self.adam_m, adam_v=self.adam_v,
+               done=self.done, rng=json.dumps(self.rng.bit_generator.state),
+               reference_keys=np.array([json.dumps(list(k)) for k in keys]),
+               reference_values=np.array([self.references[k] for k in keys],
+                                         np.float64))
+    with atomic_file.replace(os.path.join(self.train_dir, HEAD_FILE),
+                             "wb") as f:
+      self.head().save(f)
+
+  def head(self):
+    """The head with the current parameters."""
+    return learned_schedule.ScheduleHead(self.theta, *self.config.bounds())
+
+  # --------------------------------------------------------- estimates
+  def _task(self, name):
+    if name not in self._traced:
+      self._traced[name] = task_lib.build(name, self.data_dir,
+                                          seed=self.config.seed)
+    return self._traced[name]
+
+  def _task_runs(self, name, heads):
+    key = (name, heads)
+    if key not in self._traced:
+      self._traced[key] = estimator.TaskRuns(
+          self._task(name), self.optimizer, heads, self.config.batch_size,
+          self.config.bounds())
+    return self._traced[key]
+
+  def draw(self):
+    """The draws of one estimate, all from the run's random state: [(task
+    name, seed index, length)] and the perturbations [tasks, pairs, P]."""
+    c = self.config
+    names = list(c.tasks)
+    replace = c.tasks_per_estimate > len(names)
+    picks = self.rng.choice(len(names), c.tasks_per_estimate,
+                            replace=replace)
+    lengths = c.lengths()
+    # Log-uniform over [min_length, max_length], on the grid.
+    runs = [(names[i], int(self.rng.integers(c.seeds_per_task)),
+             lengths[int(self.rng.integers(len(lengths)))]) for i in picks]
+    epsilons = self.rng.standard_normal(
+        (c.tasks_per_estimate, c.pairs, learned_schedule.NUM_PARAMETERS))
+    return runs, epsilons.astype(np.float32)
+
+  def reference(self, name, seed_index, length):
+    """The frozen optimizer's validation loss at the end of this run (the
+    head at zero), cached."""
+    key = (name, seed_index, length)
+    if key not in self.references:
+      task = self._task(name)
+      seed = self._run_seed(name, seed_index)
+      val, _ = self._task_runs(name, 1)(
+          np.zeros((1, learned_schedule.NUM_PARAMETERS), np.float32), seed,
+          self._scales(task, seed), length)
+      self.references[key] = float(val[0])
+    return self.references[key]
+
+  def _run_seed(self, name, seed_index):
+    names = list(self.config.tasks)
+    return (self.config.seed * 1000 + names.index(name)) * 100 + seed_index
+
+  def _scales(self, task, seed):
+    return task_lib.augmentation_scales(len(task.initial), seed,
+                                        self.config.augmentation)
+
+  def estimate(self):
+    """One antithetic estimate at the current head: (gradient [P], mean
+    objective, per-task objectives)."""
+    c = self.config
+    runs, epsilons = self.draw()
+    gradients, objectives = [], []
+    for (name, seed_index, length), eps in zip(runs, epsilons):
+      reference = self.reference(name, seed_index, length)
+      task = self._task(name)
+      seed = self._run_seed(name, seed_index)
+      val, _ = self._task_runs(name, 2 * c.pairs)(
+          estimator.perturbed(self.theta, eps, c.sigma), seed,
+          self._scales(task, seed), length)
+      f = estimator.normalized_objective(val, reference, c.objective_clip)
+      gradients.append(estimator.antithetic_gradient(
+          f[:c.pairs], f[c.pairs:], eps, c.sigma))
+      objectives.append((name, float(np.mean(f))))
+    return (np.mean(gradients, 0), float(np.mean([o for _, o in objectives])),
+            objectives)
+
+  def apply(self, gradient):
+    """One Adam step of the head's parameters (TF1 Adam's rule)."""
+    theta, m, v = tf1_optimizers.adam_update(
+        tf.constant(self.theta), tf.constant(gradient, tf.float32),
+        tf.constant(self.adam_m), tf.constant(self.adam_v), self.done + 1,
+        self.config.learning_rate)
+    self.theta, self.adam_m, self.adam_v = (theta.numpy(), m.numpy(),
+                                            v.numpy())
+
+  def run(self):
+    """Estimates until ``config.estimates`` are done, saving after each;
+    returns the head."""
+    writer = summaries.create_writer(
+        self.train_dir, self.done if self.resumed else None)
+    if self.resumed:
+      self.log("resuming {} after estimate {}".format(self.train_dir,
+                                                      self.done))
+    with writer.as_default():
+      while self.done < self.config.estimates:
+        start = time.time()
+        gradient, objective, per_task = self.estimate()
+        self.apply(gradient)
+        self.done += 1
+        self.save()
+        seconds = time.time() - start
+        norm = float(np.linalg.norm(gradient))
+        self.log("estimate {}: objective {:+.4f} (log of validation loss "
+                 "over the frozen optimizer's), |gradient| {:.3g}, |head| "
+                 "{:.3g}, {:.1f} s".format(
+                     self.done, objective, norm,
+                     float(np.linalg.norm(self.theta)), seconds))
+        tf.summary.scalar("head/objective", objective, step=self.done)
+        tf.summary.scalar("head/gradient_norm", norm, step=self.done)
+        tf.summary.scalar("head/seconds_per_estimate", seconds,
+                          step=self.done)
+        for name, value in per_task:
+          tf.summary.scalar("head/objective_" + name, value, step=self.done)
+        writer.flush()
+    return self.head()
+

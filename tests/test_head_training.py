@@ -1,0 +1,147 @@
+"""Meta-training of the schedule head (l2o_scale/head_training/): the
+antithetic estimate against closed forms (a quadratic; a finite difference
+of the real objective on a tiny task), the normalised objective, exact
+resume, a smoke run of the driver and its refusals."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from l2o_scale import keras_optimizer
+from l2o_scale.head_training import estimator
+from l2o_scale.head_training import tasks as task_lib
+from l2o_scale.head_training import training
+from l2o_scale.steps import learned_schedule as ls
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA_DIR = os.environ.get("L2O_SCALE_DATA_DIR", "/work/shared/data/mnist")
+TINY = dict(tasks=("regression_synthetic",), tasks_per_estimate=1, pairs=1,
+            min_length=4, max_length=8, length_grid=2, seeds_per_task=2,
+            batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def frozen():
+  return keras_optimizer.LearnedOptimizer.pretrained(
+      "l2o-scale").learned_optimizer
+
+
+@pytest.fixture(scope="module")
+def traced():
+  return {}
+
+
+def test_antithetic_estimate_of_a_quadratic_is_its_gradient():
+  # F(x) = sum a (x - c)^2: the antithetic difference is exactly linear, so
+  # the estimate is the sample second moment of the draws times the
+  # gradient, and its expectation is the gradient.
+  rng = np.random.default_rng(0)
+  p = ls.NUM_PARAMETERS
+  a, c = rng.uniform(0.5, 2., p), rng.standard_normal(p)
+  theta = rng.standard_normal(p).astype(np.float32)
+
+  def objective(x):
+    return np.sum(a * (np.asarray(x, np.float64) - c) ** 2, axis=-1)
+
+  true = 2. * a * (theta - c)
+  eps = rng.standard_normal((4000, p)).astype(np.float32)
+  sigma = 0.1
+  f = objective(estimator.perturbed(theta, eps, sigma))
+  g = estimator.antithetic_gradient(f[:4000], f[4000:], eps, sigma)
+  moment = eps.T.astype(np.float64) @ eps / len(eps)
+  np.testing.assert_allclose(g, moment @ true, rtol=1e-3,
+                             atol=1e-3 * np.abs(true).max())
+  cosine = g @ true / np.linalg.norm(g) / np.linalg.norm(true)
+  assert cosine > 0.95
+
+
+def test_estimate_matches_a_finite_difference_on_a_tiny_task(frozen):
+  # Perturbations along one direction u (the multiplier's bias): the
+  # antithetic estimate is the directional derivative times the mean of
+  # z^2 (its expectation: the derivative), to first order in sigma.
+  task = task_lib.build("regression_synthetic", DATA_DIR)
+  pairs = 3
+  runs = estimator.TaskRuns(task, frozen, 2 * pairs, 16, (1e-3, 10., 3e-3))
+  u = np.zeros(ls.NUM_PARAMETERS, np.float32)
+  u[-2] = 1.
+  theta = ls.initial_theta() + 0.3 * u
+  scales = np.ones(len(task.initial))
+  h = 0.02
+  val, _ = runs(np.stack([theta + h * u, theta - h * u] +
+                         [theta] * (2 * pairs - 2)), 3, scales, 20)
+  finite_difference = (np.log(val[0]) - np.log(val[1])) / (2 * h)
+  z = np.array([0.7, -1.3, 0.4], np.float32)
+  eps = z[:, None] * u[None]
+  val, _ = runs(estimator.perturbed(theta, eps, h), 3, scales, 20)
+  f = np.log(val.astype(np.float64))
+  g = estimator.antithetic_gradient(f[:pairs], f[pairs:], eps, h)
+  assert np.count_nonzero(g) == 1  # Along u only.
+  assert abs(finite_difference) > 0.05
+  np.testing.assert_allclose(g[-2] / np.mean(z ** 2), finite_difference,
+                             rtol=0.05)
+
+
+def test_normalized_objective():
+  f = estimator.normalized_objective([1., 2., np.nan, np.inf, 1e-30], 2.,
+                                     3.)
+  np.testing.assert_allclose(f, [np.log(0.5), 0., 3., 3., -3.])
+
+
+def test_resume_ends_with_the_head_of_the_uninterrupted_run(
+    frozen, traced, tmp_path):
+  lines = []
+  whole = training.HeadTrainer(
+      training.HeadTrainingConfig(estimates=2, **TINY),
+      str(tmp_path / "whole"), DATA_DIR, frozen, lines.append, traced)
+  head = whole.run()
+  assert len(lines) == 2 and lines[1].startswith("estimate 2: objective")
+  assert not np.array_equal(head.theta.numpy(), ls.initial_theta())
+  first = training.HeadTrainer(
+      training.HeadTrainingConfig(estimates=1, **TINY),
+      str(tmp_path / "cut"), DATA_DIR, frozen, lines.append, traced)
+  first.run()
+  resumed = training.HeadTrainer(
+      training.HeadTrainingConfig(estimates=2, **TINY),
+      str(tmp_path / "cut"), DATA_DIR, frozen, lines.append, traced)
+  assert resumed.resumed and resumed.done == 1
+  resumed.run()
+  assert resumed.theta.tobytes() == whole.theta.tobytes()
+  assert resumed.adam_v.tobytes() == whole.adam_v.tobytes()
+  assert resumed.references == whole.references
+  saved = ls.ScheduleHead.load(str(tmp_path / "cut" / training.HEAD_FILE))
+  assert saved.theta.numpy().tobytes() == whole.theta.tobytes()
+  # Other settings in the same folder are refused, naming them.
+  with pytest.raises(ValueError, match="--sigma=0.1"):
+    training.HeadTrainer(
+        training.HeadTrainingConfig(estimates=3, sigma=0.2, **TINY),
+        str(tmp_path / "cut"), DATA_DIR, frozen, lines.append, traced)
+
+
+def test_config_checks():
+  with pytest.raises(ValueError, match="--pairs must be >= 1"):
+    training.HeadTrainingConfig(pairs=0).check()
+  with pytest.raises(ValueError, match="--max_length"):
+    training.HeadTrainingConfig(min_length=50, max_length=10).check()
+  with pytest.raises(ValueError, match="mlp_relu_bn_mnist"):
+    training.HeadTrainingConfig(tasks=("mlp_relu_bn_mnist",)).check()
+  with pytest.raises(ValueError, match="unknown task"):
+    training.HeadTrainingConfig(tasks=("nope",)).check()
+  config = training.HeadTrainingConfig()
+  lengths = config.lengths()
+  assert lengths[0] == 100 and lengths[-1] == 2000
+  assert config.tasks_per_estimate >= 8
+  ratios = np.array(lengths[1:]) / np.array(lengths[:-1])
+  np.testing.assert_allclose(ratios, ratios[0], rtol=0.02)  # Log-spaced.
+
+
+def test_cli_refuses_bad_flags_in_one_line(tmp_path):
+  result = subprocess.run(
+      [sys.executable, "-m", "l2o_scale.head_training",
+       "--train_dir=" + str(tmp_path), "--pairs=0"],
+      cwd=ROOT, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == (
+      "python -m l2o_scale.head_training: error: --pairs must be >= 1, got 0")
