@@ -7,13 +7,15 @@
 # Usage:
 #   bash reproduce/all.sh [--data_dir=DIR] [--out=DIR]
 #   REPRO_QUICK=1 bash reproduce/all.sh --data_dir=DIR   # minutes
-#   REPRO_MEDIUM=1 | REPRO_PRETRAINED=1 | REPRO_TINY=1   # other sizes
+#   REPRO_MEDIUM=1 | REPRO_STUDY=1 | REPRO_PRETRAINED=1 | REPRO_TINY=1
+#                                                         # other sizes
 # `bash reproduce/all.sh --help` lists the sizes and every environment
 # variable (REPRO_OUT, REPRO_JOBS, REPRO_VARIANTS, REPRO_PROBLEMS,
-# REPRO_RECIPE, REPRO_META_LR, REPRO_HEARTBEAT, L2O_SCALE_DATA_DIR, PYTHON).
+# REPRO_RECIPE, REPRO_META_LR, REPRO_META_ITERS, REPRO_HEARTBEAT,
+# L2O_SCALE_DATA_DIR, PYTHON).
 #
 # The pipeline is Python (reproduce/pipeline/): the sizes (sizes.py), the
-# learned variants (variants.py) and the test problems (problems.py) are
+# learned variants (variants.py) and the test problems (problem_list.py) are
 # declared there once; plan.py turns them into stages, runner.py runs them.
 set -euo pipefail
 

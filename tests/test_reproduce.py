@@ -987,20 +987,22 @@ def _flag(argv, name):
 
 def test_quick_plan_is_sizes_times_variants_times_problems():
   """The quick size: 4 meta-trainings, 3 baselines and 4 learned optimizers
-  on each of 4 problems, the plot last; learned tests after every training
-  (queue 1), each reading the train dir its training writes."""
+  on each of 4 problems, the plot last, after all; each learned test after
+  the training that writes the train dir it reads, and after it in order."""
   size = pipeline_sizes.SIZES["quick"]
   stages = pipeline_plan.build(size, _SETTINGS, ["python", "plot.py"])
   names = [s.name for s in stages]
   assert len(names) == len(set(names)) == 4 + 4 * 3 + 4 * 4 + 1
-  assert names[-1] == "plot" and stages[-1].queue == 2
-  assert [s.queue for s in stages] == sorted(s.queue for s in stages)
+  assert names[-1] == "plot" and set(stages[-1].after) == set(names[:-1])
   trains = {_flag(s.argv, "--train_dir"): s for s in stages
             if s.name.startswith("train-")}
+  assert all(s.after == () for s in trains.values())
   learned = [s for s in stages if "--test_optimizer=L2o" in s.argv]
-  assert len(learned) == 16 and all(s.queue == 1 for s in learned)
+  assert len(learned) == 16
   for s in learned:
-    assert trains[_flag(s.argv, "--train_dir")].queue == 0
+    train = trains[_flag(s.argv, "--train_dir")]
+    assert s.after == (train.name,)
+    assert names.index(train.name) < names.index(s.name)
   # The commands all.sh ran before the pipeline (from its logs).
   assert " ".join(next(s for s in stages if s.name ==
                        "train-l2o-entropy-reg-cl-mt").argv) == (
@@ -1122,7 +1124,7 @@ def _fake_stages(tmp_path, spec):
   return [pipeline_plan.Stage(name, ("sh", "-c", "echo {n} >> {f}; sleep "
                                      "0.2; exit {c}".format(n=name, f=ran,
                                                             c=code)),
-                              kind, 0) for name, kind, code in spec], ran
+                              kind) for name, kind, code in spec], ran
 
 
 def _runner(tmp_path, stages, jobs=2):

@@ -12,18 +12,26 @@ checkpoint if it was interrupted.
 
 Usage:
   bash reproduce/all.sh [--data_dir=DIR] [--out=DIR]
-Sizes (environment):
-  (default)        the paper's test (10,000 steps, 5 seeds, the four MNIST
-                   problems, held-out accuracy, flatness) of 13 learned
-                   optimizers: 4 variants x 3 training seeds meta-trained
-                   with the long recipe (docs/meta-training.md), plus the
-                   paper's own command; hours on 2 cores (4 h and more)
-  REPRO_MEDIUM=1   the result in docs/reproduction.md (about 2 h on 2
-                   cores): meta-trains with the fast recipe L2O-Scale, the
-                   Hessian-ESD regularizer at alpha 1e-4 and 1e-2 and
-                   reg.+CL+MT, 3 training seeds each; meta-tests them (2,000
-                   steps, 3 seeds, held-out accuracy, flatness) against the
-                   original's and tuned baselines
+Sizes (environment; docs/reproduction.md, "Sizes", has each one's
+definition, from reproduce/pipeline/sizes.py):
+  (default)        full: this project's protocol (10,000 steps, 5 seeds,
+                   the four MNIST problems, held-out accuracy, flatness) of
+                   13 learned optimizers: L2O-Scale, the Hessian-ESD
+                   regularizer at alpha 1e-4 and 1e-2 and reg.+CL+MT, 3
+                   training seeds each, meta-trained with the long recipe
+                   (docs/meta-training.md), and the paper's command (its
+                   regularizer off) as one more arm; about 4 h on 2 cores
+  REPRO_MEDIUM=1   the medium result in docs/reproduction.md (about 3 h on
+                   2 cores): meta-trains with the stable recipe (30
+                   meta-iterations) L2O-Scale, the Hessian-ESD and Jacobian
+                   regularizers at alpha 1e-4, 1e-3 and 1e-2 and
+                   reg.+CL+MT, 3 training seeds each (24 optimizers);
+                   meta-tests them (2,000 steps, 3 seeds, held-out accuracy,
+                   flatness) against the original's and tuned baselines
+  REPRO_STUDY=1    the flatness study (docs/flatness-study.md): 6 arms x
+                   training seeds 1-8, seed by seed, into
+                   reproduce/results/study/runs/ (committed: resumable per
+                   arm and seed over sittings and fresh clones); about 7 h
   REPRO_PRETRAINED=1  minutes: meta-tests only the shipped pretrained
                    optimizers (l2o_scale/pretrained/) against the baselines
   REPRO_QUICK=1    a few minutes: few meta-iterations, a few hundred test
@@ -33,7 +41,8 @@ Sizes (environment):
 Other environment variables:
   L2O_SCALE_DATA_DIR  offline MNIST folder (same as --data_dir); unset and
                       no --data_dir: tensorflow-datasets provides full MNIST
-  REPRO_OUT           output folder (default reproduce/out/<size>)
+  REPRO_OUT           output folder (default reproduce/out/<size>; the
+                      study: reproduce/results/study/runs)
   REPRO_JOBS          stages run in parallel (default 2 = the 2 CPU cores)
   REPRO_VARIANTS      space-separated learned optimizers to train and test
                       now, in this order (default: the size's list; run
@@ -46,11 +55,14 @@ Other environment variables:
                       mnist-mlp-relu mnist-mlp-deeper mnist-conv); with
                       REPRO_VARIANTS it runs a part of a size that takes
                       too long whole
-  REPRO_RECIPE        the metarun recipe of the medium size (default fast)
-                      and of the full size (default long: the recipe of the
-                      shipped optimizers)
-  REPRO_META_LR       meta learning rate (quick/tiny 1e-3; medium and full:
-                      the recipe's)
+  REPRO_RECIPE        the metarun recipe of the medium and study sizes
+                      (default stable) and of the full size (default long:
+                      the recipe of the shipped optimizers)
+  REPRO_META_LR       meta learning rate (quick/tiny 1e-3; medium, study
+                      and full: the recipe's)
+  REPRO_META_ITERS    meta-iterations of every meta-training (tiny 1, quick
+                      3, medium, study and full 30; the full size's paper
+                      command keeps its own 100)
   REPRO_HEARTBEAT     seconds between the lines that say a stage is still
                       running (default 15)
   PYTHON              python interpreter (default python)
@@ -146,9 +158,10 @@ def choose(size, env):
 
 def prepare_out(size, out, data_dir, env):
   """The output folder (made, absolute); refuses one holding results of
-  other settings, else writes config.txt."""
-  out = out or env.get("REPRO_OUT") or os.path.join(ROOT, "reproduce", "out",
-                                                    size.name)
+  other settings, else writes config.txt. ``data_dir``: as the stages get
+  it."""
+  out = out or env.get("REPRO_OUT") or os.path.join(
+      ROOT, size.out or os.path.join("reproduce", "out", size.name))
   os.makedirs(out, exist_ok=True)
   out = os.path.abspath(out)
   config = size.config_line(data_dir)
@@ -170,8 +183,9 @@ def describe_data(folder):
   sys.path.insert(0, ROOT)
   from problems import datasets  # pylint: disable=g-import-not-at-top
   try:
-    train, _ = datasets.load_mnist_arrays("train", folder or None)
-    test, _ = datasets.load_mnist_arrays("test", folder or None)
+    where = os.path.join(ROOT, folder) if folder else None
+    train, _ = datasets.load_mnist_arrays("train", where)
+    test, _ = datasets.load_mnist_arrays("test", where)
   except datasets.DataNotFoundError as e:
     raise Refused(str(e), 1)
   if folder:
@@ -199,8 +213,9 @@ def plan_lines(size, settings, jobs):
                  "ending .tk):".format(len(size.variants), size.train_seed))
     if size.recipe:
       lines.append("     {} meta-iteration(s) with the {r} recipe "
-                   "(l2o_scale/config/recipes/{r}.flags)".format(
-                       size.meta_iters, r=size.recipe))
+                   "(l2o_scale/config/recipes/{r}.flags){x}".format(
+                       size.meta_iters, r=size.recipe, x="".join(
+                           " " + f for f in size.extra_flags)))
     else:
       lines.append("     {s.meta_iters} meta-iteration(s) at meta learning "
                    "rate {s.meta_lr}; fixed 20-step unrolls, "
@@ -210,19 +225,23 @@ def plan_lines(size, settings, jobs):
     for v in size.variants:
       lines.append("     {:<24} {}".format(
           v, " ".join(variants.lookup(v).flags)).rstrip())
+  conv = any(problems.PROBLEMS[p].conv for p in size.problems)
   lines += [
       "  2. meta-test with metatest.py on: " + " ".join(size.problems),
       "     optimizers: {} (restored from model.ckpt-0, the best evaluated) "
-      "{}".format(" ".join(size.variants), " ".join(size.baselines)),
-      "     seeds {s.seeds}; {s.test_steps} steps ({s.test_steps_conv} on the "
-      "conv net); held-out accuracy every {s.heldout_every} steps".format(
-          s=size)]
+      "{}".format(" ".join(size.variants),
+                  " ".join(size.baselines) or "(no baselines)"),
+      "     seeds {s.seeds}; {s.test_steps} steps{c}; held-out accuracy "
+      "every {s.heldout_every} steps".format(
+          s=size, c=" ({} on the conv net)".format(size.test_steps_conv)
+          if conv else "")]
   if size.conv_learned and "mnist-conv" in size.problems:
     lines.append("     conv net: learned optimizers " +
                  " ".join(size.conv_learned))
   if size.flatness:
     lines.append("     flatness of the solution on the MLPs (Hessian trace "
                  "with {} probes, top eigenvalue)".format(size.flatness))
+  lines += ["  note: " + note for note in size.notes]
   lines += ["  3. reproduce/plot.py -> the figures (PNG, PDF) and results.md "
             "in {}".format(os.path.join(settings.out, "figures")),
             "  stages in parallel: {}".format(jobs)]
@@ -234,14 +253,13 @@ def plot_argv(size, settings, data_short):
   if size.test_steps_conv != size.test_steps and any(
       problems.PROBLEMS[p].conv for p in size.problems):
     steps += ", {} on the conv net".format(size.test_steps_conv)
-  out = settings.out
   # The meta-training runs' own records (none for the shipped optimizers).
   train = ([] if size.pretrained_only else
-           ["--train_dir=" + os.path.join(out, "train")])
+           ["--train_dir=" + settings.path("train")])
   return [settings.python, "reproduce/plot.py",
-          "--results_dir=" + os.path.join(out, "test"),
-          "--out_dir=" + os.path.join(out, "figures")] + train + [
-              "--run_dir=" + out,
+          "--results_dir=" + settings.path("test"),
+          "--out_dir=" + settings.path("figures")] + train + [
+              "--run_dir=" + settings.path(),
               "--title=L2O-Entropy reproduction, {} size ({} meta-iteration"
               "(s), {}); {}".format(size.name, size.meta_iters, steps,
                                     data_short)]
@@ -311,10 +329,10 @@ def run_stages(size, settings, env, data_short):
   started, done_at_start = time.time(), run.done_count()
   print("stages: {} ({} done earlier); a line every {} s while one runs"
         .format(len(counted), done_at_start, run.heartbeat), flush=True)
-  if not run.run([s for s in counted if s.queue == 0]):
-    raise Refused("meta-training or a baseline's test failed", 1)
-  if not run.run([s for s in counted if s.queue == 1]):
-    raise Refused("meta-testing failed", 1)
+  if not run.run(counted):
+    raise Refused("a stage failed (its log's last lines are above); the "
+                  "finished ones are kept: run the same command again to "
+                  "retry the rest", 1)
   ran = run.done_count() - done_at_start
   if ran > 0:
     record_invocation(settings.out, settings.python, started, ran)
@@ -334,12 +352,18 @@ def start(argv, env):
   data_dir, out = parse_args(argv, env)
   jobs = positive_int(env, "REPRO_JOBS", 2)
   positive_int(env, "REPRO_HEARTBEAT", 15)
-  size = sizes.select(env, lambda: shipped_names(python))
+  try:
+    size = sizes.select(env, lambda: shipped_names(python))
+  except ValueError as e:
+    raise Refused(str(e))
   size = choose(size, env)
   if data_dir:
     if not os.path.isdir(data_dir):
       raise Refused("--data_dir {} is no folder".format(data_dir), 1)
-    data_dir = os.path.abspath(data_dir)
+    # Relative to the repository root, where every stage runs: the
+    # commands, the markers and config.txt stay the same when the
+    # repository and its data move together.
+    data_dir = os.path.relpath(os.path.abspath(data_dir), ROOT)
   settings = plan.Settings(python=python, out=prepare_out(size, out, data_dir,
                                                           env),
                            root=ROOT, data_dir=data_dir)

@@ -1,10 +1,16 @@
 """A size x variants x problems -> the stages of a run, in order.
 
 A stage is a named command with a kind (for the estimate of the time
-left) and a queue: queue 0 holds the meta-trainings, then the baselines'
-meta-tests (they need no trained optimizer, so they fill the slots the
-last, longest trainings leave free); queue 1 the learned optimizers'
-meta-tests, which need queue 0 done. The plot comes last, on its own.
+left) and the stages it needs finished first (``after``): a learned
+optimizer's meta-tests need its own meta-training only, so they start as
+soon as it is done. The order is optimizer by optimizer (its
+meta-training, then its meta-tests), then the baselines' meta-tests (they
+need nothing, so they fill the slots that waiting tests leave free); the
+plot comes last, on its own.
+
+Paths in the commands are relative to the repository root (where every
+stage runs) when they lie inside it, so that the commands, the stage
+markers and the config line stay the same when the repository moves.
 """
 
 import dataclasses
@@ -18,20 +24,21 @@ PLOT = "plot"
 
 @dataclasses.dataclass(frozen=True)
 class Stage:
-  """``argv``: the command (run in the repository root); ``queue``: 0 or 1
-  (queue 1 starts when queue 0 is done); ``kind``: stages of one kind take
-  about as long as each other."""
+  """``argv``: the command (run in the repository root); ``kind``: stages
+  of one kind take about as long as each other; ``after``: the names of
+  the stages that must be done before it starts."""
   name: str
   argv: tuple
   kind: str
-  queue: int
+  after: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
   """Where a run reads and writes: ``python`` (the interpreter of every
   stage), ``out`` (output folder, absolute), ``root`` (the repository),
-  ``data_dir`` (absolute, or '' for tensorflow-datasets)."""
+  ``data_dir`` (as the stages get it: see :func:`stage_path`; '' for
+  tensorflow-datasets)."""
   python: str
   out: str
   root: str
@@ -41,11 +48,23 @@ class Settings:
   def data_flags(self):
     return ["--data_dir=" + self.data_dir] if self.data_dir else []
 
+  def path(self, *parts):
+    """A path under the output folder, as the stages get it."""
+    return stage_path(self.root, os.path.join(self.out, *parts))
+
+
+def stage_path(root, path):
+  """``path`` (absolute) relative to the repository ``root`` when it lies
+  inside it, else unchanged."""
+  rel = os.path.relpath(path, root)
+  return path if rel == os.pardir or rel.startswith(
+      os.pardir + os.sep) else rel
+
 
 def train_dir(size, settings, name):
   if size.pretrained_only:
-    return os.path.join(settings.root, "l2o_scale", "pretrained", name)
-  return os.path.join(settings.out, "train", name)
+    return os.path.join("l2o_scale", "pretrained", name)
+  return settings.path("train", name)
 
 
 def train_seed(size, name):
@@ -63,14 +82,14 @@ def train_stage(size, settings, name):
            "--train_dir=" + train_dir(size, settings, name)] + flags +
           ["--seed={}".format(train_seed(size, name))] +
           list(variant.flags) + settings.data_flags)
-  return Stage("train-" + name, tuple(argv), kind_of("train-" + name), 0)
+  return Stage("train-" + name, tuple(argv), kind_of("train-" + name))
 
 
 def common_test_flags(size, settings, problem):
   """metatest.py's flags for ``problem``."""
   p = problem_registry.PROBLEMS[problem]
   flags = [p.flag, "--num_testing_itrs={}".format(size.test_steps_of(problem)),
-           "--save_dir=" + os.path.join(settings.out, "test", problem),
+           "--save_dir=" + settings.path("test", problem),
            "--seeds=" + size.seeds,
            "--heldout_every={}".format(size.heldout_every),
            "--progress_every=1000000",
@@ -95,7 +114,7 @@ def baseline_stage(size, settings, problem, baseline):
           ["--model_name=" + baseline] +
           common_test_flags(size, settings, problem))
   name = "test-{}-{}".format(problem, baseline)
-  return Stage(name, tuple(argv), kind_of(name, [problem], [baseline]), 0)
+  return Stage(name, tuple(argv), kind_of(name, [problem], [baseline]))
 
 
 def learned_test_stage(size, settings, problem, name):
@@ -106,7 +125,8 @@ def learned_test_stage(size, settings, problem, name):
            "--restore_model_name=model.ckpt-0", "--model_name=" + name] +
           common_test_flags(size, settings, problem))
   stage = "test-{}-{}".format(problem, name)
-  return Stage(stage, tuple(argv), kind_of(stage, [problem], []), 1)
+  after = () if size.pretrained_only else ("train-" + name,)
+  return Stage(stage, tuple(argv), kind_of(stage, [problem], []), after)
 
 
 def tested_on(size, problem, name):
@@ -115,16 +135,19 @@ def tested_on(size, problem, name):
 
 
 def build(size, settings, plot_argv):
-  """Every stage of a run, in the order they start; the plot last with
-  ``plot_argv``."""
+  """Every stage of a run, in the order they start: optimizer by
+  optimizer, then the baselines; the plot last with ``plot_argv``, after
+  every other stage."""
   stages = []
-  if not size.pretrained_only:
-    stages += [train_stage(size, settings, v) for v in size.variants]
+  for v in size.variants:
+    if not size.pretrained_only:
+      stages.append(train_stage(size, settings, v))
+    stages += [learned_test_stage(size, settings, p, v)
+               for p in size.problems if tested_on(size, p, v)]
   stages += [baseline_stage(size, settings, p, b) for p in size.problems
              for b in size.baselines]
-  stages += [learned_test_stage(size, settings, p, v) for p in size.problems
-             for v in size.variants if tested_on(size, p, v)]
-  stages.append(Stage(PLOT, tuple(plot_argv), PLOT, 2))
+  stages.append(Stage(PLOT, tuple(plot_argv), PLOT,
+                      tuple(s.name for s in stages)))
   return stages
 
 

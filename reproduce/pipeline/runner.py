@@ -3,9 +3,11 @@
 Each stage writes its output to ``logs/<name>.log`` (the first line: ``+ ``
 and its command). A finished stage leaves ``.stages/<name>.done`` (a JSON
 record: command, kind, wall time, when) and a line in ``timings.tsv``; a
-stage whose marker exists is skipped. While a stage runs, its pid is in
-``.running/<name>.pid`` and a line every ``heartbeat`` seconds says it
-still runs, with the last line of its log.
+stage whose marker exists is skipped. A stage starts once the stages it
+names in ``after`` are done (the first such stage in the given order takes
+a free slot); one whose prerequisite failed does not run. While a stage
+runs, its pid is in ``.running/<name>.pid`` and a line every
+``heartbeat`` seconds says it still runs, with the last line of its log.
 """
 
 import datetime
@@ -124,32 +126,52 @@ class Runner(object):
               os.path.join(self.logs, name + ".log"))))
       self.running[name] = (stage, proc, start, due + self.heartbeat)
 
-  def _wait(self, below):
-    """Waits until fewer than ``below`` stages run; False if one failed."""
-    ok = True
-    while len(self.running) >= below:
-      time.sleep(self.poll)
-      for name in list(self.running):
-        code = self.running[name][1].poll()
-        if code is not None:
-          ok = self._finish(name, code) and ok
-        else:
-          self._beat(name)
-    return ok
+  def _poll(self):
+    """Waits one poll, then collects the stages that ended; the names of
+    those that failed."""
+    time.sleep(self.poll)
+    failed = []
+    for name in list(self.running):
+      code = self.running[name][1].poll()
+      if code is not None:
+        if not self._finish(name, code):
+          failed.append(name)
+      else:
+        self._beat(name)
+    return failed
 
   def run(self, stages):
-    """Runs ``stages`` in order, at most ``jobs`` at a time; a stage whose
-    marker exists is skipped. After a failure the others still run (their
-    work is kept). Returns whether every stage succeeded."""
-    ok = True
+    """Runs ``stages``, at most ``jobs`` at a time: a free slot takes the
+    first stage (in the given order) whose ``after`` stages are done; a
+    stage whose marker exists is skipped. After a failure the others still
+    run (their work is kept), except the stages that need the failed one.
+    Returns whether every stage succeeded."""
+    failed = set()
     try:
+      waiting = []
       for stage in stages:
         if self.done(stage.name):
           self.say("[skip] {} (done earlier)".format(stage.name))
-          continue
-        ok = self._wait(self.jobs) and ok
-        self._start(stage)
-      return self._wait(1) and ok
+        else:
+          waiting.append(stage)
+      while waiting or self.running:
+        for stage in list(waiting):
+          blocked = [n for n in stage.after if n in failed or not (
+              self.done(n) or n in self.running or
+              any(w.name == n for w in waiting))]
+          if blocked:
+            self.say("[skip] {} (needs {}, {})".format(
+                stage.name, blocked[0], "which failed" if blocked[0] in
+                failed else "which is not done and not part of this run"))
+            failed.add(stage.name)
+            waiting.remove(stage)
+          elif (len(self.running) < self.jobs and
+                all(self.done(n) for n in stage.after)):
+            self._start(stage)
+            waiting.remove(stage)
+        if self.running:
+          failed.update(self._poll())
+      return not failed
     except (KeyboardInterrupt, Interrupted):
       self.stop()
       raise Interrupted()

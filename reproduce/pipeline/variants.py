@@ -9,6 +9,8 @@ Names of learned optimizers: ``<variant>`` (the size's training seed) or
 ``<variant>.t<k>`` (training seed ``k``). Besides the fixed variants below,
 two families take the regularizer's alpha in the name: ``hess-<alpha>``
 (Hessian-ESD) and ``jacob-<alpha>`` (Jacobian), active in every unroll.
+The flatness study's arms (``hess-5pct-always`` ... ``reg-cl-mt``) take
+their alphas from ``sizes.STUDY_ALPHAS``.
 
 Adding a variant is one entry in ``VARIANTS`` (or a family in
 ``FAMILIES``).
@@ -16,6 +18,8 @@ Adding a variant is one entry in ``VARIANTS`` (or a family in
 
 import dataclasses
 import re
+
+from .sizes import STUDY_ALPHAS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +53,34 @@ class Family:
 _HESSIAN = ("--reg_optimizer=True", "--reg_option=hessian-esd",
             "--alpha=1e-4")
 
+
+def _study_hessian(share, when):
+  """The flatness study's Hessian-ESD flags at ``share`` of the
+  meta-gradient (a key of STUDY_ALPHAS), ``--regularize_time=when``."""
+  return ("--reg_optimizer=True", "--reg_option=hessian-esd",
+          "--alpha=" + STUDY_ALPHAS[share], "--regularize_time=" + when)
+
+
+# The flatness study's Hessian-ESD arms (docs/flatness-study.md): a 5% or
+# 25% share of the meta-gradient (sizes.STUDY_ALPHAS), in every unroll
+# ("always") or in the last one of each meta-iteration ("posterior", the
+# original's default): (share, when, colour, marker).
+_STUDY_ARMS = (("5pct", "always", "#6a3d9a", "P"),
+               ("5pct", "posterior", "#cab2d6", "X"),
+               ("25pct", "always", "#b15928", "8"),
+               ("25pct", "posterior", "#e7ba52", "X"))
+_WHERE = {"always": "every unroll", "posterior": "last unroll"}
+
+
+def _study_arm(order, share, when, color, marker):
+  percent = share[:-len("pct")] + "%"
+  return Variant(
+      "hess-{}-{}".format(share, when), _study_hessian(share, when),
+      "Hessian-ESD {} share, {}".format(percent, when),
+      "{} {}".format(percent, when), color, marker, 20 + order,
+      "Hessian-ESD at a {} share, {}".format(percent, _WHERE[when]))
+
+
 VARIANTS = {v.name: v for v in (
     Variant("l2o-scale", (), "L2O-Scale (no reg.)", "L2O-Scale", "#1f77b4",
             "o", 0, "no regularizer"),
@@ -66,6 +98,13 @@ VARIANTS = {v.name: v for v in (
                         "--if_mt=True", "--mt_ratio=0.1", "--mt_k=1"),
             "L2O-Entropy (reg. + CL + MT)", "reg.+CL+MT", "#d62728", "*", 90,
             "active regularizer + curriculum + imitation"),
+    *(_study_arm(i, *arm) for i, arm in enumerate(_STUDY_ARMS)),
+    # L2O-Entropy's full method at the study's 5% share.
+    Variant("reg-cl-mt",
+            _study_hessian("5pct", "always") + (
+                "--if_cl=True", "--if_mt=True", "--mt_ratio=0.1", "--mt_k=1"),
+            "L2O-Entropy (reg. 5% + CL + MT)", "reg. 5%+CL+MT", "#ad494a",
+            "*", 91, "reg. at a 5% share + curriculum + imitation"),
 )}
 
 FAMILIES = {f.prefix: f for f in (
