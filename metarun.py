@@ -24,6 +24,11 @@ import shutil
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+# What Ctrl-C's line adds; from the start on (TensorFlow loads for seconds).
+INTERRUPTED = "resume with the same command."
+if __name__ == "__main__":
+  entry_point.interrupt_while_starting("metarun.py", INTERRUPTED)
 from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
 quiet_cuda.import_tensorflow()
 
@@ -334,18 +339,10 @@ def record_mismatch(record, flag_values, given):
 
 
 def main(argv):
-  """Runs :func:`_main`; Ctrl-C (SIGINT) ends it with one line and status 130
-  (the lock is released on the way out; the checkpoints written so far
+  """The program's work, under absl's flags. Ctrl-C (SIGINT) ends it with
+  one line and status 130 (:func:`l2o_scale.runs.entry_point.run_main`;
+  the lock is released on the way out; the checkpoints written so far
   resume exactly)."""
-  try:
-    return _main(argv)
-  except KeyboardInterrupt:
-    sys.stderr.write("metarun.py: interrupted; resume with the same "
-                     "command.\n")
-    return 130
-
-
-def _main(argv):
   logging.set_verbosity(logging.WARNING)
   FLAGS.mark_as_parsed()
   stray = stray_arguments(argv)
@@ -603,15 +600,12 @@ def learning_verdict(result):
 
 def run():
   """The program: its flags join absl's registry (for --help and parsing),
-  a --recipe expands to its flagfile, then :func:`main`."""
+  a --recipe expands to its flagfile, then :func:`main`; refusals and
+  Ctrl-C end as in every entry point (:mod:`l2o_scale.runs.entry_point`)."""
   programs.install(FLAGS)
-  try:
-    argv = recipes.expand(sys.argv)
-  except ValueError as e:
-    sys.stderr.write("metarun.py: {}\n".format(e))
-    sys.exit(2)
-  app.run(main, argv=argv)
+  app.run(main, argv=recipes.expand(sys.argv),
+          flags_parser=entry_point.parse_absl_flags)
 
 
 if __name__ == "__main__":
-  run()
+  entry_point.run_main("metarun.py", run, interrupted=INTERRUPTED)

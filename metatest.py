@@ -45,12 +45,17 @@ import dataclasses
 import json
 import os
 import pickle
-import sys
 import time
 import types
 import typing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+# What Ctrl-C's line adds; from the start on (TensorFlow loads for seconds).
+INTERRUPTED = ("the result files written so far are complete: run "
+               "the same command with --overwrite to test everything.")
+if __name__ == "__main__":
+  entry_point.interrupt_while_starting("metatest.py", INTERRUPTED)
 from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
 quiet_cuda.import_tensorflow()
 
@@ -74,7 +79,6 @@ from l2o_scale.steps import settings as step_settings
 from l2o_scale.steps import step_schedule
 from optimizer import native_step
 from problems import curvature
-from problems import datasets
 from problems import problem_sets as ps
 from problems import registry
 
@@ -642,33 +646,42 @@ def heldout_report(records, flag_name, spec, seed, flag_values, train, heldout):
 
 
 def main(argv):
+  """The program's work, under absl's flags; its refusals and Ctrl-C end
+  as in every entry point (:func:`l2o_scale.runs.entry_point.run_main`)."""
   FLAGS.mark_as_parsed()
   if len(argv) > 1:
-    raise app.UsageError("Unexpected arguments: {}".format(" ".join(argv[1:])))
+    raise ValueError("unexpected arguments: {}".format(" ".join(argv[1:])))
   try:
     run(FLAGS)
-  except (FileNotFoundError, checkpoints.CheckpointMismatchError,
-          checkpoints.DamagedCheckpointError, datasets.DataNotFoundError,
-          ValueError) as e:  # CheckpointStateError, run record errors too
-    sys.exit("metatest.py: error: {}".format(e))
-  except KeyboardInterrupt:
-    sys.stderr.write("metatest.py: interrupted; the result files written so "
-                     "far are complete: run the same command with "
-                     "--overwrite to test everything.\n")
-    return 130
-  except OSError as e:  # A full or read-only disk under --save_dir.
-    sys.exit("metatest.py: error: writing {} failed: {}. Give another "
-             "--save_dir (or free space if the disk is full).".format(
-                 e.filename or FLAGS.save_dir, e.strerror or e))
+  except OSError as e:
+    if not _save_dir_error(e, FLAGS.save_dir):
+      raise
+    raise entry_point.Refusal(
+        "writing {} failed: {}. Give another --save_dir (or free space if "
+        "the disk is full).".format(e.filename or FLAGS.save_dir,
+                                    e.strerror or e)) from None
   return 0
+
+
+def _save_dir_error(error, save_dir):
+  """Whether ``error`` is the system's, writing under ``save_dir`` (a full
+  or read-only disk; a write error names no file), not a library's own
+  (a damaged checkpoint) or another file's."""
+  if type(error).__module__ != "builtins":
+    return False
+  if error.filename is None:
+    return True
+  inside = os.path.abspath(str(error.filename))
+  folder = os.path.abspath(save_dir)
+  return inside == folder or inside.startswith(folder + os.sep)
 
 
 def run_program():
   """The program: its flags join absl's registry (for --help and
   parsing), then :func:`main`."""
   programs.install(FLAGS)
-  app.run(main)
+  app.run(main, flags_parser=entry_point.parse_absl_flags)
 
 
 if __name__ == "__main__":
-  run_program()
+  entry_point.run_main("metatest.py", run_program, interrupted=INTERRUPTED)

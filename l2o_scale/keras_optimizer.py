@@ -51,11 +51,16 @@ update cannot be split per replica variable).
 
 import warnings
 
-import keras
-import numpy as np
-import tensorflow as tf
+from l2o_scale.runs import quiet_cuda
+# TensorFlow's start-up lines filtered as in the command-line programs
+# (the CUDA probing on a machine without CUDA; nothing where it has CUDA).
+quiet_cuda.import_tensorflow()
 
-from l2o_scale.runs import checkpoints
+import keras  # pylint: disable=g-import-not-at-top,g-bad-import-order
+import numpy as np  # pylint: disable=g-import-not-at-top,g-bad-import-order
+import tensorflow as tf  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
+from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,g-bad-import-order
 from l2o_scale.runs import cpu_allocator
 from l2o_scale.meta_testing import inner_step
 from l2o_scale.config import optimizer_flags

@@ -357,12 +357,12 @@ def test_checkpoint_faults_refuse_resuming_and_testing(refusals, tmp_path,
   assert "pass --train_dir={}".format(dirs["as_train_dir"][0]) in (
       results["as_train_dir"][1])
 
-  # metatest: one line, exit status 1 (sys.exit), for a damaged checkpoint.
+  # metatest: one line, exit status 2, for a damaged checkpoint.
   tested = _script("metatest.py", "--train_dir={}".format(
       dirs["truncated_data"][0]), "--include_mnist_mlp_problems",
                    "--data_dir={}".format(data_dir),
                    "--save_dir={}".format(tmp_path / "out"))
-  assert tested.returncode == 1
+  assert tested.returncode == 2
   line = _own_line(tested.stderr, "metatest.py")
   assert line.startswith("metatest.py: error: checkpoint {} is damaged: {} is "
                          "truncated (".format(

@@ -181,7 +181,7 @@ def test_missing_data_says_how_to_provide_it(train_dir, tmp_path):
   empty.mkdir()
   _parse("--test_optimizer=Adam", "--include_mnist_mlp_relu_problems",
          "--data_dir=" + str(empty), "--save_dir=" + str(tmp_path))
-  with pytest.raises(SystemExit, match="--data_dir"):
+  with pytest.raises(datasets.DataNotFoundError, match="--data_dir"):
     metatest.main(["metatest.py"])
 
 
@@ -260,7 +260,7 @@ def test_bad_testing_flags_are_named_before_any_work():
 
 
 def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
-  """metatest on a read-only disk: exit 1 with one line naming the folder.
+  """metatest on a read-only disk: exit 2 with one line naming the folder.
   The disk is a fault-injected folder (tests/faultfs.py): no mount needed."""
   import subprocess  # pylint: disable=g-import-not-at-top
   import faultfs  # tests/faultfs.py  # pylint: disable=g-import-not-at-top
@@ -274,7 +274,7 @@ def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
                        "--save_dir={}".format(disk / "res"),
                        "--data_dir={}".format(data_dir)]),
       capture_output=True, text=True, timeout=300, cwd=root)
-  assert out.returncode == 1, out.stderr
+  assert out.returncode == 2, out.stderr
   assert out.stderr.strip().splitlines()[-1] == (
       "metatest.py: error: writing {} failed: Read-only file system. Give "
       "another --save_dir (or free space if the disk is full).".format(

@@ -89,3 +89,46 @@ def test_a_log_line_tf_prints_twice_is_shown_once():
   assert quiet_cuda.drop_probing_lines(text) == (
       "I0000 00:00:1795577665.032223     653 port.cc:153] oneDNN custom "
       "operations are on.\nsome warning\nsome warning\n")
+
+
+def test_the_keras_optimizer_import_prints_no_probing_lines():
+  """``from l2o_scale.keras_optimizer import LearnedOptimizer`` (TensorFlow
+  and Keras not imported yet): TF's start-up lines filtered as in the
+  command-line programs."""
+  if quiet_cuda.has_cuda_driver():
+    pytest.skip("this machine has a CUDA driver: nothing is filtered")
+  out = _run("from l2o_scale.keras_optimizer import LearnedOptimizer\n"
+             "import tensorflow as tf\n"
+             "print(len(tf.config.list_physical_devices()))\n",
+             {"TF_CPP_MIN_LOG_LEVEL": "0"})
+  assert out.returncode == 0, out.stderr
+  assert "cuInit" not in out.stderr and "cuda drivers" not in out.stderr, (
+      out.stderr)
+
+
+def test_install_filters_the_first_import_whenever_it_comes(tmp_path):
+  """quiet_cuda.install() (every entry point's): the import of TensorFlow
+  that a library makes later, here through a module importing it, is
+  filtered; the finder leaves sys.meta_path once it has found it."""
+  if quiet_cuda.has_cuda_driver():
+    pytest.skip("this machine has a CUDA driver: nothing is filtered")
+  fake = tmp_path / "tensorflow"
+  fake.mkdir()
+  (fake / "__init__.py").write_text(textwrap.dedent("""
+      import os, types
+      os.write(2, {probing!r}.encode())
+      def _list(kind):
+        os.write(2, {real!r}.encode())
+        return []
+      config = types.SimpleNamespace(list_physical_devices=_list)
+      """).format(probing=PROBING, real=REAL))
+  (tmp_path / "user_library.py").write_text("import tensorflow\n")
+  out = _run("import sys\n"
+             "from l2o_scale.runs import quiet_cuda\n"
+             "quiet_cuda.install()\n"
+             "import user_library\n"
+             "print(sum(type(f).__name__ == '_QuietTensorFlowImport'\n"
+             "          for f in sys.meta_path))\n",
+             path_first=str(tmp_path))
+  assert out.returncode == 0, out.stderr
+  assert out.stderr == REAL and out.stdout == "0\n"

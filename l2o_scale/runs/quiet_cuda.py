@@ -12,7 +12,10 @@ every message (including a real cuInit failure) is shown as TF prints it.
 ``L2O_SCALE_SHOW_CUDA_PROBING=1`` turns the filter off.
 """
 
+import contextlib
 import ctypes
+import importlib.abc
+import importlib.util
 import os
 import re
 import sys
@@ -57,24 +60,22 @@ def drop_probing_lines(text):
   return "".join(kept)
 
 
-def import_tensorflow():
-  """Imports TensorFlow and lists its devices; returns the module.
+def _filtering():
+  """Whether TF's start-up lines are to be filtered here."""
+  return (os.environ.get("L2O_SCALE_SHOW_CUDA_PROBING") != "1" and
+          "tensorflow" not in sys.modules and not has_cuda_driver())
 
-  On a machine without a CUDA driver the probing lines are dropped from what
-  TF writes to stderr meanwhile; everything else it writes (warnings, errors,
-  a traceback's context) is written back, also when the import fails.
-  """
-  if (os.environ.get("L2O_SCALE_SHOW_CUDA_PROBING") == "1" or
-      "tensorflow" in sys.modules or has_cuda_driver()):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    return tf
+
+@contextlib.contextmanager
+def _probing_lines_dropped():
+  """Captures fd 2 meanwhile, then writes back what was written to it
+  without the probing lines (also when the block fails)."""
   sys.stderr.flush()
   saved = os.dup(2)
   with tempfile.TemporaryFile() as captured:
     os.dup2(captured.fileno(), 2)
     try:
-      import tensorflow as tf  # pylint: disable=g-import-not-at-top
-      tf.config.list_physical_devices("GPU")
+      yield
     finally:
       sys.stderr.flush()
       os.dup2(saved, 2)
@@ -83,4 +84,57 @@ def import_tensorflow():
       sys.stderr.write(drop_probing_lines(
           captured.read().decode("utf-8", errors="replace")))
       sys.stderr.flush()
+
+
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
+  """Finds ``tensorflow`` with the finders after it and runs its import,
+  and the first listing of its devices, under :func:`_probing_lines_dropped`;
+  leaves ``sys.meta_path`` once it has found it."""
+
+  def find_spec(self, name, path=None, target=None):
+    del path, target
+    if name != "tensorflow":
+      return None
+    _remove_finder()
+    spec = importlib.util.find_spec(name)
+    loader = getattr(spec, "loader", None)
+    if not hasattr(loader, "exec_module"):
+      return spec
+    run = loader.exec_module
+
+    def exec_module(module):
+      del loader.exec_module  # The loader's own method again.
+      with _probing_lines_dropped():
+        run(module)
+        module.config.list_physical_devices("GPU")
+    loader.exec_module = exec_module
+    return spec
+
+
+def _remove_finder():
+  sys.meta_path[:] = [f for f in sys.meta_path
+                      if not isinstance(f, _QuietTensorFlowImport)]
+
+
+def install():
+  """Filters TF's start-up lines whenever TensorFlow is first imported
+  (by this process's code or a library's), on a machine without a CUDA
+  driver and where TensorFlow is not imported yet; otherwise does
+  nothing. For programs that import TensorFlow late, or not at all (a
+  listing)."""
+  if _filtering() and not any(isinstance(f, _QuietTensorFlowImport)
+                              for f in sys.meta_path):
+    sys.meta_path.insert(0, _QuietTensorFlowImport())
+
+
+def import_tensorflow():
+  """Imports TensorFlow and lists its devices; returns the module.
+
+  On a machine without a CUDA driver the probing lines are dropped from what
+  TF writes to stderr meanwhile; everything else it writes (warnings, errors,
+  a traceback's context) is written back, also when the import fails.
+  """
+  install()
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  _remove_finder()
   return tf

@@ -1,0 +1,108 @@
+"""One output policy for every command-line entry point.
+
+``metarun.py``, ``metatest.py``, ``python -m l2o_scale.benchmark``,
+``python -m l2o_scale.results`` and ``python -m l2o_scale.pretrained`` end
+through :func:`run_main`:
+
+* a refusal (bad input: ``ValueError``; a file problem: ``OSError``; data
+  not found, a locked train dir; a flag absl cannot parse) prints one line
+  ``<prog>: error: <message>`` on stderr and exits with status 2;
+* Ctrl-C (``KeyboardInterrupt``) prints one line ``<prog>: interrupted``
+  (with the program's hint on what is kept) and exits with status 130;
+* anything else is a bug and keeps its traceback.
+
+TensorFlow's start-up noise is filtered the same way in every one of them
+(:func:`l2o_scale.runs.quiet_cuda.install`), whenever TensorFlow is first
+imported.
+"""
+
+import signal
+import sys
+
+from l2o_scale.runs import quiet_cuda
+
+REFUSAL_STATUS = 2
+INTERRUPTED_STATUS = 130
+
+
+class Refusal(Exception):
+  """A refusal whose message is complete as it is (a program's own wording
+  of a library error)."""
+
+
+def _refusal_types():
+  # Imported here: the data and lock modules need numpy, not TensorFlow.
+  from l2o_scale.runs import dir_lock  # pylint: disable=g-import-not-at-top
+  from problems import datasets  # pylint: disable=g-import-not-at-top
+  return (Refusal, ValueError, OSError, datasets.DataNotFoundError,
+          dir_lock.LockedError)
+
+
+def message(error):
+  """``error`` in one line: an ``OSError`` as 'file: reason' where it names
+  a file, anything else its message with line breaks joined."""
+  if isinstance(error, OSError) and error.filename and error.strerror:
+    text = "{}: {}".format(error.filename, error.strerror)
+  else:
+    text = str(error) or type(error).__name__
+  return " ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def run_main(prog, main, *args, interrupted=None):
+  """Runs ``main(*args)`` and exits the process with its status (None: 0),
+  under the policy of this module. ``interrupted``: what the interrupted
+  line adds (e.g. 'resume with the same command.')."""
+  quiet_cuda.install()
+  if isinstance(signal.getsignal(signal.SIGINT), _StartInterrupt):
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    status = main(*args)
+  except KeyboardInterrupt:
+    _line(prog, _interrupted_line(interrupted))
+    sys.exit(INTERRUPTED_STATUS)
+  except _refusal_types() as e:  # pylint: disable=catching-non-exception
+    _line(prog, "error: " + message(e))
+    sys.exit(REFUSAL_STATUS)
+  sys.exit(status)
+
+
+class _StartInterrupt:
+  """SIGINT's handler while a program starts (imports), before
+  :func:`run_main`: the one line and status 130, no import traceback."""
+
+  def __init__(self, prog, interrupted):
+    self.prog, self.interrupted = prog, interrupted
+
+  def __call__(self, signum, frame):
+    del signum, frame
+    _line(self.prog, _interrupted_line(self.interrupted))
+    raise SystemExit(INTERRUPTED_STATUS)
+
+
+def interrupt_while_starting(prog, interrupted=None):
+  """Ctrl-C while the program imports its modules (TensorFlow: seconds)
+  ends it as in :func:`run_main`; call first thing in a script's
+  ``__main__``. Where SIGINT is ignored (a background job) it stays so."""
+  if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _StartInterrupt(prog, interrupted))
+
+
+def _interrupted_line(interrupted):
+  return "interrupted" + ("; " + interrupted if interrupted else ".")
+
+
+def parse_absl_flags(argv):
+  """absl's flag parsing for ``app.run(main, flags_parser=...)``: a flag
+  absl refuses is a refusal of this policy (absl itself prints two lines
+  and exits with status 1)."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    raise Refusal(message(e)) from None
+
+
+def _line(prog, text):
+  sys.stdout.flush()
+  sys.stderr.write("{}: {}\n".format(prog, text))
+  sys.stderr.flush()

@@ -1,0 +1,169 @@
+"""One output policy for every entry point (l2o_scale/runs/entry_point.py):
+a refusal is one line and exit status 2, Ctrl-C one line and status 130,
+in metarun.py, metatest.py and the python -m programs alike."""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# TensorFlow's own start-up lines (kept on purpose: not this policy's).
+TF_LINE = ("I0000 ", "W0000 ", "To enable the following instructions")
+
+
+def _env():
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      p for p in (ROOT, env.get("PYTHONPATH")) if p)
+  return env
+
+
+def _start(args, **kwargs):
+  # SIGINT's default action, as for a command typed at a terminal (a test
+  # run in the background would hand its children SIGINT ignored).
+  return subprocess.Popen(
+      [sys.executable] + list(args), stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT,
+      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+      **kwargs)
+
+
+def _own_lines(stderr):
+  return [l for l in stderr.splitlines() if not l.startswith(TF_LINE)]
+
+
+REFUSALS = [
+    # absl refused a flag with two lines and status 1.
+    (["metarun.py", "--num_problems=abc"], "metarun.py: error: flag "
+     "--num_problems=abc: invalid literal for int()"),
+    # An argument absl cannot place: absl printed its whole --help, status 1.
+    (["metatest.py", "stray"], "metatest.py: error: unexpected arguments: "
+     "stray"),
+    (["-m", "l2o_scale.results", "/nonexistent/folder"],
+     "python -m l2o_scale.results: error: /nonexistent/folder is not a "
+     "directory"),
+]
+
+
+def test_a_refusal_is_one_line_and_status_2():
+  """Each program refuses bad input in one line, exit status 2 (started
+  side by side: most of their time is TensorFlow's import)."""
+  procs = [(_start(args), line) for args, line in REFUSALS]
+  for proc, line in procs:
+    _, stderr = proc.communicate(timeout=300)
+    own = _own_lines(stderr)
+    assert proc.returncode == 2 and len(own) == 1, stderr[-3000:]
+    assert own[0].startswith(line), own
+
+
+def _wait_for_reader(fifo, proc, timeout=240):
+  """Opens ``fifo`` for writing once a process reads it (then its reader
+  blocks in read() until data comes): a point every machine reaches."""
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    try:
+      return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as e:
+      if e.errno != errno.ENXIO:  # ENXIO: no reader yet.
+        raise
+    assert proc.poll() is None, proc.communicate()
+    time.sleep(0.05)
+  raise AssertionError("{} was not opened".format(fifo))
+
+
+def _interrupted(proc, writer):
+  time.sleep(0.2)  # The reader is in read(), or about to be.
+  proc.send_signal(signal.SIGINT)
+  _, stderr = proc.communicate(timeout=120)
+  os.close(writer)
+  return proc.returncode, _own_lines(stderr), stderr
+
+
+def test_ctrl_c_in_results_is_one_line_and_status_130(tmp_path):
+  """Ctrl-C while results reads a result file (a FIFO that never
+  delivers): one line, status 130, no traceback."""
+  fifo = tmp_path / "seed6_eval_loss_record.pickle-m"
+  os.mkfifo(fifo)
+  proc = _start(["-m", "l2o_scale.results", str(tmp_path)])
+  status, own, stderr = _interrupted(proc, _wait_for_reader(fifo, proc))
+  assert status == 130 and own == [
+      "python -m l2o_scale.results: interrupted."], stderr[-3000:]
+
+
+def test_ctrl_c_in_the_benchmark_is_one_line_and_status_130(tmp_path):
+  """Ctrl-C while the benchmark reads MNIST (a FIFO as its image file)."""
+  data = tmp_path / "data"
+  data.mkdir()
+  for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+    os.mkfifo(data / name)
+  proc = _start(["-m", "l2o_scale.benchmark", "--tasks=logreg_mnist",
+                 "--data_dir={}".format(data),
+                 "--out={}".format(tmp_path / "out")])
+  fifo = data / "train-images-idx3-ubyte"
+  status, own, stderr = _interrupted(proc, _wait_for_reader(fifo, proc))
+  assert status == 130 and own == [
+      "python -m l2o_scale.benchmark: interrupted."], stderr[-3000:]
+
+
+def test_ctrl_c_in_the_pretrained_listing(tmp_path):
+  """Ctrl-C while the listing is made (SIGINT sent by the listing itself:
+  it takes milliseconds)."""
+  del tmp_path
+  code = textwrap.dedent("""
+      import os, runpy, signal, sys
+      import l2o_scale.pretrained as pretrained
+      pretrained.listing = lambda: os.kill(os.getpid(), signal.SIGINT) or []
+      sys.argv = ["python -m l2o_scale.pretrained"]
+      runpy.run_module("l2o_scale.pretrained", run_name="__main__")
+      """)
+  proc = _start(["-c", code])
+  _, stderr = proc.communicate(timeout=120)
+  assert proc.returncode == 130, stderr
+  assert _own_lines(stderr) == ["python -m l2o_scale.pretrained: "
+                                "interrupted."]
+
+
+def test_ctrl_c_while_a_script_starts():
+  """Ctrl-C before run_main (while TensorFlow loads): the same line and
+  status, no import traceback."""
+  code = textwrap.dedent("""
+      import os, signal, time
+      from l2o_scale.runs import entry_point
+      entry_point.interrupt_while_starting("prog.py", "resume it.")
+      os.kill(os.getpid(), signal.SIGINT)
+      time.sleep(60)
+      """)
+  proc = _start(["-c", code])
+  _, stderr = proc.communicate(timeout=120)
+  assert proc.returncode == 130 and stderr == (
+      "prog.py: interrupted; resume it.\n"), stderr
+
+
+def test_run_main_maps_refusals_not_bugs(capsys):
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+
+  def refuse(error):
+    raise error
+
+  for error, line in (
+      (ValueError("--x must be > 0\n(got -1)"), "p: error: --x must be > 0 "
+       "(got -1)"),
+      (PermissionError(13, "Permission denied", "/a/file"),
+       "p: error: /a/file: Permission denied"),
+      (entry_point.Refusal("as it is"), "p: error: as it is")):
+    with pytest.raises(SystemExit) as exit_:
+      entry_point.run_main("p", refuse, error)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
+  with pytest.raises(KeyError):  # A bug keeps its traceback.
+    entry_point.run_main("p", refuse, KeyError("x"))
+  with pytest.raises(SystemExit) as exit_:
+    entry_point.run_main("p", lambda: 3)
+  assert exit_.value.code == 3
