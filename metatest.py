@@ -511,11 +511,12 @@ def run(flag_values):
     run_cache = testing.RunCache()  # The seeds share one compiled loop.
     problem = entry[1].build()
     for seed in seeds:
-      if not written:  # With the first result file, not before: a run
-        # stopped before any result leaves --save_dir as it was.
-        write_run_record(flag_values, problems)
+      # The run record goes with the first result file, not before: a run
+      # stopped before any result leaves --save_dir as it was.
+      record = None if written else (
+          lambda: write_run_record(flag_values, problems))
       written.extend(_run_seed(flag_values, opt, k, len(problems), entry,
-                               problem, seed, run_cache))
+                               problem, seed, run_cache, record))
   return written
 
 
@@ -568,9 +569,9 @@ def _test_seed(flag_values, opt, problem, dataset, batch_size, heldout, seed,
 
 
 def _run_seed(flag_values, opt, k, num_problems, entry, problem, seed,
-              run_cache):
-  """Tests seed ``seed`` on problem ``k``; writes its result files and
-  returns their paths."""
+              run_cache, write_record=None):
+  """Tests seed ``seed`` on problem ``k``; writes its result files (after
+  calling ``write_record``, if given) and returns their paths."""
   flag_name, spec, dataset, batch_size, heldout, label = entry
   print("testing {} ({}) with {} using seed {}".format(
       flag_name, label, flag_values.test_optimizer, seed), flush=True)
@@ -581,6 +582,8 @@ def _run_seed(flag_values, opt, k, num_problems, entry, problem, seed,
   elapsed = time.time() - start
   path = os.path.join(flag_values.save_dir, _result_name(
       RESULT_PATTERNS[0], seed, flag_values.model_name, k, num_problems))
+  if write_record is not None:
+    write_record()
   with atomic_file.replace(path, "wb") as f:
     pickle.dump(objective_values, f)
   print("  wrote {} (final objective {:.5g}, {:.1f} s)".format(
