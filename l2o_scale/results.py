@@ -78,7 +78,8 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
   ALLOWED = {"scalar", "dtype", "ndarray", "_reconstruct", "_frombuffer"}
 
   def find_class(self, module, name):
-    if module.split(".")[0] == "numpy" and name in self.ALLOWED:
+    if (module.split(".")[0] == "numpy" and name in self.ALLOWED or
+        (module, name) == ("_codecs", "encode")):  # Bytes of protocol 2.
       return super().find_class(module, name)
     raise pickle.UnpicklingError("it holds a {}.{}, not numbers".format(
         module, name))

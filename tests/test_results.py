@@ -315,3 +315,25 @@ def test_figure_onto_a_read_only_or_full_disk_is_one_line(save_dir, tmp_path,
       "python -m l2o_scale.results: " + message.format(fig=fig, disk=disk)]
   assert ("| my-run |" in out.stdout) == (mode == "full")
   assert os.listdir(disk) == []
+
+
+def test_the_originals_python2_pickles_and_every_protocol_load(tmp_path):
+  """The original evaluation (Python 2) pickled lists of numpy.float32 with
+  cPickle's protocol 2, strings as bytes: they load (as latin1), as do the
+  lists and arrays of every protocol Python 3 writes."""
+  py2 = (b"\x80\x02]q\x00(cnumpy.core.multiarray\nscalar\nq\x01cnumpy\ndtype"
+         b"\nq\x02U\x02f4K\x00K\x01\x87Rq\x03(K\x03U\x01<NNNJ\xff\xff\xff\xff"
+         b"J\xff\xff\xff\xffK\x00tbU\x04\x00\x00\xc0?\x86Rq\x04h\x01h\x03U\x04"
+         b"\x00\x00\x80>\x86Rq\x05e.")
+  (tmp_path / "seed6_eval_loss_record.pickle-orig").write_bytes(py2)
+  for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+    for name, value in (("list", [np.float32(1.5), np.float32(.25)]),
+                        ("array", np.array([1.5, .25], np.float32))):
+      with open(tmp_path / "seed{}_eval_loss_record.pickle-{}".format(
+          protocol, name), "wb") as f:
+        pickle.dump(value, f, protocol=protocol)
+  runs = results.read_dir(str(tmp_path))
+  assert sorted(r.model for r in runs) == ["array", "list", "orig"]
+  for seeds in runs.values():
+    for entry in seeds.values():
+      assert entry["loss"].tolist() == [1.5, .25]
