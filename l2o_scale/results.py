@@ -587,7 +587,11 @@ def main(argv=None):
     if args.figure:
       check_figure_path(args.figure)
     runs, skipped = {}, []
-    for directory in args.dirs:
+    # A folder given twice (e.g. "res", "res/" and "./res") shows once.
+    given = {}
+    for d in args.dirs:
+      given.setdefault(os.path.realpath(d), os.path.normpath(d))
+    for directory in given.values():
       if not os.path.isdir(directory):
         raise ValueError("{} is not a directory".format(directory))
       before = len(skipped)
