@@ -340,8 +340,8 @@ def test_the_originals_python2_pickles_and_every_protocol_load(tmp_path):
 
 
 def test_a_folder_given_twice_shows_once(save_dir):
-  out = _run(save_dir, save_dir + "/", os.path.join(save_dir, ".."
-                                                    , "results"))
+  out = _run(save_dir, save_dir + "/",
+             os.path.join(save_dir, "..", "results"))
   assert out.returncode == 0, out.stderr
   assert sum("| my-run |" in l for l in out.stdout.splitlines()) == 1
   assert "| directory |" not in out.stdout
