@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from l2o_scale.benchmark import __main__ as cli
+from l2o_scale.benchmark import config as bench_config
 from l2o_scale.benchmark import optimizers
 from l2o_scale.benchmark import report
 from l2o_scale.benchmark import scoring
@@ -108,7 +109,7 @@ def test_tuned_baseline_chooses_on_validation_and_runs_every_seed(data_dir):
   by_lr = {lr: _record(0.5, 1., 0.5) for lr in grid}
   by_lr[grid[1]] = _record(0.9, 0.5, 0.1)
   by_lr[grid[3]] = _record(0.6, 0.9, 1.0)
-  config = suite.Config.for_size("small", data_dir=data_dir, seeds=3,
+  config = bench_config.Config.for_size("small", data_dir=data_dir, seeds=3,
                                  grid="full")
   store = _CannedStore(by_lr)
   runner = suite.TaskRunner(tasks.get("logreg_mnist"), 50, config, store,
@@ -138,7 +139,7 @@ def test_reused_baseline_trainer_starts_each_run_afresh(tmp_path, data_dir):
   # fresh weights, a fresh optimizer state and step 0 of its schedule, as
   # a trainer built for that run alone does.
   task = tasks.get("regression_synthetic")
-  config = suite.Config.for_size("small", data_dir=data_dir,
+  config = bench_config.Config.for_size("small", data_dir=data_dir,
                                  out=str(tmp_path))
   store = _RecordingStore()
   runner = suite.TaskRunner(task, 20, config, store, log=lambda line: None)
@@ -164,7 +165,7 @@ def test_grid_grows_past_the_end_where_the_best_lr_lies(data_dir):
     return 0.9 - 0.01 * abs(math.log10(lr) + 1)
   store = _CannedStore({lr: _record(accuracy(lr), 1 - accuracy(lr), 0.5)
                         for lr in optimizers.HALF_DECADES})
-  config = suite.Config.for_size("small", data_dir=data_dir, grid="full",
+  config = bench_config.Config.for_size("small", data_dir=data_dir, grid="full",
                                  grid_extension=2)
   runner = suite.TaskRunner(tasks.get("logreg_mnist"), 50, config, store,
                             log=lambda line: None)
@@ -220,13 +221,13 @@ def test_every_task_builds_and_trains_two_steps(name, data_dir):
 
 # ----------------------------------------------------------- optimizers
 def test_optimizer_specs():
-  adam = optimizers.factory("adam:3e-4")(100)
+  adam = optimizers.factory("adam:3e-4")[0](100)
   assert isinstance(adam, keras.optimizers.Adam)
   assert float(adam.learning_rate) == pytest.approx(3e-4)
-  learned = optimizers.factory("l2o-scale")(100)
+  learned = optimizers.factory("l2o-scale")[0](100)
   assert type(learned).__name__ == "LearnedOptimizer"
   assert not learned.hold_zero_gradients
-  held = optimizers.factory("l2o-scale+hold_zero_gradients")(100)
+  held = optimizers.factory("l2o-scale+hold_zero_gradients")[0](100)
   assert held.hold_zero_gradients
   assert held.weight_decay == learned.weight_decay  # the card's settings too
   assert optimizers.identity("l2o-scale+hold_zero_gradients") == (
@@ -235,7 +236,7 @@ def test_optimizer_specs():
     optimizers.factory("no-such-optimizer")
   with pytest.raises(ValueError, match="goes with a learned optimizer"):
     optimizers.factory("adam:1e-3+hold_zero_gradients")
-  schedule = optimizers.CosineToZero(100, base=0.1)
+  schedule = training.CosineToZero(100, base=0.1)
   assert float(schedule(0)) == pytest.approx(0.1)
   assert float(schedule(50)) == pytest.approx(0.05)
   assert float(schedule(100)) == pytest.approx(0.)
@@ -260,9 +261,9 @@ def test_flags_given_override_the_size_preset_and_the_rest_keep_it():
   assert config.tasks == tuple(tasks.REGISTRY) and config.grid == "full"
   small = _config_from_command_line(["--size=small", "--batch_size=16"])
   assert small.batch_size == 16 and small.tiny and small.budgets == (50,)
-  assert small.tasks == suite.SIZES["small"]["tasks"]
+  assert small.tasks == bench_config.SIZES["small"]["tasks"]
   # No --size: medium, the Config defaults; --data_dir from the environment.
-  assert _config_from_command_line([]) == suite.Config(
+  assert _config_from_command_line([]) == bench_config.Config(
       data_dir=os.environ.get("L2O_SCALE_DATA_DIR"))
 
 
@@ -271,7 +272,7 @@ def test_every_config_field_with_a_flag_is_in_help_with_its_text(capsys):
   with pytest.raises(SystemExit):
     cli.parse_args(["--help"])
   text = " ".join(capsys.readouterr().out.split())
-  fields = config_flags.flag_fields(suite.Config)
+  fields = config_flags.flag_fields(bench_config.Config)
   assert len(fields) >= 12
   for field in fields:
     assert re.search(r"--(\[no\])?{}:".format(
@@ -300,7 +301,7 @@ def test_bad_command_line_is_one_line_error(argv, message, capsys):
 # ---------------------------------------------------------- end to end
 def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   out = str(tmp_path / "bench")
-  config = suite.Config.for_size("small", out=out, data_dir=data_dir)
+  config = bench_config.Config.for_size("small", out=out, data_dir=data_dir)
   results = suite.run(config, log=lambda line: None)
   with open(os.path.join(out, "results.json"), encoding="utf-8") as f:
     assert json.load(f) == results

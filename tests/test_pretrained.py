@@ -172,3 +172,68 @@ def test_the_generalist_runs_by_name_with_its_benchmark_on_its_card(
   with open(written[0], "rb") as f:
     losses = np.array(pickle.load(f), np.float64)
   assert np.all(np.isfinite(losses)) and losses[-10:].mean() < losses[:10].mean()
+
+
+@pytest.fixture
+def shipped_copy(tmp_path, monkeypatch):
+  """A copy of the shipped folder, listed in place of the real one (which
+  is never touched)."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  root = tmp_path / "pretrained"
+  shutil.copytree(pretrained.ROOT, root,
+                  ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+  monkeypatch.setattr(pretrained, "ROOT", str(root))
+  return root
+
+
+def test_listing_marks_a_damaged_record_and_lists_the_others(
+    shipped_copy, monkeypatch, capsys):
+  """One truncated run_record.json: the others are listed with their cards,
+  the damaged one is named with what restores it (never advice to delete a
+  shipped file); every line fits the terminal (80 columns here), paths
+  unbroken."""
+  monkeypatch.setenv("COLUMNS", "80")
+  record = shipped_copy / "l2o-scale" / SUBDIR / "run_record.json"
+  record.write_text(record.read_text()[:40])
+  assert pretrained.main([]) == 1
+  out = capsys.readouterr().out
+  lines = out.splitlines()
+  # Only a word longer than a line (here the tmp path) goes past it.
+  assert all(len(l) <= 80 or len(l.split()) == 1 for l in lines), lines
+  joined = " ".join(out.split())
+  for name in sorted(VARIANTS) + [GENERALIST]:
+    if name != "l2o-scale":
+      assert "\n{}: ".format(name) in out and "cannot be used" not in (
+          out.split("\n{}: ".format(name))[1].split("\n")[0])
+  damaged = joined.split("l2o-scale: cannot be used: ")[1]
+  assert damaged.startswith("the shipped file {} is damaged (".format(
+      record))
+  assert "reinstalling the package restores it" in damaged
+  assert "delete" not in joined
+  with pytest.raises(pretrained.DamagedError, match="reinstalling"):
+    pretrained.long_run_settings("l2o-scale")
+
+
+def test_listing_marks_a_missing_record_or_checkpoint(shipped_copy, capsys):
+  os.remove(shipped_copy / "l2o-scale" / SUBDIR / "run_record.json")
+  os.remove(shipped_copy / "l2o-entropy-reg" / SUBDIR /
+            "model.ckpt-0.data-00000-of-00001")
+  assert pretrained.main([]) == 1
+  joined = " ".join(capsys.readouterr().out.split())
+  assert ("l2o-scale: cannot be used: the folder {} holds no single "
+          "sub-folder with a run_record.json: reinstalling".format(
+              shipped_copy / "l2o-scale")) in joined
+  assert ("l2o-entropy-reg: cannot be used: the shipped file {} is missing: "
+          "reinstalling".format(shipped_copy / "l2o-entropy-reg" / SUBDIR /
+                                "model.ckpt-0.data-00000-of-00001")) in joined
+
+
+def test_listing_has_help_and_fits_a_narrow_terminal(monkeypatch, capsys):
+  with pytest.raises(SystemExit) as e:
+    pretrained.main(["--help"])
+  assert e.value.code == 0
+  assert "usage: python -m l2o_scale.pretrained" in capsys.readouterr().out
+  lines = pretrained.listing(width=60)
+  assert max(len(l) for l in lines) <= 60
+  assert [l.split(":")[0] for l in lines if not l.startswith(" ")][1:] == (
+      pretrained.names())

@@ -24,18 +24,18 @@ MODULE = "l2o_scale.benchmark"  # the flags' owner in --help
 
 @dataclasses.dataclass
 class Actions:
-  """What the command does besides running ``suite.Config``."""
+  """What the command does besides running ``config.Config``."""
   list_tasks: bool = flag(False, "list the tasks and exit")
   no_report: bool = flag(False, "write results.json only (no table, "
                          "figures or page)")
 
 
 def define_flags():
-  """This program's own flag set: the fields of ``suite.Config`` (where
+  """This program's own flag set: the fields of ``config.Config`` (where
   their help and defaults are declared) and of ``Actions``."""
-  from l2o_scale.benchmark import suite  # pylint: disable=g-import-not-at-top
+  from l2o_scale.benchmark import config  # pylint: disable=g-import-not-at-top
   flag_values = flags.FlagValues()
-  for cls in (suite.Config, Actions):
+  for cls in (config.Config, Actions):
     config_flags.define_flags(cls, MODULE, flag_values)
   return flag_values
 
@@ -61,19 +61,19 @@ def parse_args(argv):
 
 
 def config_from_flags(args):
-  """``suite.Config`` from the parsed flags: the ``--size`` preset, with
+  """``config.Config`` from the parsed flags: the ``--size`` preset, with
   the flags given on the command line over it (``--data_dir`` defaults to
   ``$L2O_SCALE_DATA_DIR``)."""
-  from l2o_scale.benchmark import suite  # pylint: disable=g-import-not-at-top
-  overrides = config_flags.given(suite.Config, args)
+  from l2o_scale.benchmark import config  # pylint: disable=g-import-not-at-top
+  overrides = config_flags.given(config.Config, args)
   overrides.setdefault("data_dir", os.environ.get("L2O_SCALE_DATA_DIR"))
   overrides.pop("size", None)
-  return suite.Config.for_size(args.size, **overrides)
+  return config.Config.for_size(args.size, **overrides)
 
 
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
-  from l2o_scale.benchmark import suite, tasks  # pylint: disable=g-import-not-at-top
+  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
   from problems import datasets  # pylint: disable=g-import-not-at-top
   if args.list_tasks:
     for task in tasks.REGISTRY.values():
@@ -82,16 +82,19 @@ def main(argv=None):
     return 0
   try:
     config = config_from_flags(args)
+    from l2o_scale.benchmark import suite  # pylint: disable=g-import-not-at-top
     results = suite.run(config, log=lambda line: print(line, flush=True))
-  except (ValueError, FileNotFoundError, datasets.DataNotFoundError) as e:
+    if not args.no_report:
+      from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
+      written = report.write(results, config.out)
+  except (ValueError, OSError, datasets.DataNotFoundError) as e:
     print("error: {}".format(e), file=sys.stderr)
     return 2
   print("results: {} ({:.0f} s, peak memory {:.0f} MiB)".format(
       os.path.join(config.out, "results.json"), results["wall_time_s"],
       results["peak_memory_mib"]))
   if not args.no_report:
-    from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
-    for path in report.write(results, config.out):
+    for path in written:
       print("wrote", path)
   return 0
 

@@ -1,43 +1,83 @@
 """Figures of the task-suite benchmark (matplotlib, no display needed)."""
 
+import io
+
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from l2o_scale.benchmark import config  # pylint: disable=wrong-import-position
 from l2o_scale.benchmark import scoring  # pylint: disable=wrong-import-position
+from l2o_scale.runs import atomic_file  # pylint: disable=wrong-import-position
 
-COLORS = {"adam": "tab:blue", "adamw": "tab:green", "sgd": "tab:orange"}
+# Each line its own color, dash pattern and marker, so that lines lying on
+# one another (tuned Adam and AdamW often do) stay told apart: the thin
+# dashed AdamW line is drawn over the thick solid Adam line, which shows
+# on both sides of it and through its gaps, and AdamW's small markers sit
+# inside Adam's large ones (or at other steps, where there are more
+# measurements than markers).
+STYLES = {
+    "optimizer": dict(color="black", ls="-", marker="D", lw=2.2, ms=5),
+    "adam": dict(color="tab:blue", ls="-", marker="o", lw=3.2, ms=8),
+    "adamw": dict(color="tab:green", ls=(0, (4, 3)), marker="s", lw=1.4,
+                  ms=4),
+    "sgd": dict(color="tab:orange", ls=(0, (1, 1.5)), marker="^", lw=1.8,
+                ms=6),
+}
+OTHER = dict(color="tab:purple", ls=(0, (6, 2, 1, 2)), marker="v", lw=1.6,
+             ms=5)
+MARKERS = 6  # markers per line
 
 
-def _band(ax, records, label, color):
+def _band(ax, records, label, style, order):
   steps, mean, low, high = scoring.mean_curve(records)
-  ax.plot(steps, mean, color=color, label=label, lw=1.6)
+  every = max(1, len(steps) // MARKERS)
+  ax.plot(steps, mean, label=label, zorder=3 + order,
+          markevery=(order * every // 4 % every, every),
+          markerfacecolor="none", **style)
   if len(records) > 1:
-    ax.fill_between(steps, low, high, color=color, alpha=0.2, lw=0)
+    ax.fill_between(steps, low, high, color=style["color"], alpha=0.15,
+                    lw=0, zorder=1)
+
+
+def title(entry, seeds):
+  """``task: family, N steps, K seeds``: each said once."""
+  return "{}: {}, {:,} steps, {} seed{}".format(
+      entry["task"], entry["family"], entry["budget"], seeds,
+      "" if seeds == 1 else "s")
+
+
+def save(fig, path):
+  """Writes the figure whole or not at all (atomic_file); closes it."""
+  buffer = io.BytesIO()
+  fig.savefig(buffer, dpi=110, format="png")
+  plt.close(fig)
+  try:
+    with atomic_file.replace(path, "wb") as f:
+      f.write(buffer.getvalue())
+  except OSError as e:
+    raise config.write_failed(path, e) from None
+  return path
 
 
 def curves(entry, path, label="optimizer under test"):
   """Training loss against steps: the optimizer and each tuned baseline,
-  the geometric mean over seeds with the min-max band."""
+  the geometric mean over seeds with the min-max band. The solid lines
+  (the optimizer, Adam) are drawn first, the dashed ones over them."""
   fig, ax = plt.subplots(figsize=(6, 4))
-  _band(ax, entry["optimizer"]["runs"], label, "black")
-  for name, result in entry["baselines"].items():
+  _band(ax, entry["optimizer"]["runs"], label, STYLES["optimizer"], 0)
+  for order, (name, result) in enumerate(entry["baselines"].items(), 1):
     if result["runs"]:
       _band(ax, result["runs"], "tuned {} (lr {:g})".format(
-          name, result["chosen_lr"]), COLORS.get(name))
+          name, result["chosen_lr"]), STYLES.get(name, OTHER), order)
   ax.set_yscale("log")
   ax.set_xlabel("step")
   ax.set_ylabel("training loss (whole training split)")
-  seeds = len(entry["optimizer"]["runs"])
-  ax.set_title("{} ({}), {:,} steps, {} seed{}".format(
-      entry["task"], entry["family"], entry["budget"], seeds,
-      "s" if seeds > 1 else ""), fontsize=9)
+  ax.set_title(title(entry, len(entry["optimizer"]["runs"])), fontsize=9)
   ax.grid(alpha=0.3, which="both")
   ax.legend(fontsize=8)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  return save(fig, path)
 
 
 def speedups(results, path):
@@ -76,6 +116,4 @@ def speedups(results, path):
   ax.set_title("Speedup over tuned Adam (hatched: Adam never got there)",
                fontsize=9)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return path
+  return save(fig, path)

@@ -25,15 +25,13 @@ every learning rate of the grid and every seed.
 """
 
 import dataclasses
+import glob
 import hashlib
 import importlib
 import inspect
 import json
 import math
 import os
-
-import keras
-import tensorflow as tf
 
 from l2o_scale import pretrained as shipped
 
@@ -42,27 +40,6 @@ from l2o_scale import pretrained as shipped
 HOLD_SUFFIX = "+hold_zero_gradients"
 
 HALF_DECADES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
-
-
-@keras.saving.register_keras_serializable(package="l2o_scale_benchmark")
-class CosineToZero(keras.optimizers.schedules.LearningRateSchedule):
-  """``base * (1 + cos(pi * step / total_steps)) / 2``; ``base`` is a
-  variable (:meth:`set_base`), so changing it needs no retracing."""
-
-  def __init__(self, total_steps, base=1e-3):
-    self.total_steps = int(total_steps)
-    self.base = tf.Variable(float(base), trainable=False, dtype=tf.float32)
-
-  def set_base(self, value):
-    self.base.assign(float(value))
-
-  def __call__(self, step):
-    frac = tf.minimum(tf.cast(step, tf.float32) / self.total_steps, 1.)
-    return self.base * 0.5 * (1. + tf.cos(math.pi * frac))
-
-  def get_config(self):
-    return {"total_steps": self.total_steps,
-            "base": float(self.base.numpy())}
 
 
 def next_half_decade(lr, up=True):
@@ -87,7 +64,9 @@ class Baseline:
 
   def make(self, total_steps):
     """A fresh optimizer and its schedule (``schedule.set_base(lr)``)."""
-    schedule = CosineToZero(total_steps)
+    import keras  # pylint: disable=g-import-not-at-top
+    from l2o_scale.benchmark import training  # pylint: disable=g-import-not-at-top
+    schedule = training.CosineToZero(total_steps)
     if self.name == "adam":
       return keras.optimizers.Adam(schedule), schedule
     if self.name == "adamw":
@@ -113,7 +92,72 @@ def baseline(name):
       name, ", ".join(b.name for b in BASELINES)))
 
 
+@dataclasses.dataclass(frozen=True)
+class Spec:
+  """An ``--optimizer`` value taken apart (:func:`parse`): ``kind`` is
+  ``shipped``, ``checkpoint``, ``keras`` or ``import``; ``target`` the name,
+  path, Keras identifier or ``module.attr``; ``lr`` a Keras optimizer's
+  learning rate (None: Keras' default); ``hold`` whether it ends in
+  :data:`HOLD_SUFFIX`."""
+  text: str
+  kind: str
+  target: str
+  lr: float = None
+  hold: bool = False
+
+
+def _refuse(spec, why):
+  return ValueError("--optimizer={!r}: {}".format(spec, why))
+
+
+def parse(spec):
+  """The :class:`Spec` of ``spec``; ValueError naming ``--optimizer`` for a
+  malformed one (an empty path or module, a learning rate that is not a
+  positive finite number). Light: imports no TensorFlow, opens no file."""
+  learned, hold = _split_hold(spec)
+  if learned in shipped.names():
+    return Spec(spec, "shipped", learned, hold=hold)
+  if learned.startswith("checkpoint:") or (learned and os.path.exists(
+      learned)):
+    path = (learned.split(":", 1)[1] if learned.startswith("checkpoint:")
+            else learned)
+    if not path:
+      raise _refuse(spec, "give the checkpoint after 'checkpoint:' (a "
+                    "model.ckpt-K prefix or its folder)")
+    return Spec(spec, "checkpoint", path, hold=hold)
+  if hold:
+    raise _refuse(spec, "{} goes with a learned optimizer (a shipped name "
+                  "or checkpoint:PATH) only".format(HOLD_SUFFIX))
+  if spec.startswith("import:"):
+    module, _, attr = spec[len("import:"):].rpartition(".")
+    if not (module and attr):
+      raise _refuse(spec, "give a dotted path after 'import:', "
+                    "module.attr")
+    return Spec(spec, "import", module + "." + attr)
+  identifier, colon, lr = spec.partition(":")
+  if not identifier:
+    raise _no_optimizer(spec)
+  if colon:
+    try:
+      lr = float(lr)
+    except ValueError:
+      raise _refuse(spec, "the learning rate after ':' must be a number, "
+                    "e.g. {}:1e-3".format(identifier)) from None
+    if not (math.isfinite(lr) and lr > 0):
+      raise _refuse(spec, "the learning rate must be a positive finite "
+                    "number, not {:g}".format(lr))
+  return Spec(spec, "keras", identifier, lr if colon else None)
+
+
+def _no_optimizer(spec):
+  return ValueError(
+      "--optimizer={!r} names no optimizer: give a shipped name ({}), "
+      "checkpoint:PATH, a Keras optimizer as NAME[:LR] (e.g. adam:1e-3) or "
+      "import:module.attr".format(spec, ", ".join(shipped.names())))
+
+
 def _keras_optimizer(identifier, lr):
+  import keras  # pylint: disable=g-import-not-at-top
   try:
     optimizer = keras.optimizers.get(identifier)
   except ValueError:
@@ -123,11 +167,22 @@ def _keras_optimizer(identifier, lr):
   return optimizer
 
 
-def _from_import(path, total_steps):
-  module, _, attr = path.rpartition(".")
-  if not module:
-    raise ValueError("import:{} is not a dotted path module.attr".format(path))
-  target = getattr(importlib.import_module(module), attr)
+def _import_target(spec):
+  """The callable ``module.attr`` of an ``import:`` spec; ValueError naming
+  ``--optimizer`` when it cannot be imported."""
+  module, _, attr = spec.target.rpartition(".")
+  try:
+    found = importlib.import_module(module)
+  except ImportError as e:
+    raise _refuse(spec.text, "cannot import {} ({})".format(module, e)) \
+        from None
+  target = getattr(found, attr, None)
+  if not callable(target):
+    raise _refuse(spec.text, "{} has no callable {!r}".format(module, attr))
+  return target
+
+
+def _from_import(target, total_steps):
   try:
     accepts = "total_steps" in inspect.signature(target).parameters
   except (TypeError, ValueError):
@@ -142,55 +197,86 @@ def _split_hold(spec):
   return spec, False
 
 
-def identity(spec):
+def resolve_checkpoint(spec):
+  """The checkpoint prefix a ``checkpoint`` spec names now (its folder's
+  latest checkpoint for a folder); FileNotFoundError naming
+  ``--optimizer`` when there is none."""
+  from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
+  try:
+    return checkpoints.resolve_checkpoint_path(spec.target)
+  except FileNotFoundError as e:
+    raise FileNotFoundError("--optimizer={!r}: {}".format(spec.text, e)) \
+        from None
+
+
+def _digest(files, settings):
+  """A digest of the files' contents and of ``settings`` (JSON)."""
+  digest = hashlib.sha1(json.dumps(settings, sort_keys=True).encode())
+  for path in files:
+    with open(path, "rb") as f:
+      for block in iter(lambda f=f: f.read(1 << 20), b""):
+        digest.update(block)
+  return digest.hexdigest()[:12]
+
+
+def _checkpoint_files(prefix):
+  return [prefix + ".index"] + sorted(glob.glob(glob.escape(prefix) +
+                                                ".data-*"))
+
+
+def identity(spec, checkpoint=None):
   """What names the optimizer of ``spec`` in a stored run's key: the spec,
-  and for a shipped optimizer also a digest of its checkpoint and card
-  settings, so that a changed shipped optimizer (new meta-parameters, new
-  settings for long runs) never reuses the runs of the old one."""
-  learned, hold = _split_hold(spec)
-  if hold:
-    return identity(learned) + HOLD_SUFFIX
-  if spec not in shipped.names():
+  and what else determines its runs, so that none is reused once that
+  changed: for a shipped optimizer a digest of its checkpoint and card
+  settings (new meta-parameters, new settings for long runs); for
+  ``checkpoint:PATH`` a digest of the checkpoint files (``checkpoint``, the
+  prefix resolved; by default resolved now) and of the optimizer flags of
+  the run record beside them; for ``import:module.attr`` a digest of the
+  module's source file."""
+  parsed = parse(spec)
+  if parsed.kind == "shipped":
+    digest = _digest(_checkpoint_files(shipped.checkpoint(parsed.target)),
+                     shipped.long_run_settings(parsed.target))
+  elif parsed.kind == "checkpoint":
+    from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top
+    prefix = checkpoint or resolve_checkpoint(parsed)
+    record = run_record.read(os.path.dirname(prefix) or ".")
+    digest = _digest(_checkpoint_files(prefix),
+                     run_record.optimizer_flag_values(record))
+  elif parsed.kind == "import":
+    source = inspect.getsourcefile(inspect.getmodule(_import_target(parsed)))
+    digest = _digest([source] if source else [], None)
+  else:
     return spec
-  digest = hashlib.sha1(json.dumps(shipped.long_run_settings(spec),
-                                   sort_keys=True).encode())
-  prefix = shipped.checkpoint(spec)
-  for suffix in (".index", ".data-00000-of-00001"):
-    with open(prefix + suffix, "rb") as f:
-      digest.update(f.read())
-  return "{}@{}".format(spec, digest.hexdigest()[:12])
+  learned, _ = _split_hold(spec)
+  return "{}@{}{}".format(learned, digest, HOLD_SUFFIX if parsed.hold
+                          else "")
 
 
 def factory(spec):
-  """``total_steps -> a fresh Keras optimizer`` for the spec (module doc).
+  """``total_steps -> a fresh Keras optimizer`` for the spec (module doc),
+  and what names it in the stored runs' keys (:func:`identity`).
 
-  Raises ``ValueError`` with one line for a spec that names nothing."""
+  Checks what it can before any training: raises ``ValueError`` with one
+  line for a spec that names nothing or an ``import:`` that fails,
+  ``FileNotFoundError`` for a missing checkpoint. A checkpoint folder is
+  resolved to its latest checkpoint once, here."""
   # Imported here: it restores TF checkpoints and pulls in the optimizer.
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
-  learned, hold = _split_hold(spec)
-  if learned in shipped.names():
-    return lambda total_steps: LearnedOptimizer.pretrained(
-        learned, total_steps=total_steps, hold_zero_gradients=hold)
-  if learned.startswith("checkpoint:") or os.path.exists(learned):
-    path = (learned.split(":", 1)[1] if learned.startswith("checkpoint:")
-            else learned)
-    return lambda total_steps: LearnedOptimizer.from_checkpoint(
-        path, hold_zero_gradients=hold)
-  if hold:
-    raise ValueError("--optimizer={!r}: {} goes with a learned optimizer (a "
-                     "shipped name or checkpoint:PATH) only".format(
-                         spec, HOLD_SUFFIX))
-  if spec.startswith("import:"):
-    return lambda total_steps: _from_import(spec[len("import:"):],
-                                            total_steps)
-  identifier, _, lr = spec.partition(":")
-  try:
-    lr = float(lr) if lr else None
-  except ValueError:
-    lr = "bad"
-  if lr != "bad" and _keras_optimizer(identifier, lr) is not None:
-    return lambda total_steps: _keras_optimizer(identifier, lr)
-  raise ValueError(
-      "--optimizer={!r} names no optimizer: give a shipped name ({}), "
-      "checkpoint:PATH, a Keras optimizer as NAME[:LR] (e.g. adam:1e-3) or "
-      "import:module.attr".format(spec, ", ".join(shipped.names())))
+  parsed = parse(spec)
+  if parsed.kind == "shipped":
+    return (lambda total_steps: LearnedOptimizer.pretrained(
+        parsed.target, total_steps=total_steps,
+        hold_zero_gradients=parsed.hold)), identity(spec)
+  if parsed.kind == "checkpoint":
+    prefix = resolve_checkpoint(parsed)
+    return (lambda total_steps: LearnedOptimizer.from_checkpoint(
+        prefix, hold_zero_gradients=parsed.hold)), identity(spec, prefix)
+  if parsed.kind == "import":
+    target = _import_target(parsed)
+    return (lambda total_steps: _from_import(target, total_steps)), (
+        identity(spec))
+  if _keras_optimizer(parsed.target, parsed.lr) is None:
+    raise _no_optimizer(spec)
+  return (lambda total_steps: _keras_optimizer(parsed.target, parsed.lr)), (
+      identity(spec))

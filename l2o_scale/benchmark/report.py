@@ -25,6 +25,9 @@ import os
 import statistics
 import sys
 
+from l2o_scale.benchmark import config
+from l2o_scale.runs import atomic_file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 RESULTS = os.path.join(ROOT, "reproduce", "results")
@@ -293,9 +296,8 @@ def claim_lines(cards):
 def shipped_claims():
   """:func:`claim_lines` of the shipped optimizers' cards."""
   from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
-  from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top
-  return claim_lines({name: run_record.read(pretrained.folder(name)).get(
-      "card", {}) for name in pretrained.names()})
+  return claim_lines({name: pretrained.record(name).get("card", {})
+                      for name in pretrained.names()})
 
 
 def figure_prefix(out):
@@ -305,8 +307,23 @@ def figure_prefix(out):
   return "results/" + ("" if rel == "." else rel.replace(os.sep, "/") + "/")
 
 
+def _plural(n, word, plural=None):
+  return "{:,} {}".format(n, word if n == 1 else plural or word + "s")
+
+
+def _tuning(c):
+  """How the baselines' learning rates were chosen, in words."""
+  text = "baselines tuned over their {} learning-rate grids".format(c["grid"])
+  grown = c.get("grid_extension", 0)
+  if grown:
+    text += " (grown up to {} past an end where the best lies)".format(
+        _plural(grown, "half-decade"))
+  return text + " on the validation {}".format(c["select_on"])
+
+
 def _header(results):
   m, c = results["machine"], results["config"]
+  rerun = results.get("runs_rerun") or []
   return [
       "Optimizer under test: `{}`. Measured {} on {} ({} CPU cores{}), "
       "TensorFlow {}, Keras {}, Python {}.".format(
@@ -316,18 +333,17 @@ def _header(results):
               m["load_average_1min_at_start"] or 0.),
           m["tensorflow"], m["keras"], m["python"]),
       "",
-      "Size `{}`: {} tasks, budgets {} steps, {} seed(s) per run, batch "
-      "size {}, training loss measured on the whole training split every "
-      "budget/{} steps; baselines tuned over their learning-rate grids "
-      "({} grid, grown up to {} half-decades past an end where the best "
-      "lies) on the validation {}. Wall time {:.0f} s ({} stored runs "
-      "reused; the runs took {:.0f} s in all), peak memory {:.0f} MiB."
-      .format(
-          c["size"], len(c["tasks"]), ", ".join(
-              "{:,}".format(b) for b in c["budgets"]), c["seeds"],
-          c["batch_size"], c["eval_points"], c["grid"],
-          c.get("grid_extension", 0), c["select_on"],
-          results["wall_time_s"], results.get("runs_reused", 0),
+      "Size `{}`: {}, {} of {}, {} per run, batch size {}, training loss "
+      "measured on the whole training split every budget/{} steps; {}. "
+      "Wall time {:.0f} s ({} reused{}; the runs took {:.0f} s in all), "
+      "peak memory {:.0f} MiB.".format(
+          c["size"], _plural(len(c["tasks"]), "task"),
+          "budget" if len(c["budgets"]) == 1 else "budgets",
+          " and ".join("{:,}".format(b) for b in c["budgets"]) + " steps",
+          _plural(c["seeds"], "seed"), c["batch_size"], c["eval_points"],
+          _tuning(c), results["wall_time_s"],
+          _plural(results.get("runs_reused", 0), "stored run"),
+          ", {} damaged and run again".format(len(rerun)) if rerun else "",
           results.get("runs_wall_s_sum", 0.), results["peak_memory_mib"]),
       ""]
 
@@ -354,7 +370,8 @@ def curve_name(entry):
 
 def write(results, out, against=None):
   """Writes table.md, the figures and results.md into ``out`` (with
-  ``against``, another optimizer's results: a comparison with it)."""
+  ``against``, another optimizer's results: a comparison with it). Each file
+  is written whole or not at all (a full disk: OSError naming it)."""
   from l2o_scale.benchmark import figures  # pylint: disable=g-import-not-at-top
   os.makedirs(out, exist_ok=True)
   written = []
@@ -362,8 +379,11 @@ def write(results, out, against=None):
                      ("results.md", page(results, figure_prefix(out),
                                          against))):
     path = os.path.join(out, name)
-    with open(path, "w", encoding="utf-8") as f:
-      f.write(text)
+    try:
+      with atomic_file.replace(path) as f:
+        f.write(text)
+    except OSError as e:
+      raise config.write_failed(path, e) from None
     written.append(path)
   for entry in results["entries"]:
     written.append(figures.curves(
@@ -397,14 +417,32 @@ def main(argv=None):
     return 0
   if not (args.results and args.out):
     p.error("give results.json and --out (or --claims)")
+  paths = [args.results] + ([args.against] if args.against else [])
   try:
-    results = _read(args.results)
-    against = _read(args.against) if args.against else None
+    read = [_read(path) for path in paths]
   except (OSError, ValueError) as e:
     print("error: cannot read {}: {}".format(e.filename if isinstance(
         e, OSError) else args.results, e), file=sys.stderr)
     return 2
-  for path in write(results, args.out, against):
+  for path, results in zip(paths, read):
+    if not (isinstance(results, dict) and
+            {"config", "entries"} <= set(results)):
+      print("error: {} is not the results.json of python -m "
+            "l2o_scale.benchmark".format(path), file=sys.stderr)
+      return 2
+  try:
+    written = write(read[0], args.out, read[1] if args.against else None)
+  except OSError as e:
+    print("error: cannot write {}: {}".format(e.filename or args.out,
+                                              e.strerror or e),
+          file=sys.stderr)
+    return 2
+  except (KeyError, TypeError, IndexError) as e:
+    print("error: {} is incomplete or damaged ({}: {}); run the benchmark "
+          "again to rewrite it".format(args.results, type(e).__name__, e),
+          file=sys.stderr)
+    return 2
+  for path in written:
     print("wrote", path)
   return 0
 

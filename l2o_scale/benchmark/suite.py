@@ -11,9 +11,18 @@ The chosen learning rate then runs at every other seed (the first seed's
 run is the grid run itself).
 
 Each run's training-loss curve goes to TensorBoard
-(``OUT/tensorboard/``). Every finished run is stored under ``OUT/runs/`` (one JSON file, written
-atomically, named by a hash of what determines it), so a suite interrupted
-at any moment resumes where it stopped, with the same numbers.
+(``OUT/tensorboard/``). Every finished run is stored under ``OUT/runs/``
+(one JSON file, written atomically, named by a hash of what determines it:
+the task and its settings, a digest of the data it trains on, the optimizer
+with a digest of its checkpoint or source, :func:`optimizers.identity`), so
+a suite interrupted at any moment resumes where it stopped, with the same
+numbers, and a changed checkpoint or data file is run again. A stored run
+that cannot be read (damaged, or missing a key) is run again, with a line
+saying so.
+
+The configuration (:class:`l2o_scale.benchmark.config.Config`) is checked
+before any work: the optimizer, then the output folder (``--out``: a
+folder that can be written).
 """
 
 import dataclasses
@@ -31,100 +40,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale.benchmark import config as config_module
 from l2o_scale.benchmark import optimizers
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
 from l2o_scale.benchmark import training
-from l2o_scale.config import config_flags
-from l2o_scale.config.config_flags import flag
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
 
 FORMAT = "l2o-scale task-suite benchmark"
 VERSION = 1
 RUN_VERSION = 1  # Bump when a change alters what a stored run holds.
-
-# What each --size sets; the other fields keep Config's defaults, which are
-# the medium size (all tasks, 2,000 steps, 1 seed).
-SIZES = {
-    "small": dict(tasks=("logreg_mnist", "regression_synthetic"),
-                  budgets=(50,), seeds=1, grid="small", tiny=True,
-                  eval_points=5, batch_size=32, jit_compile=False,
-                  grid_extension=0),
-    "medium": dict(),
-    "full": dict(budgets=(2000, 10000), seeds=3),
-}
-
-
-@dataclasses.dataclass
-class Config:
-  """What a suite runs. Each field declared with ``flag`` is a command-line
-  flag of ``python -m l2o_scale.benchmark`` (its help, default and bounds
-  live here); ``--size`` picks a preset from ``SIZES``, and a flag given on
-  the command line overrides the preset's value."""
-  optimizer: str = flag(
-      "l2o-scale", "optimizer under test: a shipped name (l2o-scale, "
-      "optionally NAME+hold_zero_gradients), checkpoint:PATH, a Keras "
-      "optimizer NAME[:LR] (adam:1e-3) or import:module.attr", nonempty=True)
-  size: str = flag(
-      "medium", "preset of the fields marked '--size sets it' (a flag given "
-      "overrides its preset): small: 2 tiny tasks, 50 steps, 2 learning "
-      "rates, 1 seed (CI); medium: all tasks, 2,000 steps, 1 seed (the "
-      "defaults shown); full: all tasks, 2,000 and 10,000 steps, 3 seeds",
-      choices=("small", "medium", "full"))
-  # The defaults below are the medium size's: --size sets these fields.
-  tasks: tuple = flag(tuple(task_registry.REGISTRY), "comma-separated task "
-                      "names (--size sets them); --list_tasks lists them")
-  budgets: tuple = flag((2000,), "steps per run, comma-separated, e.g. "
-                        "2000,10000 (--size sets them)")
-  seeds: int = flag(1, "seeds per task, 0..N-1 (--size sets it)", ge=1)
-  grid: str = "full"
-  tiny: bool = False
-  eval_points: int = flag(50, "training-loss measurements per run, on the "
-                          "whole training split (--size sets it)", ge=1)
-  batch_size: int = flag(128, "minibatch size of every run (--size sets it)",
-                         ge=1)
-  select_on: str = flag(
-      "metric", "what picks each baseline's learning rate on the validation "
-      "split (ties of the metric: lower loss)", choices=scoring.SELECT_ON)
-  baselines: tuple = flag(tuple(b.name for b in optimizers.BASELINES),
-                          "subset of " + ",".join(
-                              b.name for b in optimizers.BASELINES))
-  data_dir: str = flag(None, "MNIST IDX files (default: "
-                       "$L2O_SCALE_DATA_DIR)")
-  out: str = flag("benchmark_results", "folder for results.json, the "
-                  "stored runs (resume), the table, figures and results page",
-                  nonempty=True)
-  grid_extension: int = flag(
-      2, "half-decade steps a baseline's learning-rate grid may grow past an "
-      "end where the best learning rate lies (--size sets it)", ge=0)
-  jit_compile: bool = flag(
-      True, "XLA-compile the training steps of the tasks that allow it "
-      "(Task.jit_compile; the small size runs without: its runs are too "
-      "short to repay the compile time)")
-
-  @classmethod
-  def for_size(cls, size, **overrides):
-    if size not in SIZES:
-      raise ValueError("--size must be one of {}, not {!r}".format(
-          ", ".join(SIZES), size))
-    values = dict(SIZES[size], size=size)
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    config = cls(**values)
-    for name in config.tasks:
-      task_registry.get(name)
-    for name in config.baselines:
-      optimizers.baseline(name)
-    if config.select_on not in scoring.SELECT_ON:
-      raise ValueError("--select_on must be one of {}".format(
-          ", ".join(scoring.SELECT_ON)))
-    errors = config_flags.validate(cls, config)
-    if errors:
-      raise ValueError(errors[0])
-    if not config.budgets or min(config.budgets) < 1:
-      raise ValueError("--budgets must be positive step counts")
-    return config
-
 
 def machine():
   """Where the numbers come from."""
@@ -154,27 +80,59 @@ def peak_memory_mib():
 class RunStore:
   """Finished runs under ``folder``, one JSON file each."""
 
-  def __init__(self, folder):
-    self.folder = folder
+  def __init__(self, folder, log=print):
+    self.folder, self.log = folder, log
     os.makedirs(folder, exist_ok=True)
     self.reused = 0
+    self.rerun = []  # stored runs that could not be read, run again
     self.wall_s_sum = 0.  # of every run returned, stored ones included
+
+  def _stored(self, path, text):
+    """The stored record at ``path`` when it is the run of key ``text``,
+    None when there is none (or another key's); a damaged one is logged
+    and None."""
+    if not os.path.exists(path):
+      return None
+    try:
+      with open(path, encoding="utf-8") as f:
+        stored = json.load(f)
+      if not isinstance(stored, dict) or "key" not in stored:
+        raise ValueError("not a stored run: no 'key'")
+      if stored["key"] != text:
+        return None
+      record = stored.get("record")
+      missing = [k for k in training.RECORD_KEYS
+                 if not isinstance(record, dict) or k not in record]
+      if missing:
+        raise ValueError("its record lacks {}".format(", ".join(missing)))
+      float(record["wall_s"])
+      if not (isinstance(record["steps"], list) and isinstance(
+          record["train_loss"], list) and record["steps"] and
+              len(record["steps"]) == len(record["train_loss"])):
+        raise ValueError("its training-loss curve is damaged")
+      return record
+    except (OSError, ValueError, TypeError) as e:
+      self.log("  stored run {} is damaged ({}): running it again".format(
+          path, str(e).splitlines()[0] if str(e) else type(e).__name__))
+      self.rerun.append(path)
+      return None
 
   def get_or_run(self, key, run):
     text = json.dumps(dict(key, run_version=RUN_VERSION), sort_keys=True)
     path = os.path.join(self.folder, hashlib.sha1(
         text.encode()).hexdigest()[:16] + ".json")
-    if os.path.exists(path):
-      with open(path, encoding="utf-8") as f:
-        stored = json.load(f)
-      if stored.get("key") == text:
-        self.reused += 1
-        self.wall_s_sum += stored["record"]["wall_s"]
-        return stored["record"]
+    stored = self._stored(path, text)
+    if stored is not None:
+      self.reused += 1
+      self.wall_s_sum += stored["wall_s"]
+      return stored
     record = _json_safe(run())
     self.wall_s_sum += record["wall_s"]
-    with atomic_file.replace(path) as f:
-      json.dump({"key": text, "record": record}, f)
+    try:
+      with atomic_file.replace(path) as f:
+        json.dump({"key": text, "record": record}, f)
+    except OSError as e:
+      raise config_module.write_failed(path, e) from None
     return record
 
 
@@ -204,13 +162,18 @@ class TaskRunner:
     self.initial = {s: training.initial_weights(task, s, config.tiny)
                     for s in self.seeds}
     self.jit_compile = task.jit_compile and config.jit_compile
+    self.data = data_digest(self.splits)
 
   def key(self, optimizer, lr, seed):
+    """What determines a run: the task and its settings, the data's digest
+    (not its folder: the same files elsewhere reuse the run, changed files
+    do not), the optimizer (:func:`optimizers.identity`), its learning
+    rate and the seed."""
     c = self.config
     return dict(task=self.task.name, budget=self.budget, optimizer=optimizer,
                 lr=lr, seed=seed, tiny=c.tiny, batch_size=c.batch_size,
-                data_dir=c.data_dir,
-                eval_every=self.eval_every)
+                data=self.data, eval_every=self.eval_every,
+                jit_compile=self.jit_compile)
 
   def _train(self, trainer, seed, label):
     record = trainer.run(self.indices[seed], self.eval_every,
@@ -251,7 +214,7 @@ class TaskRunner:
             label, step, self.budget, _fmt(loss)))
     return log
 
-  def under_test(self, factory, spec):
+  def under_test(self, factory, spec, name):
     def run(seed):
       keras.utils.set_random_seed(seed)
       model = self.task.build(self.config.tiny)
@@ -259,7 +222,6 @@ class TaskRunner:
       trainer = training.Trainer(self.task, self.splits, model,
                                  factory(self.budget), self.jit_compile)
       return self._train(trainer, seed, spec)
-    name = optimizers.identity(spec)
     return [self.store.get_or_run(self.key(name, None, s),
                                   lambda s=s: run(s)) for s in self.seeds]
 
@@ -314,9 +276,20 @@ def _fmt(value):
       value)
 
 
+def data_digest(splits):
+  """A digest of the arrays a task trains and is measured on."""
+  digest = hashlib.sha1()
+  for x, y in (splits.train, splits.validation, splits.test):
+    for array in (x, y):
+      array = np.ascontiguousarray(array)
+      digest.update("{}{}".format(array.dtype, array.shape).encode())
+      digest.update(array.data)
+  return digest.hexdigest()[:16]
+
+
 def run_task(task, budget, config, factory, store, log):
   runner = TaskRunner(task, budget, config, store, log)
-  learned = runner.under_test(factory, config.optimizer)
+  learned = runner.under_test(factory[0], config.optimizer, factory[1])
   baselines = {name: runner.tuned(optimizers.baseline(name))
                for name in config.baselines}
   entry = dict(task=task.name, family=task.family,
@@ -336,10 +309,15 @@ def run_task(task, budget, config, factory, store, log):
 
 
 def run(config, log=print):
-  """Runs the suite; writes and returns ``OUT/results.json``'s content."""
+  """Runs the suite; writes and returns ``OUT/results.json``'s content.
+
+  Checks the optimizer and ``--out`` before any work (ValueError, OSError
+  with one line); a write that fails later (a full disk) raises
+  :class:`config.OutError` naming the file, with nothing half-written left."""
   start = time.perf_counter()
   factory = optimizers.factory(config.optimizer)
-  store = RunStore(os.path.join(config.out, "runs"))
+  config_module.check_out(config.out)
+  store = RunStore(os.path.join(config.out, "runs"), log)
   results = dict(format=FORMAT, version=VERSION,
                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(
                      timespec="seconds"),
@@ -351,9 +329,14 @@ def run(config, log=print):
     results["entries"].append(run_task(task_registry.get(name), budget, config,
                                        factory, store, log))
   results.update(wall_time_s=time.perf_counter() - start,
-                 runs_reused=store.reused, peak_memory_mib=peak_memory_mib(),
+                 runs_reused=store.reused, runs_rerun=store.rerun,
+                 peak_memory_mib=peak_memory_mib(),
                  runs_wall_s_sum=store.wall_s_sum)
   results = _json_safe(results)
-  with atomic_file.replace(os.path.join(config.out, "results.json")) as f:
-    json.dump(results, f, indent=1)
+  path = os.path.join(config.out, "results.json")
+  try:
+    with atomic_file.replace(path) as f:
+      json.dump(results, f, indent=1)
+  except OSError as e:
+    raise config_module.write_failed(path, e) from None
   return results

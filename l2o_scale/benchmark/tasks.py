@@ -15,13 +15,15 @@ sees the same examples.
 ``tiny=True`` gives a few-hundred-example, few-unit version of each task for
 quick checks (``--size=small``, the tests); the suite's numbers come from the
 full versions.
+
+Keras is imported by the model builders only, so that listing the tasks
+(``--list_tasks``) needs no TensorFlow.
 """
 
 import dataclasses
 import functools
 from typing import Callable
 
-import keras
 import numpy as np
 
 from problems import datasets
@@ -170,6 +172,7 @@ def text_data(tiny=False, data_dir=None):
 
 # ---------------------------------------------------------------- models
 def _mlp(inputs, widths, activation, outputs, batch_norm=False):
+  import keras  # pylint: disable=g-import-not-at-top
   layers = [keras.Input(inputs), keras.layers.Flatten()]
   for width in widths:
     layers.append(keras.layers.Dense(width, use_bias=not batch_norm))
@@ -181,6 +184,7 @@ def _mlp(inputs, widths, activation, outputs, batch_norm=False):
 
 
 def _cnn(tiny):
+  import keras  # pylint: disable=g-import-not-at-top
   c = 4 if tiny else 16
   return keras.Sequential([
       keras.Input((28, 28)), keras.layers.Reshape((28, 28, 1)),
@@ -192,6 +196,7 @@ def _cnn(tiny):
 
 
 def _rnn(tiny):
+  import keras  # pylint: disable=g-import-not-at-top
   return keras.Sequential([keras.Input((28, 28)),
                            keras.layers.Reshape((14, 56)),
                            keras.layers.GRU(8 if tiny else 32),
@@ -204,6 +209,7 @@ def _autoencoder(tiny):
 
 
 def _text(tiny):
+  import keras  # pylint: disable=g-import-not-at-top
   return keras.Sequential([
       keras.Input((TOPIC_LENGTH,), dtype="int32"),
       keras.layers.Embedding(TOPIC_VOCAB, 4 if tiny else 16),
@@ -215,10 +221,11 @@ def _text(tiny):
 def _attention(tiny):
   """One transformer encoder block (post-norm, as in Vaswani et al.) over
   token and position embeddings, mean-pooled into a classifier."""
+  import keras  # pylint: disable=g-import-not-at-top
   width, heads, hidden = (8, 2, 16) if tiny else (32, 4, 64)
   tokens = keras.Input((TOPIC_LENGTH,), dtype="int32")
   x = keras.layers.Embedding(TOPIC_VOCAB, width)(tokens)
-  x = PositionEmbedding(TOPIC_LENGTH, width)(x)
+  x = position_embedding()(TOPIC_LENGTH, width)(x)
   attended = keras.layers.MultiHeadAttention(heads, width // heads)(x, x)
   x = keras.layers.LayerNormalization()(x + attended)
   ffn = keras.layers.Dense(hidden, activation="relu")(x)
@@ -227,20 +234,27 @@ def _attention(tiny):
   return keras.Model(tokens, keras.layers.Dense(TOPICS)(x))
 
 
-class PositionEmbedding(keras.layers.Layer):
-  """A learned embedding per position, added to the token embeddings."""
+@functools.cache
+def position_embedding():
+  """The layer class ``PositionEmbedding(length, width)``: a learned
+  embedding per position, added to the token embeddings (defined on first
+  use: it subclasses a Keras layer)."""
+  import keras  # pylint: disable=g-import-not-at-top
 
-  def __init__(self, length, width, **kwargs):
-    super().__init__(**kwargs)
-    self.length, self.width = length, width
+  class PositionEmbedding(keras.layers.Layer):
 
-  def build(self, input_shape):
-    self.positions = self.add_weight(
-        shape=(self.length, self.width), name="positions",
-        initializer=keras.initializers.RandomNormal(stddev=0.02))
+    def __init__(self, length, width, **kwargs):
+      super().__init__(**kwargs)
+      self.length, self.width = length, width
 
-  def call(self, x):
-    return x + self.positions
+    def build(self, input_shape):
+      self.positions = self.add_weight(
+          shape=(self.length, self.width), name="positions",
+          initializer=keras.initializers.RandomNormal(stddev=0.02))
+
+    def call(self, x):
+      return x + self.positions
+  return PositionEmbedding
 
 
 def _pick(tiny, small, full):

@@ -15,6 +15,7 @@ of gradient. The models are called with ``training=True`` in the steps
 ``training=False`` for the recorded losses and metrics.
 """
 
+import math
 import time
 
 import keras
@@ -22,6 +23,33 @@ import numpy as np
 import tensorflow as tf
 
 EVAL_CHUNK = 1000
+# What a run's record holds (Trainer.run); a stored run without one of them
+# is run again.
+RECORD_KEYS = ("steps", "train_loss", "diverged", "final_train_loss",
+               "validation_loss", "validation_metric", "test_loss",
+               "test_metric", "wall_s")
+
+
+@keras.saving.register_keras_serializable(package="l2o_scale_benchmark")
+class CosineToZero(keras.optimizers.schedules.LearningRateSchedule):
+  """``base * (1 + cos(pi * step / total_steps)) / 2``, the baselines'
+  learning rate (:mod:`.optimizers`); ``base`` is a variable
+  (:meth:`set_base`), so changing it needs no retracing."""
+
+  def __init__(self, total_steps, base=1e-3):
+    self.total_steps = int(total_steps)
+    self.base = tf.Variable(float(base), trainable=False, dtype=tf.float32)
+
+  def set_base(self, value):
+    self.base.assign(float(value))
+
+  def __call__(self, step):
+    frac = tf.minimum(tf.cast(step, tf.float32) / self.total_steps, 1.)
+    return self.base * 0.5 * (1. + tf.cos(math.pi * frac))
+
+  def get_config(self):
+    return {"total_steps": self.total_steps,
+            "base": float(self.base.numpy())}
 
 
 def loss_fn(kind):

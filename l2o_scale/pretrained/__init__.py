@@ -7,10 +7,17 @@ flags it was trained with (which rebuild the optimizer) and a ``card``
 for long runs with what they give at 2,000 and 10,000 steps), written by
 ``reproduce/ship_pretrained.py``. ``LearnedOptimizer.pretrained(name)`` and
 ``metatest.py --pretrained=name`` load them; ``python -m l2o_scale.pretrained``
-lists them with their cards.
+lists them with their cards (``--help``).
+
+A damaged shipped file is named with what restores it (reinstalling the
+package), never with advice to delete it; the listing marks such an
+optimizer and lists the others.
 """
 
+import argparse
 import os
+import shutil
+import textwrap
 
 from l2o_scale.runs import run_record
 
@@ -48,11 +55,39 @@ def checkpoint(name):
   return os.path.join(folder(name), CHECKPOINT_NAME)
 
 
+class DamagedError(OSError):
+  """A shipped file of a pretrained optimizer is missing or unreadable."""
+
+
+DAMAGED = "cannot be used: "  # what the listing says of a damaged one
+RESTORE = ("reinstalling the package restores it (pip install "
+           "--force-reinstall --no-deps l2o-scale; in a source checkout: git "
+           "checkout -- l2o_scale/pretrained)")
+
+
+def record(name):
+  """The run record (flags and card) of ``name``; :class:`DamagedError`
+  naming the file when it is damaged."""
+  path = folder(name)
+  try:
+    found = run_record.read(path)
+  except ValueError as e:
+    reason = e.__context__ if isinstance(e.__context__, ValueError) else None
+    raise DamagedError("the shipped file {} is damaged{}: {}".format(
+        run_record.path(path), " ({})".format(reason) if reason else "",
+        RESTORE)) from None
+  for suffix in (".index", ".data-00000-of-00001"):
+    if not os.path.exists(os.path.join(path, CHECKPOINT_NAME + suffix)):
+      raise DamagedError("the shipped file {} is missing: {}".format(
+          os.path.join(path, CHECKPOINT_NAME + suffix), RESTORE))
+  return found
+
+
 def long_run_settings(name):
   """The card's settings for a run of thousands of steps (``weight_decay``,
   ``step_schedule``, ``step_decay_start``: metatest.py's flags, Keras'
   ``weight_decay`` and learning-rate schedule), or None if it has none."""
-  card = run_record.read(folder(name)).get("card", {})
+  card = record(name).get("card", {})
   settings = card.get("long_runs", {}).get("settings")
   return dict(settings) if settings else None
 
@@ -66,8 +101,8 @@ def long_run_flags(settings):
 def describe(name):
   """Lines about ``name``: its one-line description, what it was trained on,
   and the command (training flags) that trained it."""
-  record = run_record.read(folder(name))
-  card = record.get("card", {})
+  found = record(name)
+  card = found.get("card", {})
   lines = ["{}: {}".format(name, card.get("description") or "(no description)")]
   if card.get("data"):
     lines.append("  data: {}".format(card["data"]))
@@ -78,7 +113,7 @@ def describe(name):
   facts = ", ".join("{} {}".format(k, v) for k, v in facts if v is not None)
   if facts:
     lines.append("  trained: {}".format(facts))
-  lines.append("  command: {}".format(record.get("command", "?")))
+  lines.append("  command: {}".format(found.get("command", "?")))
   long_runs = card.get("long_runs")
   if long_runs:
     lines.append("  long runs: {} ({})".format(
@@ -87,9 +122,45 @@ def describe(name):
   return lines
 
 
-def main():
-  print("Pretrained optimizers (LearnedOptimizer.pretrained(NAME), "
-        "metatest.py --pretrained=NAME):")
+def listing(width=None):
+  """The lines of ``python -m l2o_scale.pretrained``: each optimizer with its
+  card, wrapped to ``width`` columns (the terminal's, 80 when it has none);
+  a damaged one is one line saying so, and the others are listed."""
+  width = width or shutil.get_terminal_size((80, 24)).columns
+  lines = ["Pretrained optimizers (LearnedOptimizer.pretrained(NAME), "
+           "metatest.py --pretrained=NAME):"]
   for name in names():
-    print("\n".join(describe(name)))
-  return 0
+    try:
+      lines += describe(name)
+    except DamagedError as e:
+      lines.append("{}: {}{}".format(name, DAMAGED, e))
+    except (AttributeError, TypeError, KeyError):  # a card of wrong types
+      lines.append("{}: {}the card in the shipped file {} is damaged: {}"
+                   .format(name, DAMAGED, run_record.path(folder(name)),
+                           RESTORE))
+  for name in sorted(set(os.listdir(ROOT)) - set(names())):
+    path = os.path.join(ROOT, name)
+    if os.path.isdir(path) and not name.startswith((".", "_")):
+      lines.append("{}: {}the folder {} holds no single sub-folder with a "
+                   "{}: {}".format(name, DAMAGED, path, run_record.FILENAME,
+                                   RESTORE))
+  wrapped = []
+  for line in lines:
+    indent = " " * (len(line) - len(line.lstrip(" ")) + 4)
+    wrapped += textwrap.wrap(line, max(width, 40), subsequent_indent=indent,
+                             break_long_words=False, break_on_hyphens=False)
+  return wrapped
+
+
+def main(argv=None):
+  """Lists the shipped optimizers; 0, or 1 when one of them is damaged."""
+  parser = argparse.ArgumentParser(
+      prog="python -m l2o_scale.pretrained",
+      description="Lists the pretrained learned optimizers shipped with "
+      "l2o-scale with their cards: what each was trained on, the command "
+      "that trained it and its settings for long runs. Use one by name: "
+      "LearnedOptimizer.pretrained(NAME) or metatest.py --pretrained=NAME.")
+  parser.parse_args(argv)
+  lines = listing()
+  print("\n".join(lines))
+  return 1 if any(DAMAGED in line for line in lines) else 0
