@@ -556,10 +556,12 @@ def page(values, runs, train_records):
                                 SEEDS_PER_ARM for a in arms)
   sections = [
       ("Status", status_section(values, runs, arms)),
-      ("Verdicts", "Each regularized arm against `{}`; the words follow the "
-       "intervals (see \"How the numbers are made\"); Δ flatness: "
-       "difference of means with Welch's {:.0%} interval.\n\n".format(
-           CONTROL, LEVEL) + verdict_section(values, rows, arms)),
+      ("Verdicts", "Each regularized arm against `{}`; Holm's correction "
+       "over the {} tests that could run (of {} comparisons); the words "
+       "follow the intervals (see \"How the numbers are made\"); Δ "
+       "flatness: difference of means with Welch's {:.0%} interval.\n\n"
+       .format(CONTROL, sum(math.isfinite(r["p"]) for r in rows), len(rows),
+               LEVEL) + verdict_section(values, rows, arms)),
       ("What ships", ship_section(rows, arms, values, train_records,
                                   finished)),
       ("Flatness", "Each arm's mean over training seeds [{:.0%} "

@@ -327,6 +327,8 @@ def test_a_partial_study_says_how_many_seeds_and_that_it_is_unfinished(
           "sides |") in sec["What ships"]
   # Holm's family: the 8 tests that could run.
   assert "Holm's strictest level 0.05/8" in sec["Power"]
+  assert ("Holm's correction over the 8 tests that could run (of 12 "
+          "comparisons)") in sec["Verdicts"]
 
 
 def test_holm_runs_over_every_test_present():
