@@ -175,8 +175,8 @@ def _model_and_problem(rest, records, suffixed_bases):
   return rest, None
 
 
-def _label_of(record, model, problem):
-  """The problem's label in the run record of ``model``, or None."""
+def _label_of(record, problem):
+  """The problem's label in a run record, or None."""
   for entry in (record or {}).get("problems", []):
     if entry.get("index", 0) == (problem or 0) and isinstance(
         entry.get("label"), str):
@@ -224,6 +224,11 @@ def read_dir(directory, skipped=None):
     for kind, pattern in (("loss", LOSS_FILE), ("heldout", HELDOUT_FILE),
                           ("heldout", OLD_HELDOUT_FILE)):
       match = pattern.match(name)
+      if name.endswith(PARTIAL_SUFFIX) and pattern.match(
+          name[:-len(PARTIAL_SUFFIX)]):
+        damaged(name, "a partly written file left by an interrupted "
+                "metatest run")
+        break
       if match:
         parts.append((name, kind, int(match.group(1)),
                       "".join(match.groups()[1:])))
@@ -238,10 +243,6 @@ def read_dir(directory, skipped=None):
   seeds = collections.defaultdict(dict)
   labels = {}
   for name, kind, seed, rest in parts:
-    if name.endswith(PARTIAL_SUFFIX):
-      damaged(name, "a partly written file left by an interrupted metatest "
-              "run")
-      continue
     path = os.path.join(directory, name)
     try:
       value = (_load_losses(path) if kind == "loss" else _load_heldout(path))
@@ -258,7 +259,7 @@ def read_dir(directory, skipped=None):
       labels[key] = _heldout_label(value)
   runs = {}
   for (model, problem), by_seed in seeds.items():
-    label = _label_of(records.get(model), model, problem) or labels.get(
+    label = _label_of(records.get(model), problem) or labels.get(
         (model, problem))
     runs[Run(directory, model, problem, label)] = by_seed
   return runs

@@ -129,6 +129,7 @@ def test_damaged_files_are_skipped_by_name_and_the_rest_shown(tmp_path):
   (d / "seed6_heldout_record-other.json").write_text(json.dumps(
       {"iteration": [0], "heldout_accuracy": [0.5]}))
   (d / "metatest_record-good.json").write_text('{"model_name": "go')
+  (d / "seed6_heldout_record-good.json.tmp").write_text("{")
   out = _run(d)
   assert out.returncode == 0, out.stderr
   warnings = out.stderr.strip().splitlines()
@@ -138,6 +139,7 @@ def test_damaged_files_are_skipped_by_name_and_the_rest_shown(tmp_path):
       "seed30_eval_loss_record.pickle-good": "holds a dict, not the list",
       "seed36_eval_loss_record.pickle-good": "not numbers",
       "seed42_eval_loss_record.pickle-good.tmp": "partly written",
+      "seed6_heldout_record-good.json.tmp": "partly written",
       "seed48_eval_loss_record.pickle-good": "cannot read it",
       "seed12_heldout_record-good.json": "truncated or not JSON",
       "seed6_heldout_record-other.json": "has no 'heldout_loss'",
@@ -153,7 +155,7 @@ def test_damaged_files_are_skipped_by_name_and_the_rest_shown(tmp_path):
   assert not marker.exists()
   row = [l for l in out.stdout.splitlines() if "| good |" in l][0]
   assert "| good | 2 | 20 | 1.5 ± 0.71 | 0.9000 |" in row
-  assert "9 damaged file(s) skipped" in out.stdout
+  assert "10 damaged file(s) skipped" in out.stdout
   # Nothing readable at all: one line, exit 2.
   only = tmp_path / "only"
   only.mkdir()
