@@ -38,18 +38,24 @@ import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import sizes  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-CONTROL = "l2o-scale"
-# The protocol's numbers (docs/flatness-study.md).
-SEEDS_PER_ARM = 8
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The study as the pipeline runs it (reproduce/pipeline/sizes.py): its arms
+# (the control first), training seeds, test seeds and problems.
+STUDY = sizes.SIZES["study"]
+ARMS = sizes.STUDY_ARMS
+CONTROL = ARMS[0]
+SEEDS_PER_ARM = len(sizes.STUDY_SEEDS)
+TEST_SEEDS = tuple(int(s) for s in STUDY.seeds.split(","))
+PROBLEMS = STUDY.problems
+# The protocol's analysis (docs/flatness-study.md).
 ALPHA = 0.05  # family-wise error, Holm
 LEVEL = 0.95  # intervals
 POWER = 0.8
 ACCURACY_MARGIN = 0.5  # points of held-out accuracy
 LOSS_MARGIN = 1.25  # factor in training loss
 LOG_LOSS_MARGIN = math.log10(LOSS_MARGIN)
-
-PROBLEMS = ("mnist-mlp-sigmoid", "mnist-mlp-deeper")
 
 
 class Endpoint(object):
@@ -92,16 +98,14 @@ def _run_value(kind, curve, record):
 def collect(results_dir):
   """Reads the runs: returns ``(values, runs)``. ``values[problem][kind]
   [arm][training seed]`` is the mean over test seeds (kinds: 'accuracy',
-  'loss', and the FLATNESS keys), for training seeds with every test seed
-  found in the study; ``runs[problem][arm][training seed]`` = (test seeds
+  'loss', and the FLATNESS keys), for training seeds with every one of the
+  study's TEST_SEEDS; ``runs[problem][arm][training seed]`` = (test seeds
   there, test seeds expected, steps)."""
   losses, heldout = plot.load_results(results_dir)
   learned = {p: {n: c for n, c in losses.get(p, {}).items()
                  if styles.split_name(n)[1] is not None and
                  not styles.is_baseline(n)} for p in PROBLEMS}
-  # Every optimizer runs on the same test seeds on both problems.
-  expected = sorted({s for by_name in learned.values()
-                     for c in by_name.values() for s in c})
+  expected = list(TEST_SEEDS)
   values, runs = {}, {}
   for problem in PROBLEMS:
     by_name = learned[problem]
@@ -112,7 +116,7 @@ def collect(results_dir):
       records = heldout.get(problem, {}).get(name, {})
       runs.setdefault(problem, {}).setdefault(arm, {})[tseed] = (
           sorted(curves), expected, sorted({len(c) for c in curves.values()}))
-      if sorted(curves) != expected:
+      if not set(expected) <= set(curves):
         continue
       for kind in kinds:
         v = [_run_value(kind, curves[s], records.get(s)) for s in expected]
@@ -122,10 +126,9 @@ def collect(results_dir):
 
 
 def arms_of(runs):
-  """Every arm found, the control first, then in the figures' order."""
+  """The study's arms (the control first), then any other arm found."""
   found = {a for by_arm in runs.values() for a in by_arm}
-  return ([CONTROL] if CONTROL in found else []) + styles.ordered(
-      found - {CONTROL})
+  return list(ARMS) + styles.ordered(found - set(ARMS))
 
 
 def endpoint_values(values, endpoint, arm):
@@ -274,18 +277,20 @@ def status_section(values, runs, arms):
   else:
     lines = ["**The study is finished**: every arm has {} training seeds "
              "with every endpoint.".format(SEEDS_PER_ARM)]
-  lines += ["", "| arm | training seeds with every endpoint | unfinished "
-            "training seeds | test seeds | steps |", "|---|---|---|---|---|"]
+  lines += ["", "The protocol: training seeds {} per arm, each meta-tested "
+            "on test seeds {}. Unfinished: training seeds with some of "
+            "their meta-tests, not all.".format(
+                _seeds_text(sizes.STUDY_SEEDS), _seeds_text(TEST_SEEDS)),
+            "", "| arm | training seeds with every endpoint | unfinished "
+            "training seeds | steps |", "|---|---|---|---|"]
   for a in arms:
     done = complete_seeds(values, a)
     started = {t for p in PROBLEMS for t in runs.get(p, {}).get(a, {})}
-    tests = sorted({s for p in PROBLEMS for r in runs.get(p, {}).get(
-        a, {}).values() for s in r[1]})
     steps = sorted({n for p in PROBLEMS for r in runs.get(p, {}).get(
         a, {}).values() for n in r[2]})
-    lines.append("| {} | {} ({}) | {} | {} | {} |".format(
+    lines.append("| {} | {} ({}) | {} | {} |".format(
         a, len(done), _seeds_text(done), _seeds_text(started - done),
-        _seeds_text(tests), ", ".join("{:,}".format(n) for n in steps)))
+        ", ".join("{:,}".format(n) for n in steps) or "—"))
   return "\n".join(lines) + "\n"
 
 
@@ -583,13 +588,13 @@ def page(values, runs, train_records):
 def _parser():
   parser = argparse.ArgumentParser(
       prog="study_report.py", description=__doc__.split("\n\n")[0])
-  parser.add_argument("--study_dir", default=os.path.join(
-      "reproduce", "results", "study", "runs"),
+  parser.add_argument("--study_dir", default=os.path.join(ROOT,
+                                                         sizes.STUDY_OUT),
                       help="the study's output folder (test/<problem>/ "
                       "with metatest's outputs, train/ with the "
                       "meta-training runs)")
-  parser.add_argument("--out_dir", default=os.path.join(
-      "reproduce", "results", "study"),
+  parser.add_argument("--out_dir", default=os.path.dirname(os.path.join(
+      ROOT, sizes.STUDY_OUT)),
                       help="where results.md, endpoints.png and "
                       "flatness.png go")
   return parser

@@ -204,8 +204,8 @@ def _offset(k):  # -1, 0, +1 in turn
   return k % 3 - 1
 
 
-# The arms of the synthetic study, per training seed t: (accuracy in
-# points, loss, Hessian trace).
+# The arms of the synthetic study (the protocol's), per training seed t:
+# (accuracy in points, loss, Hessian trace).
 ARMS = {
     "l2o-scale": lambda t: (89. + 0.1 * _offset(t), 0.01 * 1.1 ** _offset(t),
                             100. + _offset(t)),
@@ -216,17 +216,35 @@ ARMS = {
     "hess-5pct-posterior": lambda t: (89. + 0.1 * _offset(t + 1),
                                       0.01 * 1.1 ** _offset(t + 1),
                                       100. + _offset(t + 1)),
+    "hess-25pct-always": lambda t: (89. + 0.1 * _offset(t + 2),
+                                    0.01 * 1.1 ** _offset(t + 2),
+                                    100. + _offset(t + 2)),
+    "hess-25pct-posterior": lambda t: (89. + 0.1 * _offset(t + 1),
+                                       0.01 * 1.1 ** _offset(t),
+                                       100. + _offset(t)),
+    # One point better, but twice the loss: beyond the loss margin.
+    "reg-cl-mt": lambda t: (90. + 0.1 * _offset(t), 0.02 * 1.1 ** _offset(t),
+                            90. + _offset(t)),
 }
 
 
+def test_the_synthetic_study_has_the_protocols_arms_and_seeds():
+  assert tuple(ARMS) == study_report.ARMS
+  assert study_report.CONTROL == "l2o-scale"
+  assert study_report.SEEDS_PER_ARM == 8
+  assert study_report.TEST_SEEDS == (6, 12, 18)
+  assert study_report.PROBLEMS == ("mnist-mlp-sigmoid", "mnist-mlp-deeper")
+
+
 def _study(root, seeds=range(1, 9), skip=()):
-  """A synthetic study under ``root`` (test seeds 6 and 12); ``skip``:
-  (arm, training seed, problem, test seed) runs left out."""
+  """A synthetic study under ``root``; ``seeds``: the training seeds (or a
+  function of the arm giving them); ``skip``: (arm, training seed,
+  problem, test seed) runs left out."""
   for arm, value in ARMS.items():
     for t in seeds(arm) if callable(seeds) else seeds:
       acc, loss, trace = value(t)
       for problem in study_report.PROBLEMS:
-        for s in (6, 12):
+        for s in study_report.TEST_SEEDS:
           if (arm, t, problem, s) not in skip:
             _write_run(root, arm, t, problem, s, acc / 100., loss, trace,
                        trace / 10.)
@@ -254,8 +272,8 @@ def test_a_finished_study_gives_verdicts_and_what_ships(tmp_path):
   text = (out / "results.md").read_text()
   sec = _sections(text)
   assert "**The study is finished**" in sec["Status"]
-  assert ("| hess-5pct-posterior | 8 (1, 2, 3, 4, 5, 6, 7, 8) | none | "
-          "6, 12 | 15 |") in sec["Status"]
+  assert ("| hess-5pct-posterior | 8 (1, 2, 3, 4, 5, 6, 7, 8) | none | 15 |"
+          in sec["Status"])
   rows = [l for l in sec["Verdicts"].splitlines()
           if l.startswith("| hess-5pct-always")]
   # Δ = 1 point exactly, equal spreads: ± t(0.975, 14) × sd × √(2/8);
@@ -277,42 +295,50 @@ def test_a_finished_study_gives_verdicts_and_what_ships(tmp_path):
       "would ship as `l2o-entropy` (training seed 5, validation score 0.2).")
   assert ("| hess-5pct-posterior | no primary endpoint with higher accuracy "
           "after Holm's correction |") in ships
+  # reg-cl-mt wins on accuracy but doubles the training loss.
+  assert ("| reg-cl-mt | worse than the margin on L-sigmoid, L-deeper |"
+          in ships)
+  assert "| higher training loss: ×2 [" in sec["Verdicts"]
   # The control's traces 100 + (0, 1, -1, 0, 1, -1, 0, 1): 100.125 ±
   # t(0.975, 7) × sd / √8 on both problems.
   half = 2.3646243 * float(np.std([_offset(t) for t in range(1, 9)],
                                   ddof=1)) / math.sqrt(8)
   assert "| l2o-scale | 100.1 [{:.4g}, {:.4g}] | 100.1 [".format(
       100.125 - half, 100.125 + half) in sec["Flatness"]
-  # 8 tests in Holm's family; the spreads and the smallest effects.
-  assert "Holm's strictest level 0.05/8" in sec["Power"]
+  # The protocol's 20 tests in Holm's family; the spreads and the smallest
+  # effects.
+  assert "Holm's strictest level 0.05/20" in sec["Power"]
   assert "| l2o-scale | {:.2f} points |".format(sd) in sec["Power"]
   mde = study_report.seed_stats.min_detectable(sd, 8, sd, 8)
   assert "| hess-5pct-always | {:.2f} (".format(mde) in sec["Power"]
   assert "![endpoints](endpoints.png)" in sec["Figures"]
   assert len([l for l in sec["Every test"].splitlines()
-              if l.startswith("| hess-")]) == 8
+              if l.split(" | ")[1:2] in (["A-sigmoid"], ["A-deeper"],
+                                         ["L-sigmoid"], ["L-deeper"])]) == 20
 
 
 def test_a_partial_study_says_how_many_seeds_and_that_it_is_unfinished(
     tmp_path):
-  seeds = lambda arm: range(1, 5) if arm == "hess-5pct-posterior" else (
-      range(1, 9))
+  seeds = {"hess-5pct-posterior": range(1, 5), "hess-25pct-always": (),
+           "hess-25pct-posterior": (), "reg-cl-mt": (1,)}
   # hess-5pct-always seed 3 misses a test seed on the deeper MLP;
-  # hess-5pct-posterior has seeds 1-4; a new arm has one seed.
-  root = _study(str(tmp_path / "runs"), seeds, skip={
-      ("hess-5pct-always", 3, "mnist-mlp-deeper", 12)})
-  for problem in study_report.PROBLEMS:
-    for s in (6, 12):
-      _write_run(root, "reg-cl-mt", 1, problem, s, 0.9, 0.01)
+  # hess-5pct-posterior has seeds 1-4, reg-cl-mt one seed, the 25% arms
+  # none.
+  root = _study(str(tmp_path / "runs"),
+                lambda arm: seeds.get(arm, range(1, 9)), skip={
+                    ("hess-5pct-always", 3, "mnist-mlp-deeper", 12)})
   out = tmp_path / "page"
   assert study_report.main(["--study_dir", root, "--out_dir", str(out)]) == 0
   sec = _sections((out / "results.md").read_text())
   assert sec["Status"].startswith(
-      "**The study is unfinished**: 3 of 4 arms have fewer than 8 training "
+      "**The study is unfinished**: 5 of 6 arms have fewer than 8 training "
       "seeds with every endpoint (hess-5pct-always: 7; hess-5pct-posterior: "
-      "4; reg-cl-mt: 1).")
-  assert ("| hess-5pct-always | 7 (1, 2, 4, 5, 6, 7, 8) | 3 | 6, 12 | 15 |"
+      "4; hess-25pct-always: 0; hess-25pct-posterior: 0; reg-cl-mt: 1).")
+  assert ("| hess-5pct-always | 7 (1, 2, 4, 5, 6, 7, 8) | 3 | 15 |"
           in sec["Status"])
+  assert "| hess-25pct-always | 0 (none) | none | — |" in sec["Status"]
+  assert ("| hess-25pct-always | 0 | no data yet | no data yet | — | — |"
+          in sec["Verdicts"])
   # The sigmoid MLP counts seed 3, the deeper one does not.
   verdicts = sec["Verdicts"].split("### ")
   assert "| hess-5pct-always | 8 | higher" in verdicts[1]
@@ -327,7 +353,7 @@ def test_a_partial_study_says_how_many_seeds_and_that_it_is_unfinished(
           "sides |") in sec["What ships"]
   # Holm's family: the 8 tests that could run.
   assert "Holm's strictest level 0.05/8" in sec["Power"]
-  assert ("Holm's correction over the 8 tests that could run (of 12 "
+  assert ("Holm's correction over the 8 tests that could run (of 20 "
           "comparisons)") in sec["Verdicts"]
 
 
@@ -340,11 +366,11 @@ def test_holm_runs_over_every_test_present():
       for k, kind in enumerate(("accuracy", "loss")):
         values[p][kind][arm] = {t: value(t)[k] for t in range(1, 9)}
   rows = study_report.compare_all(values, list(ARMS))
-  assert len(rows) == 8
+  assert len(rows) == 20
   assert [r["holm"] for r in rows] == pytest.approx(
       seed_stats.holm([r["p"] for r in rows]))
   first = min(rows, key=lambda r: r["p"])
-  assert first["holm"] == pytest.approx(8 * first["p"])
+  assert first["holm"] == pytest.approx(20 * first["p"])
 
 
 def test_refuses_a_folder_without_runs(tmp_path, capsys):
