@@ -61,9 +61,9 @@ def drop_probing_lines(text):
 
 
 def _filtering():
-  """Whether TF's start-up lines are to be filtered here."""
+  """Whether TF's probing lines are to be filtered here."""
   return (os.environ.get("L2O_SCALE_SHOW_CUDA_PROBING") != "1" and
-          "tensorflow" not in sys.modules and not has_cuda_driver())
+          not has_cuda_driver())
 
 
 @contextlib.contextmanager
@@ -122,8 +122,8 @@ def install():
   driver and where TensorFlow is not imported yet; otherwise does
   nothing. For programs that import TensorFlow late, or not at all (a
   listing)."""
-  if _filtering() and not any(isinstance(f, _QuietTensorFlowImport)
-                              for f in sys.meta_path):
+  if ("tensorflow" not in sys.modules and _filtering() and
+      not any(isinstance(f, _QuietTensorFlowImport) for f in sys.meta_path)):
     sys.meta_path.insert(0, _QuietTensorFlowImport())
 
 
@@ -133,8 +133,16 @@ def import_tensorflow():
   On a machine without a CUDA driver the probing lines are dropped from what
   TF writes to stderr meanwhile; everything else it writes (warnings, errors,
   a traceback's context) is written back, also when the import fails.
+  Where TensorFlow is imported already, only its device listing is (the
+  cuInit failure, if it has not come yet).
   """
+  imported = "tensorflow" in sys.modules
   install()
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   _remove_finder()
+  if imported and _filtering():
+    # Imported before (its import's lines are out): the first listing of
+    # its devices, where the cuInit failure is printed, may still come.
+    with _probing_lines_dropped():
+      tf.config.list_physical_devices("GPU")
   return tf
