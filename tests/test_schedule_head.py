@@ -187,3 +187,30 @@ def test_save_and_load(tmp_path):
   loaded = ls.schedule_head(path)
   assert loaded.bounds == head.bounds
   assert np.array_equal(loaded.theta.numpy(), theta)
+
+
+def test_zero_initialized_head_in_test_optimizer(shipped):
+  from l2o_scale.meta_testing import testing  # pylint: disable=g-import-not-at-top
+  learned = shipped.learned_optimizer
+  problem = pg.Quadratic(ndim=6, random_seed=3)
+  start = [np.linspace(-2., 2., 6).reshape(6, 1).astype(np.float32)]
+  head = ls.ScheduleHead()
+
+  def run(**kwargs):
+    # The optimizer's initial learning rates are drawn from TensorFlow's
+    # random stream.
+    tf.random.set_seed(7)
+    return testing.test_optimizer(learned, problem, 12, seed=start,
+                                  progress=False, **kwargs)[1]
+
+  alone = run()
+  assert run()[0].tobytes() == alone[0].tobytes()
+  headed = run(step_transforms=head)
+  assert not np.array_equal(alone[0], start[0])
+  assert alone[0].tobytes() == headed[0].tobytes()
+  assert head.state.numpy()[0] == 12.
+  theta = ls.initial_theta()
+  theta[-2] = -1.  # the multiplier's bias: shorter steps
+  shorter = run(step_transforms=ls.ScheduleHead(theta))
+  assert (np.abs(shorter[0] - start[0]).sum() <
+          np.abs(alone[0] - start[0]).sum())

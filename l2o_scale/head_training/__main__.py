@@ -7,13 +7,18 @@ import dataclasses
 import os
 import sys
 
-from absl import app
-from absl import flags
-
-from l2o_scale.head_training import training
-from l2o_scale.runs import dir_lock
+from l2o_scale.runs import entry_point
 
 PROG = "python -m l2o_scale.head_training"
+INTERRUPTED = "run the same command again to resume from the last estimate."
+if __name__ == "__main__":
+  entry_point.interrupt_while_starting(PROG, INTERRUPTED)
+
+from absl import app  # pylint: disable=g-import-not-at-top,g-bad-import-order
+from absl import flags  # pylint: disable=g-import-not-at-top,g-bad-import-order
+
+from l2o_scale.head_training import training  # pylint: disable=g-import-not-at-top
+from l2o_scale.runs import dir_lock  # pylint: disable=g-import-not-at-top
 _DEFAULTS = training.HeadTrainingConfig()
 _HELP = {
     "optimizer": "the frozen learned optimizer: a pretrained name or a "
@@ -87,16 +92,8 @@ def main(argv):
 
 
 def run():
-  try:
-    app.run(main)
-  except (ValueError, OSError, dir_lock.LockedError) as e:
-    print("{}: error: {}".format(PROG, e), file=sys.stderr)
-    sys.exit(2)
-  except KeyboardInterrupt:
-    print("{}: interrupted; run the same command again to resume".format(
-        PROG), file=sys.stderr)
-    sys.exit(130)
+  app.run(main, flags_parser=entry_point.parse_absl_flags)
 
 
 if __name__ == "__main__":
-  run()
+  entry_point.run_main(PROG, run, interrupted=INTERRUPTED)

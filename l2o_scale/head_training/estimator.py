@@ -95,7 +95,13 @@ class TaskRuns:
     self.num_heads = int(num_heads)
     self.batch_size = int(batch_size)
     self.bounds = tuple(bounds)
-    self._run = tf.function(self._runs, autograph=False)
+
+    def runs(*args):
+      return self._runs(*args)
+
+    # A function of its own per instance: TensorFlow counts the traces of
+    # one Python function across instances and warns of retracing.
+    self._run = tf.function(runs, autograph=False)
 
   def __call__(self, thetas, seed, scales, length):
     thetas = np.asarray(thetas, np.float32)

@@ -134,6 +134,8 @@ class HeadTrainer:
     self.optimizer = (load_optimizer(config.optimizer) if optimizer is None
                       else optimizer)
     self._traced = {} if traced is None else traced
+    # Where an estimate's time goes (reset by each estimate).
+    self.seconds = {"tracing": 0., "references": 0.}
     tf.io.gfile.makedirs(train_dir)
     self._check_settings()
     self._restore_or_start()
@@ -207,9 +209,14 @@ class HeadTrainer:
   def _task_runs(self, name, heads):
     key = (name, heads)
     if key not in self._traced:
-      self._traced[key] = estimator.TaskRuns(
-          self._task(name), self.optimizer, heads, self.config.batch_size,
-          self.config.bounds())
+      start = time.time()
+      runs = estimator.TaskRuns(self._task(name), self.optimizer, heads,
+                                self.config.batch_size, self.config.bounds())
+      # A run of no steps traces it, so that the time of runs is theirs.
+      runs(np.zeros((heads, learned_schedule.NUM_PARAMETERS), np.float32),
+           0, np.ones(len(runs.task.initial)), 0)
+      self._traced[key] = runs
+      self.seconds["tracing"] += time.time() - start
     return self._traced[key]
 
   def draw(self):
@@ -234,11 +241,14 @@ class HeadTrainer:
     key = (name, seed_index, length)
     if key not in self.references:
       task = self._task(name)
+      self._task_runs(name, 1)
+      start = time.time()
       seed = self._run_seed(name, seed_index)
       val, _ = self._task_runs(name, 1)(
           np.zeros((1, learned_schedule.NUM_PARAMETERS), np.float32), seed,
           self._scales(task, seed), length)
       self.references[key] = float(val[0])
+      self.seconds["references"] += time.time() - start
     return self.references[key]
 
   def _run_seed(self, name, seed_index):
@@ -289,6 +299,7 @@ class HeadTrainer:
     with writer.as_default():
       while self.done < self.config.estimates:
         start = time.time()
+        self.seconds = {"tracing": 0., "references": 0.}
         gradient, objective, per_task = self.estimate()
         self.apply(gradient)
         self.done += 1
@@ -297,9 +308,11 @@ class HeadTrainer:
         norm = float(np.linalg.norm(gradient))
         self.log("estimate {}: objective {:+.4f} (log of validation loss "
                  "over the frozen optimizer's), |gradient| {:.3g}, |head| "
-                 "{:.3g}, {:.1f} s".format(
+                 "{:.3g}, {:.1f} s ({:.1f} s tracing, {:.1f} s reference "
+                 "runs)".format(
                      self.done, objective, norm,
-                     float(np.linalg.norm(self.theta)), seconds))
+                     float(np.linalg.norm(self.theta)), seconds,
+                     self.seconds["tracing"], self.seconds["references"]))
         tf.summary.scalar("head/objective", objective, step=self.done)
         tf.summary.scalar("head/gradient_norm", norm, step=self.done)
         tf.summary.scalar("head/seconds_per_estimate", seconds,
