@@ -99,8 +99,8 @@ def collect(results_dir):
   """Reads the runs: returns ``(values, runs)``. ``values[problem][kind]
   [arm][training seed]`` is the mean over test seeds (kinds: 'accuracy',
   'loss', and the FLATNESS keys), for training seeds with every one of the
-  study's TEST_SEEDS; ``runs[problem][arm][training seed]`` = (test seeds
-  there, test seeds expected, steps)."""
+  study's TEST_SEEDS; ``runs[problem][arm][training seed]``: the lengths
+  of its loss curves (the steps run)."""
   losses, heldout = plot.load_results(results_dir)
   learned = {p: {n: c for n, c in losses.get(p, {}).items()
                  if styles.split_name(n)[1] is not None and
@@ -114,8 +114,8 @@ def collect(results_dir):
     for name, curves in by_name.items():
       arm, tseed = styles.split_name(name)
       records = heldout.get(problem, {}).get(name, {})
-      runs.setdefault(problem, {}).setdefault(arm, {})[tseed] = (
-          sorted(curves), expected, sorted({len(c) for c in curves.values()}))
+      runs.setdefault(problem, {}).setdefault(arm, {})[tseed] = sorted(
+          {len(c) for c in curves.values()})
       if not set(expected) <= set(curves):
         continue
       for kind in kinds:
@@ -196,8 +196,8 @@ def words(row):
         row["n_a"], row["n_b"], effect)
   margin = _margin(e)
   inside = -margin < row["lo"] and row["hi"] < margin
-  margin_text = ("0.5 points" if e.kind == "accuracy" else
-                 "a factor {:g}".format(LOSS_MARGIN))
+  margin_text = ("{:g} points".format(ACCURACY_MARGIN) if e.kind ==
+                 "accuracy" else "a factor {:g}".format(LOSS_MARGIN))
   if row["holm"] < ALPHA:
     if e.kind == "accuracy":
       way = "higher" if row["delta"] > 0 else "lower"
@@ -287,7 +287,7 @@ def status_section(values, runs, arms):
     done = complete_seeds(values, a)
     started = {t for p in PROBLEMS for t in runs.get(p, {}).get(a, {})}
     steps = sorted({n for p in PROBLEMS for r in runs.get(p, {}).get(
-        a, {}).values() for n in r[2]})
+        a, {}).values() for n in r})
     lines.append("| {} | {} ({}) | {} | {} |".format(
         a, len(done), _seeds_text(done), _seeds_text(started - done),
         ", ".join("{:,}".format(n) for n in steps) or "—"))
