@@ -3,8 +3,7 @@
 The task-suite benchmark of training quality against tuned baselines is
 ``python -m l2o_scale.benchmark``."""
 
-import sys
-
 if __name__ == "__main__":
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   from l2o_scale.speed import bench  # pylint: disable=g-import-not-at-top
-  sys.exit(bench.main())
+  entry_point.run_main("python -m l2o_scale.bench", bench.main)

@@ -171,4 +171,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+  entry_point.run_main("python -m l2o_scale.cluster", main)

@@ -3,9 +3,8 @@ per meta-training unroll, to a trained optimizer; the same program as
 ``python -m l2o_scale.bench``). Not the task-suite benchmark of training
 quality, ``python -m l2o_scale.benchmark``."""
 
-import sys
-
+from l2o_scale.runs import entry_point
 from l2o_scale.speed import bench
 
 if __name__ == "__main__":
-  sys.exit(bench.main())
+  entry_point.run_main("python -m l2o_scale.speed", bench.main)
