@@ -143,6 +143,9 @@ def _mnist_from_folder(folder, split):
         "{} holds {} images but {} holds {} labels: one of them is of "
         "another set or damaged; download them again.".format(
             image_path, images.shape[0], label_path, labels.shape[0]))
+  if not images.shape[0]:
+    raise DataNotFoundError("{} holds no images; download it again.".format(
+        image_path))
   return images, labels
 
 

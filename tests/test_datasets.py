@@ -198,6 +198,8 @@ def _idx(path, dims, extra=0, magic=None):
     ((2, 28, 28), (2, 1), "t10k-labels", "2x1 values, not N"),
     # As many images as labels, or the rows would pair wrongly.
     ((2, 28, 28), (3,), "t10k-images", "2 images but"),
+    # Nothing to train on.
+    ((0, 28, 28), (0,), "t10k-images", "holds no images"),
 ])
 def test_idx_headers_that_do_not_describe_mnist(tmp_path, images, labels,
                                                 named, says):
