@@ -268,7 +268,13 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     decayed, cosine, over the rest). Explicit ``weight_decay`` or
     ``learning_rate`` arguments win. Without it, or for an optimizer whose
     card has no such settings (``l2o-generalist``: meta-trained to run
-    without them), the learned update as it is."""
+    without them), the learned update as it is. With a ``schedule_head``,
+    ``total_steps`` feeds the head's progress input instead and the card's
+    settings are not applied: the head decides the schedule and the
+    decay."""
+    if keras_kwargs.get("schedule_head") is not None:
+      return cls.from_checkpoint(shipped.checkpoint(name),
+                                 total_steps=total_steps, **keras_kwargs)
     settings = (shipped.long_run_settings(name) if total_steps is not None
                 else None)
     if settings is not None:

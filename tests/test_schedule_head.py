@@ -204,7 +204,6 @@ def test_zero_initialized_head_in_test_optimizer(shipped):
                                   progress=False, **kwargs)[1]
 
   alone = run()
-  assert run()[0].tobytes() == alone[0].tobytes()
   headed = run(step_transforms=head)
   assert not np.array_equal(alone[0], start[0])
   assert alone[0].tobytes() == headed[0].tobytes()
@@ -214,3 +213,17 @@ def test_zero_initialized_head_in_test_optimizer(shipped):
   shorter = run(step_transforms=ls.ScheduleHead(theta))
   assert (np.abs(shorter[0] - start[0]).sum() <
           np.abs(alone[0] - start[0]).sum())
+
+
+def test_pretrained_with_a_head_feeds_total_steps_to_it_not_the_card():
+  head = ls.ScheduleHead()
+  optimizer = keras_optimizer.LearnedOptimizer.pretrained(
+      "l2o-scale", schedule_head=head, total_steps=300)
+  assert optimizer.schedule_head is head and optimizer.total_steps == 300
+  # l2o-scale's card (a weight decay, a decaying learning rate) is not
+  # applied: the head decides both.
+  assert not optimizer.weight_decay
+  assert float(optimizer.learning_rate) == 1.
+  carded = keras_optimizer.LearnedOptimizer.pretrained("l2o-scale",
+                                                       total_steps=300)
+  assert carded.weight_decay
