@@ -45,6 +45,8 @@ REFUSALS = [
     # An argument absl cannot place: absl printed its whole --help, status 1.
     (["metatest.py", "stray"], "metatest.py: error: unexpected arguments: "
      "stray"),
+    (["-m", "l2o_scale.benchmark", "--tasks=no_such_task"],
+     "python -m l2o_scale.benchmark: error: unknown task 'no_such_task'"),
     (["-m", "l2o_scale.results", "/nonexistent/folder"],
      "python -m l2o_scale.results: error: /nonexistent/folder is not a "
      "directory"),

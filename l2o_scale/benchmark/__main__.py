@@ -20,6 +20,7 @@ DESCRIPTION = (
     "`python -m l2o_scale.bench`.)")
 USAGE = "usage: python -m l2o_scale.benchmark [--flag=value ...]"
 MODULE = "l2o_scale.benchmark"  # the flags' owner in --help
+PROG = "python -m " + MODULE  # what its one-line refusals start with
 
 
 @dataclasses.dataclass
@@ -51,11 +52,11 @@ def parse_args(argv):
   try:
     rest = flag_values([MODULE] + list(argv))
   except flags.Error as e:
-    print("error: {}".format(e), file=sys.stderr)
+    print(PROG + ": error: {}".format(e), file=sys.stderr)
     raise SystemExit(2) from None
   if len(rest) > 1:
-    print("error: unexpected arguments: {}".format(" ".join(rest[1:])),
-          file=sys.stderr)
+    print(PROG + ": error: unexpected arguments: {}".format(
+        " ".join(rest[1:])), file=sys.stderr)
     raise SystemExit(2)
   return flag_values
 
@@ -88,7 +89,7 @@ def main(argv=None):
       from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
       written = report.write(results, config.out)
   except (ValueError, OSError, datasets.DataNotFoundError) as e:
-    print("error: {}".format(e), file=sys.stderr)
+    print(PROG + ": error: {}".format(e), file=sys.stderr)
     return 2
   print("results: {} ({:.0f} s, peak memory {:.0f} MiB)".format(
       os.path.join(config.out, "results.json"), results["wall_time_s"],
@@ -101,4 +102,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
   from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
-  entry_point.run_main("python -m l2o_scale.benchmark", main)
+  entry_point.run_main(PROG, main)
