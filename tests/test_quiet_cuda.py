@@ -39,13 +39,11 @@ def _run(code, env_extra=None, path_first=None):
                         capture_output=True, text=True, timeout=300)
 
 
-def test_captured_stderr_is_filtered_not_lost(tmp_path):
-  """A stand-in ``tensorflow`` writes probing and real lines to fd 2 from
-  'C++' (os.write, below Python's sys.stderr) while importing and listing
-  devices: only the real ones reach the terminal, in order."""
-  if quiet_cuda.has_cuda_driver():
-    pytest.skip("this machine has a CUDA driver: nothing is filtered")
-  fake = tmp_path / "tensorflow"
+def _fake_tensorflow(folder):
+  """A stand-in ``tensorflow`` package in ``folder`` that writes probing
+  and real lines to fd 2 from 'C++' (os.write, below Python's sys.stderr)
+  while importing and listing devices."""
+  fake = folder / "tensorflow"
   fake.mkdir()
   (fake / "__init__.py").write_text(textwrap.dedent("""
       import os, types
@@ -56,6 +54,15 @@ def test_captured_stderr_is_filtered_not_lost(tmp_path):
         return []
       config = types.SimpleNamespace(list_physical_devices=_list)
       """).format(probing=PROBING, real=REAL))
+
+
+def test_captured_stderr_is_filtered_not_lost(tmp_path):
+  """A stand-in ``tensorflow`` writes probing and real lines to fd 2 from
+  'C++' (os.write, below Python's sys.stderr) while importing and listing
+  devices: only the real ones reach the terminal, in order."""
+  if quiet_cuda.has_cuda_driver():
+    pytest.skip("this machine has a CUDA driver: nothing is filtered")
+  _fake_tensorflow(tmp_path)
   code = ("from l2o_scale.runs import quiet_cuda\n"
           "quiet_cuda.import_tensorflow()\n")
   out = _run(code, path_first=str(tmp_path))
@@ -112,16 +119,7 @@ def test_install_filters_the_first_import_whenever_it_comes(tmp_path):
   filtered; the finder leaves sys.meta_path once it has found it."""
   if quiet_cuda.has_cuda_driver():
     pytest.skip("this machine has a CUDA driver: nothing is filtered")
-  fake = tmp_path / "tensorflow"
-  fake.mkdir()
-  (fake / "__init__.py").write_text(textwrap.dedent("""
-      import os, types
-      os.write(2, {probing!r}.encode())
-      def _list(kind):
-        os.write(2, {real!r}.encode())
-        return []
-      config = types.SimpleNamespace(list_physical_devices=_list)
-      """).format(probing=PROBING, real=REAL))
+  _fake_tensorflow(tmp_path)
   (tmp_path / "user_library.py").write_text("import tensorflow\n")
   out = _run("import sys\n"
              "from l2o_scale.runs import quiet_cuda\n"
@@ -131,4 +129,5 @@ def test_install_filters_the_first_import_whenever_it_comes(tmp_path):
              "          for f in sys.meta_path))\n",
              path_first=str(tmp_path))
   assert out.returncode == 0, out.stderr
-  assert out.stderr == REAL and out.stdout == "0\n"
+  assert out.stderr == "import-time real line\n" + REAL
+  assert out.stdout == "0\n"
