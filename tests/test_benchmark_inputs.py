@@ -7,6 +7,7 @@ bad flag or an unwritable ``--out`` must never give silently wrong numbers,
 a traceback, or a half-written file kept as if complete.
 """
 
+import glob
 import gzip
 import json
 import os
@@ -75,6 +76,28 @@ def test_bad_flag_is_one_line_naming_it_before_any_work(argv, message,
   assert code == 2
   assert len(err) == 1 and message in err[0], err
   assert not out.exists()
+
+
+def test_data_and_checkpoint_are_checked_before_any_work(tmp_path, capsys):
+  """A missing MNIST folder, a batch larger than the training split, a
+  checkpoint without the run record that rebuilds its optimizer: one line
+  each, and --out never created."""
+  folder = tmp_path / "ckpt"
+  folder.mkdir()
+  for path in glob.glob(pretrained.checkpoint("l2o-scale") + ".*"):
+    shutil.copy(path, folder)
+  out = tmp_path / "never-written"
+  for argv, message in [
+      (["--data_dir={}".format(tmp_path / "none"), "--tasks=logreg_mnist"],
+       "MNIST train split not found"),
+      (["--batch_size=600"], "--batch_size=600 is larger than the training "
+       "split of regression_synthetic (512 examples, the small size's tiny "
+       "data)"),
+      (["--optimizer=checkpoint:{}".format(folder / "model.ckpt-0")],
+       "has no run_record.json")]:
+    code, err = _main(TINY + argv + ["--out={}".format(out)], capsys)
+    assert code == 2 and len(err) == 1 and message in err[-1], err
+    assert not out.exists()
 
 
 def test_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
@@ -192,7 +215,7 @@ def test_a_changed_data_file_never_reuses_stored_runs(tmp_path, data_dir):
 
   def key(folder):
     tasks._mnist.cache_clear()  # pylint: disable=protected-access
-    config = bench_config.Config.for_size("small", data_dir=str(folder))
+    config = bench_config.Config.for_size("medium", data_dir=str(folder))
     runner = suite.TaskRunner(task, 5, config, None, log=lambda line: None)
     return runner.key("adam", 1e-3, 0)
 
@@ -319,6 +342,12 @@ def test_report_refuses_a_json_that_is_not_benchmark_results(tmp_path,
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and "is not the results.json of" in err[0]
   assert not (tmp_path / "r").exists()
+  missing = str(tmp_path / "missing.json")
+  assert report.main([str(path), "--against", missing, "--out",
+                      str(tmp_path / "r")]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert err == ["error: cannot read {}: No such file or directory".format(
+      missing)] or (len(err) == 1 and missing in err[0]), err
 
 
 def test_listing_the_tasks_needs_no_tensorflow():

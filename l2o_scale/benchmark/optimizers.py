@@ -258,8 +258,9 @@ def factory(spec):
   and what names it in the stored runs' keys (:func:`identity`).
 
   Checks what it can before any training: raises ``ValueError`` with one
-  line for a spec that names nothing or an ``import:`` that fails,
-  ``FileNotFoundError`` for a missing checkpoint. A checkpoint folder is
+  line for a spec that names nothing, an ``import:`` that fails or a
+  checkpoint that does not restore, ``FileNotFoundError`` for a missing
+  checkpoint. A checkpoint folder is
   resolved to its latest checkpoint once, here."""
   # Imported here: it restores TF checkpoints and pulls in the optimizer.
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
@@ -270,8 +271,13 @@ def factory(spec):
         hold_zero_gradients=parsed.hold)), identity(spec)
   if parsed.kind == "checkpoint":
     prefix = resolve_checkpoint(parsed)
-    return (lambda total_steps: LearnedOptimizer.from_checkpoint(
-        prefix, hold_zero_gradients=parsed.hold)), identity(spec, prefix)
+    make = lambda total_steps: LearnedOptimizer.from_checkpoint(
+        prefix, hold_zero_gradients=parsed.hold)
+    try:
+      make(None)  # A checkpoint that does not restore is refused now.
+    except (ValueError, OSError) as e:
+      raise _refuse(spec, str(e).splitlines()[0]) from None
+    return make, identity(spec, prefix)
   if parsed.kind == "import":
     target = _import_target(parsed)
     return (lambda total_steps: _from_import(target, total_steps)), (

@@ -373,7 +373,7 @@ def write(results, out, against=None):
   ``against``, another optimizer's results: a comparison with it). Each file
   is written whole or not at all (a full disk: OSError naming it)."""
   from l2o_scale.benchmark import figures  # pylint: disable=g-import-not-at-top
-  os.makedirs(out, exist_ok=True)
+  config.check_out(out)
   written = []
   for name, text in (("table.md", tables(results)),
                      ("results.md", page(results, figure_prefix(out),
@@ -418,12 +418,14 @@ def main(argv=None):
   if not (args.results and args.out):
     p.error("give results.json and --out (or --claims)")
   paths = [args.results] + ([args.against] if args.against else [])
-  try:
-    read = [_read(path) for path in paths]
-  except (OSError, ValueError) as e:
-    print("error: cannot read {}: {}".format(e.filename if isinstance(
-        e, OSError) else args.results, e), file=sys.stderr)
-    return 2
+  read = []
+  for path in paths:
+    try:
+      read.append(_read(path))
+    except (OSError, ValueError) as e:
+      print("error: cannot read {}: {}".format(path, e.strerror if isinstance(
+          e, OSError) and e.strerror else e), file=sys.stderr)
+      return 2
   for path, results in zip(paths, read):
     if not (isinstance(results, dict) and
             {"config", "entries"} <= set(results)):
@@ -433,9 +435,7 @@ def main(argv=None):
   try:
     written = write(read[0], args.out, read[1] if args.against else None)
   except OSError as e:
-    print("error: cannot write {}: {}".format(e.filename or args.out,
-                                              e.strerror or e),
-          file=sys.stderr)
+    print("error: {}".format(e), file=sys.stderr)
     return 2
   except (KeyError, TypeError, IndexError) as e:
     print("error: {} is incomplete or damaged ({}: {}); run the benchmark "

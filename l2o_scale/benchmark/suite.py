@@ -21,8 +21,8 @@ that cannot be read (damaged, or missing a key) is run again, with a line
 saying so.
 
 The configuration (:class:`l2o_scale.benchmark.config.Config`) is checked
-before any work: the optimizer, then the output folder (``--out``: a
-folder that can be written).
+before any work: the optimizer, the tasks' data, then the output folder
+(``--out``: a folder that can be written).
 """
 
 import dataclasses
@@ -287,6 +287,18 @@ def data_digest(splits):
   return digest.hexdigest()[:16]
 
 
+def check_data(task, config):
+  """Loads the task's data (a missing MNIST folder is refused before any
+  work); ValueError for a batch larger than its training split."""
+  n = len(task.data(config.tiny, config.data_dir).train[0])
+  if config.batch_size > n:
+    raise ValueError("--batch_size={} is larger than the training split of "
+                     "{} ({} examples{})".format(
+                         config.batch_size, task.name, n,
+                         ", the small size's tiny data" if config.tiny
+                         else ""))
+
+
 def run_task(task, budget, config, factory, store, log):
   runner = TaskRunner(task, budget, config, store, log)
   learned = runner.under_test(factory[0], config.optimizer, factory[1])
@@ -311,11 +323,13 @@ def run_task(task, budget, config, factory, store, log):
 def run(config, log=print):
   """Runs the suite; writes and returns ``OUT/results.json``'s content.
 
-  Checks the optimizer and ``--out`` before any work (ValueError, OSError
-  with one line); a write that fails later (a full disk) raises
+  Checks the optimizer, the tasks' data and ``--out`` before any work
+  (ValueError, OSError with one line); a write that fails later (a full disk) raises
   :class:`config.OutError` naming the file, with nothing half-written left."""
   start = time.perf_counter()
   factory = optimizers.factory(config.optimizer)
+  for name in config.tasks:
+    check_data(task_registry.get(name), config)
   config_module.check_out(config.out)
   store = RunStore(os.path.join(config.out, "runs"), log)
   results = dict(format=FORMAT, version=VERSION,
