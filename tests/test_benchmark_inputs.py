@@ -80,8 +80,9 @@ def test_bad_flag_is_one_line_naming_it_before_any_work(argv, message,
 
 def test_data_and_checkpoint_are_checked_before_any_work(tmp_path, capsys):
   """A missing MNIST folder, a batch larger than the training split, a
-  checkpoint without the run record that rebuilds its optimizer: one line
-  each, and --out never created."""
+  checkpoint without the run record that rebuilds its optimizer, a
+  checkpoint folder that does not say which is its latest: one line each,
+  and --out never created."""
   folder = tmp_path / "ckpt"
   folder.mkdir()
   for path in glob.glob(pretrained.checkpoint("l2o-scale") + ".*"):
@@ -94,7 +95,10 @@ def test_data_and_checkpoint_are_checked_before_any_work(tmp_path, capsys):
        "split of regression_synthetic (512 examples, the small size's tiny "
        "data)"),
       (["--optimizer=checkpoint:{}".format(folder / "model.ckpt-0")],
-       "has no run_record.json")]:
+       "has no run_record.json"),
+      (["--optimizer=checkpoint:{}".format(folder)],
+       "--optimizer='checkpoint:{}': {} holds model.ckpt-0 but no "
+       "'checkpoint' state file".format(folder, folder))]:
     code, err = _main(TINY + argv + ["--out={}".format(out)], capsys)
     assert code == 2 and len(err) == 1 and message in err[-1], err
     assert not out.exists()

@@ -200,13 +200,16 @@ def _split_hold(spec):
 def resolve_checkpoint(spec):
   """The checkpoint prefix a ``checkpoint`` spec names now (its folder's
   latest checkpoint for a folder); FileNotFoundError naming
-  ``--optimizer`` when there is none."""
+  ``--optimizer`` when there is none, ValueError when a folder's
+  ``checkpoint`` file does not say which."""
   from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
   try:
     return checkpoints.resolve_checkpoint_path(spec.target)
   except FileNotFoundError as e:
     raise FileNotFoundError("--optimizer={!r}: {}".format(spec.text, e)) \
         from None
+  except ValueError as e:  # a folder without a readable 'checkpoint' file
+    raise _refuse(spec.text, e) from None
 
 
 def _digest(files, settings):
