@@ -422,8 +422,8 @@ def _run_chief(trainer, coordinator, problems_and_data,
                select_random_problems, num_workers, in_flight, runs, out):
   """The chief's loop: plans drawn and scheduled ahead, results processed in
   order by the trainer's ``run_meta_iteration``."""
-  [(problem_spec, dataset, batch_size)] = training.sample_problems(
-      problems_and_data, 1, select_random_problems)
+  [(problem_spec, dataset, batch_size)] = training.problem_sequence(
+      trainer, problems_and_data, 1, select_random_problems)
   trainer.set_task(problem_spec, dataset, batch_size, 0,
                    series=lambda t: ClusterSeries(t, coordinator, runs))
   out.write("Distributed meta-training: {} workers, up to {} "

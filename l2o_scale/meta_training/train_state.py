@@ -30,6 +30,34 @@ from l2o_scale.runs import checkpoints
 
 RESUME_STATE_SUFFIX = ".resume.npz"
 FINISHED_FILE = "curriculum_finished.json"
+SAVE_COUNTER_KEY = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def random_streams():
+  """numpy's and Python's global random states, as they are now."""
+  return np.random.get_state(), random.getstate()
+
+
+def set_random_streams(streams):
+  """Sets numpy's and Python's global random states to ``streams``
+  (from :func:`random_streams`)."""
+  np_state, py_state = streams
+  np.random.set_state(np_state)
+  random.setstate(py_state)
+
+
+def _saved_streams(streams, prefix):
+  """``streams`` as the sidecar keeps them: (JSON-able meta entry, arrays)."""
+  (name, keys, pos, has_gauss, cached), py_state = streams
+  return ([[name, int(pos), int(has_gauss), float(cached)], py_state],
+          {prefix + "numpy_keys": keys})
+
+
+def _loaded_streams(entry, keys):
+  """What :func:`_saved_streams` saved, as :func:`random_streams` gives it."""
+  (name, pos, has_gauss, cached), (version, internal, gauss) = entry
+  return (name, keys, pos, has_gauss, cached), (version, tuple(internal),
+                                                 gauss)
 
 
 class CarriedState(object):
@@ -136,6 +164,15 @@ class TrainState(object):
     self.carried = []  # A CarriedState per optimizee instance, once a
                        # problem is attached.
     self.reset_next_series = False  # After a rollback: the carried is stale.
+    # Where the run's random draws began, saved with every checkpoint so
+    # that a resumed run redraws what the interrupted one drew before it
+    # (whatever its own streams were when it started): the streams when
+    # the run drew its problems (``run_start``) and when the current
+    # sub-problem's task(s) were built (``problem_start``), and the drawn
+    # order (indices into the ``num_given_problems`` problems).
+    self.run_start = self.problem_start = None
+    self.problem_order, self.num_given_problems = None, None
+    self.reg_seeds = None  # The sub-problem's tasks' regularizer seeds.
     self._pending = None  # What restore read for attach_problem to apply.
     self._snapshot = stability.MetaSnapshot(meta_optimizer,
                                             optimizer.meta_variables)
@@ -176,16 +213,43 @@ class TrainState(object):
         checkpoints.restore_optimizer(path, self.optimizer)
         return "tf1"
       self._ckpt.read(path).assert_existing_objects_matched()
+      reader = tf.train.load_checkpoint(path)
+      counter = (int(reader.get_tensor(SAVE_COUNTER_KEY))
+                 if reader.has_tensor(SAVE_COUNTER_KEY) else None)
     except (tf.errors.OpError, IndexError) as e:
       # The checkpoint reader's errors for a truncated .data / empty .index.
       message = (getattr(e, "message", None) or str(e)).strip()
       raise OSError("checkpoint {} is damaged ({})".format(
           path, message.splitlines()[0] if message else type(e).__name__))
     self._pending = self._read_sidecar(resume_state_path(path))
+    saved = self._pending[0].get("save_counter") if self._pending else None
+    if saved is not None and counter is not None and saved != counter:
+      # The sidecar is written first: a run stopped while rewriting a
+      # checkpoint (model.ckpt-0, or model.ckpt-K again in the next
+      # sub-problem) leaves the new sidecar beside the old variables.
+      sidecar = resume_state_path(path)
+      raise checkpoints.DamagedCheckpointError(
+          "checkpoint {} and its resume state {} are of different saves (the "
+          "run stopped while rewriting them)".format(path, sidecar), sidecar,
+          [n for n in checkpoints.list_checkpoints(self.logdir)
+           if n != os.path.basename(path)])
     return "tf2"
 
+  def saved(self, key):
+    """What the restored sidecar says of ``key`` (``problem_order``,
+    ``num_given_problems``, ``reg_seeds``; ``run_start``, ``problem_start``
+    and ``now``: random streams), or None (nothing restored, or an older
+    sidecar)."""
+    if not self._pending:
+      return None
+    meta, _ = self._pending
+    if key == "now":
+      return _loaded_streams([meta["numpy"], meta["python"]],
+                             meta["numpy_keys"])
+    return meta.get(key)
+
   def attach_problem(self, problem, resuming, num_instances=1,
-                     load_carried=True):
+                     load_carried=True, restore_streams=True):
     """Starts the carried state of each of the ``num_instances`` optimizee
     instances (a meta-batch) for ``problem``; when ``resuming``, applies
     the restored sidecar: carried state, random streams and loop values, as
@@ -193,8 +257,10 @@ class TrainState(object):
     probes had been drawn, which is why this waits for the problem).
     ``load_carried=False`` keeps the fresh carried state (``--mix_problems``:
     the saved one may belong to another problem, and every meta-iteration
-    starts afresh). Returns False when the checkpoint has no sidecar
-    (written by an older version), else True."""
+    starts afresh; a resumed run that starts the next sub-problem).
+    ``restore_streams=False`` keeps the random streams as they are (they
+    were set before the problem was built). Returns False when the
+    checkpoint has no sidecar (written by an older version), else True."""
     self.carried = [CarriedState(problem, self.optimizer)
                     for _ in range(num_instances)]
     pending, self._pending = self._pending, None
@@ -203,11 +269,9 @@ class TrainState(object):
     if pending is False:
       return False
     meta, arrays = pending
-    name, pos, has_gauss, cached = meta.pop("numpy")
-    np.random.set_state((name, meta.pop("numpy_keys"), pos, has_gauss,
-                         cached))
-    version, internal, gauss = meta.pop("python")
-    random.setstate((version, tuple(internal), gauss))
+    if restore_streams:
+      set_random_streams(_loaded_streams([meta["numpy"], meta["python"]],
+                                         meta["numpy_keys"]))
     if load_carried:
       self._load_carried(arrays)
     lr = meta.pop("meta_learning_rate", None)
@@ -238,14 +302,22 @@ class TrainState(object):
     or not."""
     flat = [a for carried in self.carried for a in carried.to_arrays()]
     arrays = {"carried_{}".format(i): a for i, a in enumerate(flat)}
-    np_state = np.random.get_state()
-    meta = dict(numpy=[np_state[0], np_state[2], np_state[3], np_state[4]],
-                python=random.getstate(), num_carried=len(arrays),
+    (numpy, python), keys = _saved_streams(random_streams(), "")
+    meta = dict(numpy=numpy, python=python, num_carried=len(arrays),
                 meta_learning_rate=self.meta_optimizer.learning_rate,
+                # The number the checkpoint written next carries.
+                save_counter=int(self._ckpt.save_counter.numpy()) + 1,
+                problem_order=self.problem_order,
+                num_given_problems=self.num_given_problems,
+                reg_seeds=self.reg_seeds,
                 **dataclasses.asdict(self.values))
+    arrays.update(keys)
+    for name in ("run_start", "problem_start"):
+      if getattr(self, name) is not None:
+        meta[name], keys = _saved_streams(getattr(self, name), name + "_")
+        arrays.update(keys)
     with atomic_file.replace(path, "wb") as f:
-      np.savez(f, numpy_keys=np_state[1], meta=np.array(json.dumps(meta)),
-               **arrays)
+      np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
 
   @staticmethod
   def _read_sidecar(path):
@@ -256,6 +328,10 @@ class TrainState(object):
       with np.load(path) as saved:
         meta = json.loads(str(saved["meta"]))
         meta["numpy_keys"] = saved["numpy_keys"]
+        for name in ("run_start", "problem_start"):
+          if name in meta:
+            meta[name] = _loaded_streams(meta[name],
+                                         saved[name + "_numpy_keys"])
         arrays = [saved["carried_{}".format(i)]
                   for i in range(meta.pop("num_carried"))]
     except (zipfile.BadZipFile, ValueError, KeyError, EOFError) as e:

@@ -68,7 +68,12 @@ class MetaTrainer(object):
     self.selection_tasks = []
     self._said = set()  # Lines _log_once has written.
     self.latest, self.start_k, self.k = None, 0, 0
-    self.problem_itr = 0
+    self.problem_itr = self.start_problem = 0
+    # A resumed run whose checkpoint ended a sub-problem starts the next one
+    # (with the saved random streams, fresh carried state).
+    self._starts_next_problem = False
+    self._resume_pending = False  # Until the resumed sub-problem attaches.
+    self._replayed_reg_seeds = []  # Of the tasks of a resumed sub-problem.
     self.summary_step = 0
     self.stopped = None  # "curriculum" or "divergence" once training ends.
 
@@ -85,7 +90,13 @@ class MetaTrainer(object):
   @property
   def resumed(self):
     """Whether :meth:`start` restored a checkpoint to continue from."""
-    return bool(self.latest) and self.start_k > 0
+    return bool(self.latest) and (self.start_k > 0 or self.start_problem > 0)
+
+  @property
+  def num_problems(self):
+    """The sub-problems of the run, one after the other (1 with
+    ``--mix_problems``: one run that draws a problem per meta-iteration)."""
+    return 1 if self.training.mix_problems else self.schedule.num_problems
 
   # --------------------------------------------------------------- start
   def start(self):
@@ -97,10 +108,16 @@ class MetaTrainer(object):
     if self.latest:
       if state.restore(self.latest) == "tf2":
         self.start_k = int(state.progress.meta_iteration.numpy())
-      self.log("Resuming from {} ({} checkpoint) at meta-iteration {} of {}."
+        self.start_problem = int(state.progress.problem_itr.numpy())
+      self._check_sub_problem()
+      if self.start_k >= n and self.start_problem + 1 < self.num_problems:
+        self.start_problem, self.start_k = self.start_problem + 1, 0
+        self._starts_next_problem = True
+        self._refuse_unrepeatable_start(self.start_problem)
+      self.log("Resuming from {} ({} checkpoint) at meta-iteration {} of {}{}."
                .format(self.latest,
                        checkpoints.checkpoint_format(self.latest).upper(),
-                       self.start_k, n))
+                       self.start_k, n, self._sub_problem_text()))
     if not self.latest and self.training.warm_start:
       self.log("Warm start: meta-parameters from {}.".format(
           checkpoints.restore_optimizer(
@@ -118,23 +135,77 @@ class MetaTrainer(object):
                                                         self.config.logdir))
       return False
     if self.start_k >= n:
-      self.log("Training already complete ({} of {} meta-iterations); "
+      self.log("Training already complete ({} of {} meta-iterations{}); "
                "nothing to do. Checkpoints are in {}.".format(
-                   self.start_k, n, self.config.logdir))
+                   self.start_k, n,
+                   " of each of {} sub-problems".format(self.num_problems)
+                   if self.num_problems > 1 else "", self.config.logdir))
       return False
+    self._resume_pending = self.resumed
+    saved = state.saved("run_start") if self.resumed else None
+    if saved is not None:
+      train_state_lib.set_random_streams(saved)
+    state.run_start = train_state_lib.random_streams()
     self.summary_step = int(state.meta_optimizer.iterations.numpy())
     if self.config.summaries:
       self.summary_writer = summaries_lib.create_writer(
           self.config.logdir, self.summary_step if self.latest else None)
     return True
 
+  def _check_sub_problem(self):
+    """Refuses a checkpoint of a sub-problem this run does not have."""
+    if self.start_problem >= self.num_problems:
+      raise checkpoints.CheckpointMismatchError(
+          "{} is of sub-problem {}, and this run has {} (--num_problems={})"
+          .format(self.latest, self.start_problem + 1, self.num_problems,
+                  self.schedule.num_problems))
+
+  def _sub_problem_text(self):
+    if self.num_problems == 1:
+      return ""
+    return " of sub-problem {} of {}{}".format(
+        self.start_problem + 1, self.num_problems,
+        " (sub-problem {} is done)".format(self.start_problem)
+        if self._starts_next_problem else "")
+
   def set_task(self, problem_spec, dataset, batch_size, problem_itr,
                series=None):
     """Meta-trains on this problem from now on. ``series``: a callable
     ``(trainer) -> series runner``, default a
     :class:`~l2o_scale.meta_training.series.LocalSeries`."""
+    self.begin_problem(problem_itr)
     self.use_task(self.build_task(problem_spec, dataset, batch_size),
                   problem_itr, series)
+
+  def begin_problem(self, problem_itr):
+    """Before the task(s) of sub-problem ``problem_itr`` are built (their
+    probes are drawn from numpy): the random streams a resumed run's
+    sub-problem was built with (or, when it starts the next sub-problem,
+    those its checkpoint saved), kept for the checkpoints."""
+    state = self.state
+    self._replayed_reg_seeds = []
+    if self._resume_pending and problem_itr == self.start_problem:
+      saved = state.saved("now" if self._starts_next_problem
+                          else "problem_start")
+      if saved is not None:
+        train_state_lib.set_random_streams(saved)
+      if not self._starts_next_problem:
+        self._replayed_reg_seeds = list(state.saved("reg_seeds") or [])
+    state.problem_start = train_state_lib.random_streams()
+    state.reg_seeds = []
+
+  def _refuse_unrepeatable_start(self, problem_itr):
+    """--reg_option=hessian-ev draws a task's start-vector seed from
+    TensorFlow's random stream, which a new process does not continue: a
+    sub-problem the interrupted run had not begun cannot start as it would
+    have."""
+    if self.training.reg_option == "hessian-ev":
+      raise checkpoints.CheckpointMismatchError(
+          "{} ends sub-problem {}, and sub-problem {} cannot start as in the "
+          "uninterrupted run: --reg_option=hessian-ev draws its start "
+          "vectors' seed from TensorFlow's random stream, which a resumed "
+          "process does not continue".format(self.latest, problem_itr,
+                                             problem_itr + 1))
 
   def build_task(self, problem_spec, dataset, batch_size):
     """The problem's task and reporter (what :meth:`use_task` takes)."""
@@ -143,6 +214,12 @@ class MetaTrainer(object):
     task = task_lib.MetaTrainingTask(problem, name, dataset, batch_size,
                                      self.optimizer, self.training,
                                      self._log_once)
+    if self.state.reg_seeds is not None:  # A training task, not selection's.
+      if self._replayed_reg_seeds:
+        # --reg_option=hessian-ev's seed, drawn from TensorFlow's stream:
+        # the interrupted run's.
+        task.reg = task.reg._replace(seed=self._replayed_reg_seeds.pop(0))
+      self.state.reg_seeds.append(task.reg.seed)
     reporter = reporting.Reporter(
         self.out, self.summary_writer, name, self.optimizer,
         self.schedule.num_meta_iterations,
@@ -165,11 +242,15 @@ class MetaTrainer(object):
     self.task, self.reporter = built
     self.problem_itr = problem_itr
     if resuming is None:
-      resuming = self.resumed and problem_itr == 0
+      resuming = self._resume_pending and problem_itr == self.start_problem
+    if resuming:
+      self._resume_pending = False
+    starts = resuming and self._starts_next_problem
     lr = self.state.meta_optimizer.learning_rate
     if not self.state.attach_problem(self.task.problem, resuming,
                                      self.training.meta_batch_size,
-                                     load_carried):
+                                     load_carried and not starts,
+                                     restore_streams=not starts):
       self.log("Note: {} has no resume state (written by an older "
                "version): random streams and carried optimizer state "
                "restart, so the run differs from an uninterrupted one."
@@ -183,7 +264,7 @@ class MetaTrainer(object):
   def meta_iterations(self):
     """The meta-iterations of the current problem: from the resumed one on
     the first problem of a resumed run, else all."""
-    start = self.start_k if self.problem_itr == 0 else 0
+    start = self.start_k if self.problem_itr == self.start_problem else 0
     return range(start, self.schedule.num_meta_iterations)
 
   def plan(self, k):

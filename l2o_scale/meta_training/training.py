@@ -19,6 +19,7 @@ import random
 import sys
 
 from l2o_scale.meta_training import trainer as trainer_lib
+from l2o_scale.runs import checkpoints
 
 
 def sample_problems(problems_and_data, num_problems, select_random_problems):
@@ -29,6 +30,31 @@ def sample_problems(problems_and_data, num_problems, select_random_problems):
   num_repeats = num_problems // len(problems_and_data) + 1
   random.shuffle(problems_and_data)
   return (problems_and_data * num_repeats)[:num_problems]
+
+
+def problem_sequence(trainer, problems_and_data, num_problems,
+                     select_random_problems):
+  """The run's sub-problems in order, drawn by :func:`sample_problems`
+  (as indices: the same draws) and kept in ``trainer.state`` for the
+  checkpoints; a resumed run takes the order its checkpoint saved (its own
+  draw may differ: another seed, or none), and refuses one that does not
+  fit the problems it is given."""
+  problems_and_data = list(problems_and_data)
+  state, count = trainer.state, len(problems_and_data)
+  order = state.saved("problem_order") if trainer.resumed else None
+  if order is None:
+    order = sample_problems(range(count), num_problems,
+                            select_random_problems)
+  elif (state.saved("num_given_problems") != count or
+        len(order) != num_problems):
+    raise checkpoints.CheckpointMismatchError(
+        "{} continues sub-problem {} of a run of {} sub-problems drawn from "
+        "{} problems; this run has --num_problems={} and {} problems (other "
+        "--include_* flags or data)".format(
+            trainer.latest, trainer.start_problem + 1, len(order),
+            state.saved("num_given_problems"), num_problems, count))
+  state.problem_order, state.num_given_problems = [int(i) for i in order], count
+  return [problems_and_data[i] for i in order]
 
 
 def mixed_problem_index(k, count):
@@ -65,6 +91,7 @@ def _train_mixed(trainer, problems_and_data):
   run draws its numbers as an uninterrupted one did), and reused; at most
   ``max_compiled_problems`` of them keep their compiled functions
   (:class:`CompiledTasks`)."""
+  trainer.begin_problem(0)
   built = [trainer.build_task(*p) for p in problems_and_data]
   compiled = CompiledTasks(trainer.training.max_compiled_problems)
   resuming = trainer.resumed
@@ -101,10 +128,11 @@ def train_optimizer(config, optimizer_spec, problems_and_data,
   if config.training.mix_problems:
     _train_mixed(trainer, problems_and_data)
     return trainer.close()
-  for problem_itr, (problem_spec, dataset, batch_size) in enumerate(
-      sample_problems(problems_and_data, schedule.num_problems,
-                      schedule.select_random_problems)):
-    trainer.set_task(problem_spec, dataset, batch_size, problem_itr)
+  problems = problem_sequence(trainer, problems_and_data,
+                              schedule.num_problems,
+                              schedule.select_random_problems)
+  for problem_itr in range(trainer.start_problem, len(problems)):
+    trainer.set_task(*problems[problem_itr], problem_itr)
     for k in trainer.meta_iterations():
       trainer.run_meta_iteration(trainer.plan(k))
       if trainer.stopped:
