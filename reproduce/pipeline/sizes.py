@@ -220,8 +220,11 @@ SIZES = {s.name: s for s in (
                  **STUDY_ALPHAS),),
          about="the [flatness study](flatness-study.md), resumable per arm "
          "and training seed into `{}/`: ".format(STUDY_OUT),
-         wall_time="about 8.5 min per optimizer with two side by side "
-         "(estimate): about 7 hours"),
+         wall_time="one optimizer alone: 22 min (meta-training 14.6 min, "
+         "then its two meta-tests side by side 7.5 min) on a 2-core Intel "
+         "Xeon VM shared with other work (load about 10); on an idle one "
+         "about 8.5 min per optimizer with two side by side (an estimate), "
+         "about 7 h for the 48"),
     # This project's protocol: 10,000 steps, 5 seeds; the variants
     # meta-trained with the long-horizon recipe, the paper's own command
     # one of its arms.
