@@ -367,3 +367,22 @@ def test_listing_the_tasks_needs_no_tensorflow():
   assert lines[-1] == "[]", done.stdout
   assert [l.split()[0] for l in lines[:-1]] == list(tasks.REGISTRY)
   assert done.stderr == ""
+
+
+def test_a_damaged_shipped_optimizer_is_one_line_saying_what_restores_it(
+    tmp_path, monkeypatch):
+  """A shipped name whose run record is damaged (a copy of the shipped
+  folder; the real one is never touched): refused naming the file and that
+  reinstalling restores it, never a traceback or advice to delete it."""
+  root = tmp_path / "pretrained"
+  shutil.copytree(pretrained.ROOT, root,
+                  ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+  monkeypatch.setattr(pretrained, "ROOT", str(root))
+  record = os.path.join(pretrained.folder("l2o-scale"), "run_record.json")
+  with open(record, "r+", encoding="utf-8") as f:
+    f.truncate(30)
+  with pytest.raises(pretrained.DamagedError) as e:
+    optimizers.factory("l2o-scale")
+  assert str(e.value).startswith("the shipped file {} is damaged (".format(
+      record)) and "reinstalling the package restores it" in str(e.value)
+  assert report.main(["--claims"]) == 2

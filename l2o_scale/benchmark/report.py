@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 RESULTS = os.path.join(ROOT, "reproduce", "results")
 ACCURACY_TOLERANCE = 0.005  # absolute, for accuracy
 MSE_TOLERANCE = 0.005  # relative, for a squared error
+PROG = "python -m l2o_scale.benchmark.report"
 
 
 def _num(value, digits=4):
@@ -398,9 +399,15 @@ def _read(path):
     return json.load(f)
 
 
+def _refuse(message):
+  """Status 2 after one line ``PROG: error: message``."""
+  print("{}: error: {}".format(PROG, message), file=sys.stderr)
+  return 2
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(
-      prog="python -m l2o_scale.benchmark.report",
+      prog=PROG,
       description="Tables, figures and results page of the task-suite "
       "benchmark (python -m l2o_scale.benchmark), from its results.json.")
   p.add_argument("results", nargs="?", help="results.json of a benchmark "
@@ -413,7 +420,10 @@ def main(argv=None):
                  "the same tasks: the page compares the two task by task")
   args = p.parse_args(argv)
   if args.claims:
-    print("\n".join(shipped_claims()))
+    try:
+      print("\n".join(shipped_claims()))
+    except OSError as e:  # a damaged shipped card
+      return _refuse(e)
     return 0
   if not (args.results and args.out):
     p.error("give results.json and --out (or --claims)")
@@ -423,25 +433,21 @@ def main(argv=None):
     try:
       read.append(_read(path))
     except (OSError, ValueError) as e:
-      print("error: cannot read {}: {}".format(path, e.strerror if isinstance(
-          e, OSError) and e.strerror else e), file=sys.stderr)
-      return 2
+      return _refuse("cannot read {}: {}".format(path, e.strerror if isinstance(
+          e, OSError) and e.strerror else e))
   for path, results in zip(paths, read):
     if not (isinstance(results, dict) and
             {"config", "entries"} <= set(results)):
-      print("error: {} is not the results.json of python -m "
-            "l2o_scale.benchmark".format(path), file=sys.stderr)
-      return 2
+      return _refuse("{} is not the results.json of python -m "
+                     "l2o_scale.benchmark".format(path))
   try:
     written = write(read[0], args.out, read[1] if args.against else None)
   except OSError as e:
-    print("error: {}".format(e), file=sys.stderr)
-    return 2
+    return _refuse(e)
   except (KeyError, TypeError, IndexError) as e:
-    print("error: {} is incomplete or damaged ({}: {}); run the benchmark "
-          "again to rewrite it".format(args.results, type(e).__name__, e),
-          file=sys.stderr)
-    return 2
+    return _refuse("{} is incomplete or damaged ({}: {}); run the benchmark "
+                   "again to rewrite it".format(args.results,
+                                                type(e).__name__, e))
   for path in written:
     print("wrote", path)
   return 0
