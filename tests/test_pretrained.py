@@ -210,8 +210,10 @@ def test_listing_marks_a_damaged_record_and_lists_the_others(
       record))
   assert "reinstalling the package restores it" in damaged
   assert "delete" not in joined
-  with pytest.raises(pretrained.DamagedError, match="reinstalling"):
-    pretrained.long_run_settings("l2o-scale")
+  for load in (pretrained.long_run_settings, pretrained.checkpoint,
+               keras_optimizer.LearnedOptimizer.pretrained):
+    with pytest.raises(pretrained.DamagedError, match="reinstalling"):
+      load("l2o-scale")
 
 
 def test_listing_marks_a_missing_record_or_checkpoint(shipped_copy, capsys):

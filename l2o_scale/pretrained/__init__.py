@@ -51,7 +51,10 @@ def folder(name):
 
 
 def checkpoint(name):
-  """The checkpoint prefix of ``name`` (``.../model.ckpt-0``)."""
+  """The checkpoint prefix of ``name`` (``.../model.ckpt-0``), once its
+  shipped files are found whole (:class:`DamagedError` otherwise, saying
+  what restores them)."""
+  record(name)
   return os.path.join(folder(name), CHECKPOINT_NAME)
 
 
