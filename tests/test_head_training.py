@@ -63,7 +63,7 @@ def test_estimate_matches_a_finite_difference_on_a_tiny_task(frozen):
   # antithetic estimate is the directional derivative times the mean of
   # z^2 (its expectation: the derivative), to first order in sigma.
   task = task_lib.build("regression_synthetic", DATA_DIR)
-  pairs = 3
+  pairs = 2
   runs = estimator.TaskRuns(task, frozen, 2 * pairs, 16, (1e-3, 10., 3e-3))
   u = np.zeros(ls.NUM_PARAMETERS, np.float32)
   u[-2] = 1.
@@ -73,7 +73,7 @@ def test_estimate_matches_a_finite_difference_on_a_tiny_task(frozen):
   val, _ = runs(np.stack([theta + h * u, theta - h * u] +
                          [theta] * (2 * pairs - 2)), 3, scales, 20)
   finite_difference = (np.log(val[0]) - np.log(val[1])) / (2 * h)
-  z = np.array([0.7, -1.3, 0.4], np.float32)
+  z = np.array([0.7, -1.3], np.float32)
   eps = z[:, None] * u[None]
   val, _ = runs(estimator.perturbed(theta, eps, h), 3, scales, 20)
   f = np.log(val.astype(np.float64))

@@ -49,7 +49,7 @@ class HeadTrainingConfig:
   l2o_scale.head_training``)."""
   optimizer: str = "l2o-scale"
   tasks: tuple = task_lib.DEFAULT_TASKS
-  estimates: int = 60
+  estimates: int = 100
   tasks_per_estimate: int = 8
   pairs: int = 2
   sigma: float = 0.1
