@@ -49,6 +49,9 @@ def _main(argv, capsys):
     (["--tasks=logreg_mnist,cnn_mnist,logreg_mnist"],
      "--tasks names logreg_mnist more than once"),
     (["--budgets=50,50"], "--budgets names 50 more than once"),
+    (["--tasks=logreg_mnist,"], "--tasks: unknown task ''; the tasks: "),
+    (["--baselines=adam,rmsprop"], "--baselines: unknown baseline "
+     "'rmsprop'; the baselines: adam, adamw, sgd"),
     (["--budgets=-5"], "--budgets must be positive step counts, not -5"),
     (["--optimizer=adam:-1"], "--optimizer='adam:-1': the learning rate "
      "must be a positive finite number, not -1"),

@@ -88,10 +88,14 @@ class Config:
                             b.name for b in optimizers.BASELINES)),
                         ("budgets", "step counts, e.g. 2000")):
       _nonempty_and_distinct(name, getattr(config, name), known)
-    for name in config.tasks:
-      task_registry.get(name)
-    for name in config.baselines:
-      optimizers.baseline(name)
+    for flag_name, names, get in (("tasks", config.tasks, task_registry.get),
+                                  ("baselines", config.baselines,
+                                   optimizers.baseline)):
+      for name in names:
+        try:
+          get(name)
+        except ValueError as e:
+          raise ValueError("--{}: {}".format(flag_name, e)) from None
     if config.select_on not in scoring.SELECT_ON:
       raise ValueError("--select_on must be one of {}".format(
           ", ".join(scoring.SELECT_ON)))
