@@ -171,3 +171,34 @@ def test_a_cache_folder_that_cannot_be_written(tmp_path, monkeypatch,
   assert native_step.unavailable_reason() is None
   assert loaded == [library]
 
+
+
+def test_metatest_falls_back_where_the_kernel_cannot_be_built(
+    tmp_path, monkeypatch, capsys, kernel_calls, reloaded):
+  """metatest.py --jit_compile --native_step with a cache folder that
+  cannot be created: one line says why, TensorFlow's ops run (no refusal
+  naming --save_dir)."""
+  del kernel_calls, reloaded
+  from absl.testing import flagsaver  # pylint: disable=g-import-not-at-top
+  import metatest  # pylint: disable=g-import-not-at-top
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  blocker = tmp_path / "file"
+  blocker.write_text("")
+  monkeypatch.setenv("L2O_SCALE_CACHE", str(blocker / "cache"))
+  flags = metatest.FLAGS
+  was_parsed, saved = flags.is_parsed(), flagsaver.save_flag_values(flags)
+  try:
+    flags.unparse_flags()
+    flags(["metatest.py", "--pretrained=l2o-scale", "--jit_compile",
+           "--native_step", "--include_mnist_mlp_problems"])
+    opt, _ = metatest._restored(  # pylint: disable=protected-access
+        flags, pretrained.checkpoint("l2o-scale"))
+  finally:
+    flagsaver.restore_flag_values(saved, flags)
+    if not was_parsed:
+      flags.unparse_flags()
+  out = capsys.readouterr().out.splitlines()
+  assert ("--native_step: the native step cannot be built in {} (Not a "
+          "directory; L2O_SCALE_CACHE names another folder); TensorFlow's "
+          "ops run instead.".format(blocker / "cache")) in out, out
+  assert opt.native_step and native_step.unavailable_reason()
