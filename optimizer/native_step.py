@@ -106,7 +106,8 @@ def _load():
   try:
     ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
   except OSError as e:
-    return False, "loading the native step failed: {}".format(e)
+    return False, ("loading the native step failed ({}); delete {} to "
+                   "build it again".format(e, library))
   return True, None
 
 

@@ -202,3 +202,17 @@ def test_metatest_falls_back_where_the_kernel_cannot_be_built(
           "directory; L2O_SCALE_CACHE names another folder); TensorFlow's "
           "ops run instead.".format(blocker / "cache")) in out, out
   assert opt.native_step and native_step.unavailable_reason()
+
+
+def test_a_damaged_kernel_file_is_named(tmp_path, monkeypatch, kernel_calls,
+                                        reloaded):
+  """A kernel file that does not load (truncated): one line naming it and
+  what to do; TensorFlow's ops run."""
+  del kernel_calls, reloaded
+  monkeypatch.setenv("L2O_SCALE_CACHE", str(tmp_path))
+  library = native_step.library_path()
+  with open(library, "wb") as f:
+    f.write(b"\x7fELF")
+  why = native_step.unavailable_reason()
+  assert "delete {} to build it again".format(library) in why, why
+  assert "\n" not in why
