@@ -7,12 +7,15 @@ import dataclasses
 import os
 import sys
 
-from l2o_scale.runs import entry_point
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
 
 PROG = "python -m l2o_scale.head_training"
 INTERRUPTED = "run the same command again to resume from the last estimate."
 if __name__ == "__main__":
   entry_point.interrupt_while_starting(PROG, INTERRUPTED)
+from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
+quiet_cuda.import_tensorflow()
 
 from absl import app  # pylint: disable=g-import-not-at-top,g-bad-import-order
 from absl import flags  # pylint: disable=g-import-not-at-top,g-bad-import-order
