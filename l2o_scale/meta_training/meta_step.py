@@ -56,7 +56,8 @@ def _instances(value):
 
 def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
                    l2_reg=0., jit_compile=False, time_parallel=False,
-                   memory_budget=None, recompute_budget=None):
+                   memory_budget=None, recompute_budget=None,
+                   regularizer_share=False):
   """Returns ``meta_step(inputs, carried, mode_mt) -> (UnrollOutput, grads)``
   compiled with tf.function (``inputs``: unroll.UnrollInputs). For a
   meta-batch, ``inputs`` and ``carried`` are tuples (one item per optimizee
@@ -68,6 +69,18 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
   ``jit_compile``: the optimizer's step inside the unroll compiled with XLA
   (:func:`unroll.optimizer_update`). ``time_parallel``, ``memory_budget``,
   ``recompute_budget``: see the module doc.
+
+  ``regularizer_share``: in an unroll whose objective holds the optimizer
+  regularizer (:func:`~l2o_scale.meta_training.regularizer.
+  acts_in_meta_objective`), also measure the regularizer's share of the
+  meta-gradient (:func:`~l2o_scale.meta_training.regularizer.gradient_share`)
+  into each output's ``regularizer_share``. It costs a second backward
+  pass, of the regularizer part alone, on the same tape. ``grads`` come
+  from the same operations as without it, but TensorFlow's graph
+  optimizations may arrange a graph holding both backward passes
+  differently: they can then differ by float rounding. Without it (and
+  in every unroll where the regularizer does not act) the function is the
+  one of a run that never measures.
   """
   meta_vars = optimizer.meta_variables
   kept = unroll_lib.optimizer_update(optimizer, jit_compile)
@@ -83,25 +96,39 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
       update = recompute.choose_update(
           kept, recomputed, optimizer, recompute_budget,
           steps and steps * len(_instances(inputs)))
-      with tf.GradientTape() as tape:
+      measure = regularizer_share and regularizer_lib.acts_in_meta_objective(
+          reg, [i.jacob_switch for i in _instances(inputs)], mode_mt)
+      with tf.GradientTape(persistent=measure) as tape:
         outs = [unroll_lib.unroll(problem, optimizer, i, c, mode_mt, reg,
                                   update, time_parallel=parallel,
                                   budget_bytes=memory_budget)
                 for i, c in zip(_instances(inputs), _instances(carried))]
-        losses = [o.metaobjmt if mode_mt else o.metaobj for o in outs]
-        loss = losses[0] if len(losses) == 1 else tf.add_n(losses) / len(
-            losses)
+        loss = _mean([o.metaobjmt if mode_mt else o.metaobj for o in outs])
         if l2_reg:
           loss += l2_reg * tf.add_n([tf.reduce_sum(v ** 2)
                                      for v in meta_vars])
-      grads = tape.gradient(loss, meta_vars)
-      grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-               for g, v in zip(grads, meta_vars)]
+        regular = _mean([o.regular for o in outs]) if measure else None
+      grads = _dense(tape.gradient(loss, meta_vars), meta_vars)
+      if measure:
+        share = regularizer_lib.gradient_share(
+            grads, _dense(tape.gradient(regular, meta_vars), meta_vars))
+        outs = [o._replace(regularizer_share=share) for o in outs]
       return (outs[0] if hasattr(inputs, "_fields") else tuple(outs)), grads
     return meta_step
 
   return _with_fallback(compiled(True) if time_parallel else None,
                         compiled(False))
+
+
+def _mean(values):
+  """The mean of a list of scalar tensors (the one itself if alone)."""
+  return values[0] if len(values) == 1 else tf.add_n(values) / len(values)
+
+
+def _dense(grads, meta_vars):
+  """Gradients with a zero for each meta-parameter they do not reach."""
+  return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+          for g, v in zip(grads, meta_vars)]
 
 
 def make_eval_unroll(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,

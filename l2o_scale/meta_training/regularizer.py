@@ -128,3 +128,23 @@ def defers_regularizer(reg, switch):
   return (reg.reg_optimizer and not reg.reg_optimizee and
           decided_while_tracing(switch) and
           reg.reg_option in DEFERRABLE_REG_OPTIONS)
+
+
+def acts_in_meta_objective(reg, switches, mode_mt):
+  """Whether the optimizer regularizer enters the differentiated objective
+  of an unroll: ``reg_optimizer``, no imitation (``mode_mt``: its objective
+  has no regularizer) and every instance's ``jacob_switch`` decided on while
+  tracing (:func:`decided_while_tracing`)."""
+  return (reg.reg_optimizer and not mode_mt and
+          all(decided_while_tracing(s) and s for s in switches))
+
+
+def gradient_share(total_grads, reg_grads):
+  """The regularizer's share of a meta-gradient:
+  ``||reg_grads|| / ||total_grads - reg_grads||``, where ``total_grads`` is
+  the gradient of the whole differentiated objective and ``reg_grads`` that
+  of its regularizer part (``alpha`` times the accumulated regularizer), so
+  the denominator is the gradient of the objective without the regularizer.
+  Linear in ``alpha``: the trajectory does not depend on it."""
+  objective = [t - r for t, r in zip(total_grads, reg_grads)]
+  return tf.linalg.global_norm(reg_grads) / tf.linalg.global_norm(objective)

@@ -5,9 +5,12 @@ print the same lines, numbered alike, and write the same tags: the
 original's summaries (``metaopt.py``: ``MetaObjective``,
 ``<Problem>_MetaObjective``, ``EvaluationCost``, histograms of the optimizer
 state, variables and raw/clipped meta-gradients), which it defined but never
-wrote, ``SelectionScore`` for ``--selection=robust`` and
+wrote, ``SelectionScore`` for ``--selection=robust``,
 ``PeakMemoryGiB``: the process's peak resident memory so far, also on every
-unroll's line and at the end of the run.
+unroll's line and at the end of the run, and ``RegularizerShareMean`` /
+``RegularizerShareMax``: the optimizer regularizer's share of the
+meta-gradient over a meta-iteration's unrolls where it acts, also on their
+lines and in the events file (``--record_regularizer_share``).
 """
 
 import collections
@@ -24,12 +27,23 @@ from optimizer import utils
 UnrollRecord = collections.namedtuple(
     "UnrollRecord",
     ["unroll_itr", "num_unrolls", "length", "objective", "first_objective",
-     "last_objective", "seconds", "mt_training", "nonfinite", "step"])
+     "last_objective", "seconds", "mt_training", "nonfinite", "step",
+     "regularizer_share"], defaults=(None,))
 UnrollRecord.__doc__ = """One applied partial unroll: its 0-based index in
 the series and the series' length, its number of steps, the meta-objective
 (or imitation objective), the optimizee objective at its start and end, its
 wall time, whether it imitated, how many meta-gradient entries were not
-finite, and the summary step after its meta-update."""
+finite, the summary step after its meta-update, and the regularizer's share
+of its meta-gradient (None where not measured: see
+:func:`~l2o_scale.meta_training.regularizer.gradient_share`)."""
+
+
+def regularizer_share(outs):
+  """The measured regularizer share of an unroll's outputs (one per
+  optimizee instance, all holding the meta-batch's share) as a float, or
+  None where it was not measured."""
+  share = outs[0].regularizer_share
+  return None if share is None else float(share)
 
 
 def peak_memory_gib():
@@ -74,7 +88,8 @@ class Progress(object):
 
 
 # The events file in a train dir: one JSON object a line, each with
-# ``event`` (evaluation, selection, rollback, best) and ``meta_iteration``.
+# ``event`` (evaluation, selection, rollback, best, regularizer_share) and
+# ``meta_iteration``.
 EVENTS = "meta_training_events.jsonl"
 
 DIVERGENCE_ACTIONS = {
@@ -102,6 +117,7 @@ class Reporter(object):
     self.optimizer = optimizer
     self.num_meta_iterations = num_meta_iterations
     self._explained = set()
+    self._shares = []  # (unroll, share, step) of the meta-iteration so far
     self.meta_entries = sum(v.shape.num_elements()
                             for v in optimizer.meta_variables)
 
@@ -127,6 +143,7 @@ class Reporter(object):
         tf.summary.scalar(tag, value)
 
   def meta_iteration(self, plan):
+    self.regularizer_shares()
     self.k = plan.k
     lengths = plan.lengths
     self.log("{} {} on {}: {} unrolls of {} steps".format(
@@ -138,13 +155,23 @@ class Reporter(object):
     """The unroll's line, its summaries, and after them the warning about
     non-finite values, numbered as the line is. Returns whether it warned."""
     peak = peak_memory_gib()
+    share = record.regularizer_share
     self.log("{} unroll {}/{} ({} steps{}) meta-objective {:.6g} "
              "problem objective {:.4g} -> {:.4g} {:.2f}s, peak memory "
-             "{:.2f} GiB".format(
+             "{:.2f} GiB{}".format(
                  self.prefix(k), record.unroll_itr + 1, record.num_unrolls,
                  record.length, ", imitation" if record.mt_training else "",
                  record.objective, record.first_objective,
-                 record.last_objective, record.seconds, peak))
+                 record.last_objective, record.seconds, peak,
+                 "" if share is None else
+                 ", regularizer share {:.3g}".format(share)))
+    if share is not None:
+      self.explain_once("share", "The regularizer share is "
+                        "||alpha * d(regularizer)|| / ||d(meta-objective "
+                        "without it)|| over the meta-parameters, in the "
+                        "unroll's meta-gradient (--record_regularizer_share)"
+                        "; linear in --alpha.")
+      self._shares.append((record.unroll_itr, share, record.step))
     self._scalar("PeakMemoryGiB", peak, record.step)
     self._scalar("MetaObjective", record.objective, record.step)
     self._scalar(self.problem_name + "_MetaObjective", record.objective,
@@ -153,10 +180,32 @@ class Reporter(object):
                                 record.nonfinite, self.meta_entries)
     if warning:
       self.log(warning)
+    if record.unroll_itr + 1 == record.num_unrolls:
+      self.regularizer_shares()
     return warning is not None
+
+  def regularizer_shares(self):
+    """Reports the regularizer shares of the meta-iteration's unrolls so
+    far, if any were measured, and starts afresh: their mean and max as
+    summaries (at the last one's step) and, with every unroll's share, as a
+    ``regularizer_share`` event. A non-finite share (a non-finite
+    meta-gradient) is listed as null and left out of the mean and max."""
+    shares, self._shares = self._shares, []
+    if not shares:
+      return
+    finite = [s for _, s, _ in shares if np.isfinite(s)]
+    mean = float(np.mean(finite)) if finite else None
+    largest = float(np.max(finite)) if finite else None
+    self.event("regularizer_share", mean=mean, max=largest,
+               unrolls=[u + 1 for u, _, _ in shares],
+               shares=[s if np.isfinite(s) else None for _, s, _ in shares])
+    if finite:
+      self._scalar("RegularizerShareMean", mean, shares[-1][2])
+      self._scalar("RegularizerShareMax", largest, shares[-1][2])
 
   def peak_memory(self):
     """The run's last line about memory: its peak resident memory."""
+    self.regularizer_shares()
     self.log("peak resident memory {:.2f} GiB".format(peak_memory_gib()))
 
   def divergence(self, k, unroll_itr, num_unrolls, reason, on_divergence):

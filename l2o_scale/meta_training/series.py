@@ -139,7 +139,8 @@ class LocalSeries(object):
           u, plan.num_unrolls, length, float(np.mean(objectives)),
           float(np.mean([s[0] for s in subs])),
           float(np.mean([s[-1] for s in subs])), time.time() - start,
-          plan.mt_training, update.nonfinite, step)
+          plan.mt_training, update.nonfinite, step,
+          reporting.regularizer_share(outs))
       if self.reporter.unroll(k, record):
         self.state.values.nonfinite += 1
       if reason:

@@ -92,13 +92,16 @@ class UnrollInputs(collections.namedtuple(
 UnrollOutput = collections.namedtuple(
     "UnrollOutput",
     ["metaobj", "metaobjmt", "problem_objectives", "initial_obj", "regular",
-     "final_state", "early_stop"])
+     "final_state", "early_stop", "regularizer_share"], defaults=(None,))
 UnrollOutput.__doc__ = """What one partial unroll gives: the meta-objective
 (scaled, plus the accumulated regularizer), the imitation objective, the
 optimizee objectives (at the start and before each step), the initial
 objective, the accumulated regularizer, the final :class:`LoopState`, and
 ``early_stop``: whether the original's stop rules (a non-finite accumulated
-objective, ``obj_train_max_multiplier``) end the loop before its last step.
+objective, ``obj_train_max_multiplier``) end the loop before its last step,
+and ``regularizer_share``: the regularizer's share of the meta-gradient
+where the meta-step measured it
+(:func:`~l2o_scale.meta_training.meta_step.make_meta_step`), else None.
 A time-parallel unroll (:func:`unroll` with ``time_parallel``) runs every
 step and only reports it: its caller then runs the sequential unroll."""
 
