@@ -245,6 +245,39 @@ def test_a_failed_training_skips_only_its_own_tests(tmp_path):
   assert "[skip] test-a (needs train-a, which failed)" in lines
 
 
+def test_a_meta_training_carried_unfinished_by_a_commit_starts_over(
+    tmp_path):
+  """A train dir holding only what the study's .gitignore keeps, without
+  its stage marker (committed while it ran), is deleted before the run,
+  so metarun starts it over instead of refusing a checkpoint without a
+  state file; anything else is left alone."""
+  def train_dir(name, files):
+    for f in files:
+      path = tmp_path / "out" / "train" / name / f
+      path.parent.mkdir(parents=True, exist_ok=True)
+      path.write_text("x")
+    return str(tmp_path / "out" / "train" / name)
+  kept = ["sub/model.ckpt-0.index", "sub/model.ckpt-0.data-00000-of-00001",
+          "sub/run_record.json", "sub/meta_training_events.jsonl"]
+  carried = train_dir("a.t1", kept)
+  finished = train_dir("b.t1", kept)
+  resumable = train_dir("c.t1", kept + ["sub/checkpoint"])
+  odd = train_dir("d.t1", ["run_record.json"])
+  stages = [plan.Stage("train-" + os.path.basename(d),
+                       ("python", "metarun.py", "--train_dir=" + d), "train")
+            for d in (carried, finished, resumable, odd)]
+  run = runner.Runner(str(tmp_path / "out"), str(tmp_path), stages,
+                      lambda n: n, say=lambda _: None)
+  with open(run.marker("train-b.t1"), "w") as f:
+    f.write("{}")
+  said = []
+  cli.start_over_carried(stages, run, said.append)
+  assert not os.path.exists(carried)
+  assert all(os.path.isdir(d) for d in (finished, resumable, odd))
+  assert len(said) == 1 and said[0].startswith("[new ] train-a.t1: ")
+  assert not cli.carried_only(str(tmp_path / "nothing"))
+
+
 def _ignored(paths):
   """Which of ``paths`` (relative to the repository root) git ignores."""
   proc = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"],
@@ -301,6 +334,7 @@ def test_study_end_to_end_resumes_from_what_the_repository_keeps(
       assert mine == {"model.ckpt-0.index",
                       "model.ckpt-0.data-00000-of-00001", "run_record.json",
                       "meta_training_events.jsonl"}, mine
+      assert cli.carried_only(os.path.join(out, "train", arm))
     redo = "test-mnist-mlp-sigmoid-hess-25pct-posterior.t1"
     os.remove(os.path.join(out, ".stages", redo + ".done"))
     assert cli.main(["--out=" + out], env) == 0, capsys.readouterr()

@@ -75,8 +75,10 @@ figure and table written.
 """
 
 import datetime
+import fnmatch
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -315,6 +317,38 @@ def summary_lines(run, figures_dir):
   return lines
 
 
+def carried_only(train_dir):
+  """Whether ``train_dir`` (absolute) holds nothing but what the
+  repository keeps of a meta-training (sizes.KEPT_TRAIN_FILES, in its
+  checkpoint folders): what a commit carries of a run that was unfinished
+  when committed. Such a run cannot resume (no state file, no
+  intermediate checkpoint), and metarun refuses a folder holding a
+  checkpoint without a state file."""
+  if not os.path.isdir(train_dir):
+    return False
+  found = False
+  for folder, _, names in os.walk(train_dir):
+    for name in names:
+      if folder == train_dir or not any(fnmatch.fnmatch(name, p) for p in
+                                        sizes.KEPT_TRAIN_FILES):
+        return False
+      found = True
+  return found
+
+
+def start_over_carried(stages, run, say=print):
+  """Deletes the folder of every meta-training not done that holds only
+  what a commit carried (:func:`carried_only`): it starts over."""
+  for stage in stages:
+    if stage.name.startswith("train-") and not run.done(stage.name):
+      train_dir = os.path.join(ROOT, [a for a in stage.argv if a.startswith(
+          "--train_dir=")][0].split("=", 1)[1])
+      if carried_only(train_dir):
+        say("[new ] {}: {} holds only what a commit keeps of an unfinished "
+            "run; it starts over".format(stage.name, train_dir))
+        shutil.rmtree(train_dir)
+
+
 def run_stages(size, settings, env, data_short):
   """Runs the plan; returns the exit status."""
   stages = plan.build(size, settings, plot_argv(size, settings, data_short))
@@ -326,6 +360,7 @@ def run_stages(size, settings, env, data_short):
                       env=env)
   for name in os.listdir(run.running_dir):
     os.remove(os.path.join(run.running_dir, name))
+  start_over_carried(counted, run)
   started, done_at_start = time.time(), run.done_count()
   print("stages: {} ({} done earlier); a line every {} s while one runs"
         .format(len(counted), done_at_start, run.heartbeat), flush=True)

@@ -52,6 +52,12 @@ STUDY_SEEDS = tuple(range(1, 9))
 # The study's output folder, inside the repository (committed, so that the
 # study resumes from a fresh clone); relative to the repository root.
 STUDY_OUT = "reproduce/results/study/runs"
+# What the repository keeps of a meta-training (in its checkpoint folder;
+# reproduce/results/study/.gitignore): the chosen checkpoint, the run record
+# and the events, the files the analysis and shipping read (fnmatch
+# patterns).
+KEPT_TRAIN_FILES = ("model.ckpt-0.index", "model.ckpt-0.data-*",
+                    "run_record.json", "meta_training_events.jsonl")
 
 # The flags of a recipe that the config line names on their own (the
 # schedule) or leaves out (the unroll mode and evaluation period, which
