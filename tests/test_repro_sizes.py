@@ -111,7 +111,7 @@ def test_meta_iterations_are_a_setting():
   tiny = sizes.select({"REPRO_TINY": "1", "REPRO_META_ITERS": "2"})
   assert _flag(_stages(tiny)["train-l2o-scale"].argv,
                "--num_meta_iterations") == "2"
-  full = sizes.select({"REPRO_META_ITERS": "4"})
+  full = sizes.select({"REPRO_META_ITERS": "5"})  # the long recipe's period
   paper = _stages(full)["train-l2o-entropy-paper-cmd.t1"].argv
   assert _flag(paper, "--num_meta_iterations") == "100"  # its own schedule
 
@@ -119,6 +119,9 @@ def test_meta_iterations_are_a_setting():
 @pytest.mark.parametrize("env, message", [
     ({"REPRO_META_ITERS": "0"}, "REPRO_META_ITERS=0 is no whole number"),
     ({"REPRO_META_ITERS": "3.5"}, "REPRO_META_ITERS=3.5 is no whole number"),
+    ({"REPRO_STUDY": "1", "REPRO_META_ITERS": "1"},
+     "REPRO_META_ITERS=1 is below the evaluation period of the study size "
+     "(2): no checkpoint would be evaluated and chosen; give at least 2"),
     ({"REPRO_MEDIUM": "1", "REPRO_STUDY": "1"},
      "REPRO_MEDIUM=1 and REPRO_STUDY=1 are set: choose one size")])
 def test_bad_size_settings_are_refused_in_one_line(env, message, tmp_path,

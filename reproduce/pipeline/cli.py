@@ -62,7 +62,8 @@ Other environment variables:
                       and full: the recipe's)
   REPRO_META_ITERS    meta-iterations of every meta-training (tiny 1, quick
                       3, medium, study and full 30; the full size's paper
-                      command keeps its own 100)
+                      command keeps its own 100); at least the recipe's
+                      evaluation period (stable 2, long 5)
   REPRO_HEARTBEAT     seconds between the lines that say a stage is still
                       running (default 15)
   PYTHON              python interpreter (default python)

@@ -286,6 +286,12 @@ def select(env, shipped=None):
       raise ValueError("REPRO_META_ITERS={} is no whole number of at least "
                        "1".format(iters))
     size = dataclasses.replace(size, meta_iters=int(iters))
+    period = int(size.resolved_flags().get("evaluation_period", "1"))
+    if size.meta_iters < period and not size.pretrained_only:
+      raise ValueError(
+          "REPRO_META_ITERS={} is below the evaluation period of the {} "
+          "size ({}): no checkpoint would be evaluated and chosen; give at "
+          "least {}".format(iters, size.name, period, period))
   return size
 
 
