@@ -5,9 +5,10 @@ One module per job:
 * :mod:`variants`: the learned variants (their ``metarun.py`` flags, label
   and look), one entry each;
 * :mod:`problem_list`: the test problems the reproduction meta-tests on;
-* :mod:`sizes`: the sizes (tiny, quick, medium, pretrained, full) as data;
+* :mod:`sizes`: the sizes (tiny, quick, medium, study, pretrained, full) as
+  data, and each one's row of the docs' Sizes table;
 * :mod:`plan`: a size x variants x problems -> the stages, with their
-  commands, in the order they run;
+  commands and the stages each needs done first, in the order they start;
 * :mod:`progress`: the estimate of the time left and the progress lines;
 * :mod:`runner`: runs the stages side by side (markers, resume, heartbeat,
   Ctrl-C);
