@@ -33,6 +33,12 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+# seed_stats imports TensorFlow: its start-up lines filtered as every
+# command's are.
+from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top,wrong-import-position
+quiet_cuda.install()
 import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
 import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -597,6 +603,10 @@ def _parser():
       ROOT, sizes.STUDY_OUT)),
                       help="where results.md, endpoints.png and "
                       "flatness.png go")
+  parser.add_argument("--allow_empty", action="store_true",
+                      help="with no finished training seed yet, say so and "
+                      "exit 0 (the pipeline's last stage after a sitting "
+                      "that finished none)")
   return parser
 
 
@@ -605,6 +615,10 @@ def main(argv=None):
   args = parser.parse_args(argv)
   test_dir = os.path.join(args.study_dir, "test")
   values, runs = collect(test_dir) if os.path.isdir(test_dir) else ({}, {})
+  if not any(runs.values()) and args.allow_empty:
+    print("no training seed of the study has every meta-test yet under {}: "
+          "no page written".format(test_dir))
+    return 0
   if not any(runs.values()):
     parser.error("no meta-test of a training seed (seed<S>_eval_loss_record"
                  ".pickle-<arm>.t<k>) under {}/<{}>/: run the study first "
