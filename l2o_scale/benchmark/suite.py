@@ -105,7 +105,8 @@ class RunStore:
                  if not isinstance(record, dict) or k not in record]
       if missing:
         raise ValueError("its record lacks {}".format(", ".join(missing)))
-      float(record["wall_s"])
+      if not isinstance(record["wall_s"], (int, float)):
+        raise ValueError("its wall_s is not a number")
       if not (isinstance(record["steps"], list) and isinstance(
           record["train_loss"], list) and record["steps"] and
               len(record["steps"]) == len(record["train_loss"])):
