@@ -84,6 +84,23 @@ def test_estimate_matches_a_finite_difference_on_a_tiny_task(frozen):
                              rtol=0.05)
 
 
+def test_reference_run_is_each_zero_head_of_the_batched_runs(frozen):
+  # The heads of one task run as branches of one graph; a head at zero in
+  # it rounds as the frozen optimizer's reference run does, so the
+  # normalised objective of a zero head is exactly 0. With Grappler's
+  # arithmetic optimizer on (estimator.same_numerics_per_head undone), the
+  # second head ends 300 steps of this task at another validation loss.
+  task = task_lib.build("mlp_tanh_mnist", DATA_DIR)
+  scales = task_lib.augmentation_scales(len(task.initial), 5, 0.5)
+  assert not np.all(scales == 1.)
+  zero = ls.initial_theta()[None]
+  reference, _ = estimator.TaskRuns(task, frozen, 1, 16, (1e-3, 10., 3e-3))(
+      zero, 5, scales, 300)
+  batched, _ = estimator.TaskRuns(task, frozen, 2, 16, (1e-3, 10., 3e-3))(
+      np.tile(zero, [2, 1]), 5, scales, 300)
+  assert batched.tobytes() == np.tile(reference, 2).tobytes()
+
+
 def test_normalized_objective():
   f = estimator.normalized_objective([1., 2., np.nan, np.inf, 1e-30], 2.,
                                      3.)
