@@ -368,8 +368,14 @@ def test_listing_the_tasks_needs_no_tensorflow():
                         text=True, cwd=ROOT, timeout=120, check=True)
   lines = done.stdout.splitlines()
   assert lines[-1] == "[]", done.stdout
-  assert [l.split()[0] for l in lines[:-1]] == list(tasks.REGISTRY)
+  assert [l.split()[0] for l in lines[:-1] if not l.startswith(" ")] == (
+      list(tasks.REGISTRY))
   assert done.stderr == ""
+  # Wrapped to the terminal's width, the descriptions whole.
+  wrapped = cli.task_lines(width=60)
+  assert max(len(l) for l in wrapped) <= 60
+  assert " ".join(" ".join(wrapped).split()).count("ELU MLP fitting a fixed "
+                                                   "random tanh network") == 1
 
 
 def test_a_damaged_shipped_optimizer_is_one_line_saying_what_restores_it(

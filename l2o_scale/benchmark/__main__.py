@@ -4,7 +4,9 @@ optimizer step, see ``python -m l2o_scale.bench`` instead."""
 
 import dataclasses
 import os
+import shutil
 import sys
+import textwrap
 
 from absl import flags
 
@@ -72,14 +74,26 @@ def config_from_flags(args):
   return config.Config.for_size(args.size, **overrides)
 
 
+def task_lines(width=None):
+  """``--list_tasks``: each task's name, family and description, wrapped to
+  ``width`` columns (the terminal's, 80 when it has none)."""
+  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
+  width = max(width or shutil.get_terminal_size((80, 24)).columns, 50)
+  column = max(len(name) for name in tasks.REGISTRY) + 2
+  lines = []
+  for task in tasks.REGISTRY.values():
+    lines += textwrap.wrap(
+        "{}: {}".format(task.family, task.description), width,
+        initial_indent=task.name.ljust(column),
+        subsequent_indent=" " * column, break_on_hyphens=False)
+  return lines
+
+
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
-  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
   from problems import datasets  # pylint: disable=g-import-not-at-top
   if args.list_tasks:
-    for task in tasks.REGISTRY.values():
-      print("{:22s} {:34s} {}".format(task.name, task.family,
-                                      task.description))
+    print("\n".join(task_lines()))
     return 0
   try:
     config = config_from_flags(args)
