@@ -247,7 +247,11 @@ def identity(spec, checkpoint=None):
     digest = _digest(_checkpoint_files(prefix),
                      run_record.optimizer_flag_values(record))
   elif parsed.kind == "import":
-    source = inspect.getsourcefile(inspect.getmodule(_import_target(parsed)))
+    try:
+      source = inspect.getsourcefile(inspect.getmodule(_import_target(
+          parsed)))
+    except TypeError:  # a built-in module: no source file
+      source = None
     digest = _digest([source] if source else [], None)
   else:
     return spec
