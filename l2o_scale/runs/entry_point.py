@@ -9,13 +9,16 @@ through :func:`run_main`:
   ``<prog>: error: <message>`` on stderr and exits with status 2;
 * Ctrl-C (``KeyboardInterrupt``) prints one line ``<prog>: interrupted``
   (with the program's hint on what is kept) and exits with status 130;
-* anything else is a bug and keeps its traceback.
+* anything else is a bug and keeps its traceback, as does an error that
+  comes through TensorFlow or Keras (a shape that does not fit, found
+  while a step is traced).
 
 TensorFlow's start-up noise is filtered the same way in every one of them
 (:func:`l2o_scale.runs.quiet_cuda.install`), whenever TensorFlow is first
 imported.
 """
 
+import os
 import signal
 import sys
 
@@ -61,9 +64,35 @@ def run_main(prog, main, *args, interrupted=None):
     _line(prog, _interrupted_line(interrupted))
     sys.exit(INTERRUPTED_STATUS)
   except _refusal_types() as e:  # pylint: disable=catching-non-exception
+    if _raised_inside(e, BUG_SOURCES):
+      raise
     _line(prog, "error: " + message(e))
     sys.exit(REFUSAL_STATUS)
   sys.exit(status)
+
+
+# Packages through which an error comes from this project's bugs, not bad
+# input (a shape that does not fit, found while TensorFlow traces a step):
+# it keeps its traceback. Refusals come before any such work.
+BUG_SOURCES = ("tensorflow", "keras")
+
+
+def _raised_inside(error, packages):
+  """Whether ``error`` came through the code of one of ``packages``
+  (imported ones): a frame of its traceback is theirs (TensorFlow and
+  Keras re-raise errors with their own frames filtered out, from a frame
+  of theirs)."""
+  if isinstance(error, Refusal):
+    return False
+  folders = tuple(os.path.dirname(sys.modules[name].__file__) + os.sep
+                  for name in packages
+                  if getattr(sys.modules.get(name), "__file__", None))
+  frame = error.__traceback__
+  while frame is not None:
+    if folders and frame.tb_frame.f_code.co_filename.startswith(folders):
+      return True
+    frame = frame.tb_next
+  return False
 
 
 class _StartInterrupt:
