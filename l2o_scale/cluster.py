@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+from l2o_scale.runs import entry_point
+
 # The metarun.py next to the packages (a checkout or an installed tree).
 METARUN = importlib.util.find_spec("metarun").origin
 ROOT = os.path.dirname(METARUN)
@@ -151,7 +153,8 @@ def _interrupt(signum, frame):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(
+  parser = entry_point.ArgumentParser(
+      prog="python -m l2o_scale.cluster",
       description="Run metarun.py on a one-machine parameter-server cluster.",
       usage="python -m l2o_scale.cluster --workers=N [--ps=1] [--log_dir=D] "
             "-- <metarun.py flags>")
@@ -171,5 +174,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   entry_point.run_main("python -m l2o_scale.cluster", main)

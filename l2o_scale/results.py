@@ -19,7 +19,6 @@ recorded, the held-out accuracy against iterations.
 Only numpy (and matplotlib for ``--figure``): no TensorFlow import.
 """
 
-import argparse
 import collections
 import json
 import math
@@ -33,6 +32,7 @@ import numpy as np
 
 from l2o_scale.meta_testing import result_files
 from l2o_scale.runs import atomic_file
+from l2o_scale.runs import entry_point
 from problems import registry
 
 PROG = "python -m l2o_scale.results"
@@ -561,14 +561,14 @@ def _os_error_line(error):
 
 
 def _refuse(message):
-  """One line ``<prog>: error: <message>`` and exit status 2 (argparse's
-  own refusals add a usage line; these name the file or flag instead)."""
+  """One line ``<prog>: error: <message>`` and exit status 2, as the
+  parser's own refusals (:class:`l2o_scale.runs.entry_point.ArgumentParser`)."""
   sys.stderr.write("{}: error: {}\n".format(PROG, message))
   raise SystemExit(2)
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(
+  parser = entry_point.ArgumentParser(
       prog=PROG,
       description="Shows the meta-test results of metatest.py save dirs "
       "side by side: per model name, the final training loss "
@@ -623,5 +623,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   entry_point.run_main(PROG, main)

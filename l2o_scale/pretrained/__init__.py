@@ -14,11 +14,11 @@ package), never with advice to delete it; the listing marks such an
 optimizer and lists the others.
 """
 
-import argparse
 import os
 import shutil
 import textwrap
 
+from l2o_scale.runs import entry_point
 from l2o_scale.runs import run_record
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -157,7 +157,7 @@ def listing(width=None):
 
 def main(argv=None):
   """Lists the shipped optimizers; 0, or 1 when one of them is damaged."""
-  parser = argparse.ArgumentParser(
+  parser = entry_point.ArgumentParser(
       prog="python -m l2o_scale.pretrained",
       description="Lists the pretrained learned optimizers shipped with "
       "l2o-scale with their cards: what each was trained on, the command "

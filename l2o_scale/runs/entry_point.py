@@ -18,6 +18,7 @@ TensorFlow's start-up noise is filtered the same way in every one of them
 imported.
 """
 
+import argparse
 import os
 import signal
 import sys
@@ -118,6 +119,15 @@ def interrupt_while_starting(prog, interrupted=None):
 
 def _interrupted_line(interrupted):
   return "interrupted" + ("; " + interrupted if interrupted else ".")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse's parser, whose refusal of an argument is this policy's one
+  line and status 2 (argparse's own prints its usage line first)."""
+
+  def error(self, message):  # pylint: disable=arguments-renamed
+    _line(self.prog, "error: " + message)
+    sys.exit(REFUSAL_STATUS)
 
 
 def parse_absl_flags(argv):
