@@ -47,6 +47,9 @@ REFUSALS = [
      "stray"),
     (["-m", "l2o_scale.benchmark", "--tasks=no_such_task"],
      "python -m l2o_scale.benchmark: error: "),
+    # argparse printed its usage line first.
+    (["-m", "l2o_scale.pretrained", "--bogus"], "python -m "
+     "l2o_scale.pretrained: error: unrecognized arguments: --bogus"),
     (["-m", "l2o_scale.results", "/nonexistent/folder"],
      "python -m l2o_scale.results: error: /nonexistent/folder is not a "
      "directory"),
