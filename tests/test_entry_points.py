@@ -101,38 +101,39 @@ def test_ctrl_c_in_results_is_one_line_and_status_130(tmp_path):
       "python -m l2o_scale.results: interrupted."], stderr[-3000:]
 
 
-def test_ctrl_c_in_the_benchmark_is_one_line_and_status_130(tmp_path):
-  """Ctrl-C while the benchmark reads MNIST (a FIFO as its image file)."""
-  data = tmp_path / "data"
-  data.mkdir()
-  for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-               "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
-    os.mkfifo(data / name)
-  proc = _start(["-m", "l2o_scale.benchmark", "--tasks=logreg_mnist",
-                 "--data_dir={}".format(data),
-                 "--out={}".format(tmp_path / "out")])
-  fifo = data / "train-images-idx3-ubyte"
-  status, own, stderr = _interrupted(proc, _wait_for_reader(fifo, proc))
+def _interrupted_at(module, patch):
+  """``python -m module`` in a process that sends itself SIGINT where
+  ``patch`` (code run before it starts) says: a point every machine
+  reaches, in milliseconds."""
+  code = textwrap.dedent("""
+      import os, runpy, signal, sys
+      def interrupt(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+      {patch}
+      sys.argv = ["python -m {module}"]
+      runpy.run_module("{module}", run_name="__main__")
+      """).format(module=module, patch=patch)
+  proc = _start(["-c", code])
+  _, stderr = proc.communicate(timeout=120)
+  return proc.returncode, _own_lines(stderr), stderr
+
+
+def test_ctrl_c_in_the_benchmark_is_one_line_and_status_130():
+  """Ctrl-C while the benchmark reads its configuration."""
+  status, own, stderr = _interrupted_at(
+      "l2o_scale.benchmark", "from l2o_scale.benchmark import config\n"
+      "config.Config.for_size = interrupt")
   assert status == 130 and own == [
       "python -m l2o_scale.benchmark: interrupted."], stderr[-3000:]
 
 
-def test_ctrl_c_in_the_pretrained_listing(tmp_path):
-  """Ctrl-C while the listing is made (SIGINT sent by the listing itself:
-  it takes milliseconds)."""
-  del tmp_path
-  code = textwrap.dedent("""
-      import os, runpy, signal, sys
-      import l2o_scale.pretrained as pretrained
-      pretrained.listing = lambda: os.kill(os.getpid(), signal.SIGINT) or []
-      sys.argv = ["python -m l2o_scale.pretrained"]
-      runpy.run_module("l2o_scale.pretrained", run_name="__main__")
-      """)
-  proc = _start(["-c", code])
-  _, stderr = proc.communicate(timeout=120)
-  assert proc.returncode == 130, stderr
-  assert _own_lines(stderr) == ["python -m l2o_scale.pretrained: "
-                                "interrupted."]
+def test_ctrl_c_in_the_pretrained_listing():
+  """Ctrl-C while the listing is made."""
+  status, own, stderr = _interrupted_at(
+      "l2o_scale.pretrained", "import l2o_scale.pretrained as pretrained\n"
+      "pretrained.listing = interrupt")
+  assert status == 130 and own == [
+      "python -m l2o_scale.pretrained: interrupted."], stderr[-3000:]
 
 
 def test_ctrl_c_while_a_script_starts():
