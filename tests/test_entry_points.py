@@ -118,22 +118,17 @@ def _interrupted_at(module, patch):
   return proc.returncode, _own_lines(stderr), stderr
 
 
-def test_ctrl_c_in_the_benchmark_is_one_line_and_status_130():
-  """Ctrl-C while the benchmark reads its configuration."""
-  status, own, stderr = _interrupted_at(
-      "l2o_scale.benchmark", "from l2o_scale.benchmark import config\n"
-      "config.Config.for_size = interrupt")
+@pytest.mark.parametrize("module,patch", [
+    # While the benchmark reads its configuration.
+    ("l2o_scale.benchmark", "from l2o_scale.benchmark import config\n"
+     "config.Config.for_size = interrupt"),
+    # While the listing of the shipped optimizers is made.
+    ("l2o_scale.pretrained", "import l2o_scale.pretrained as pretrained\n"
+     "pretrained.listing = interrupt")])
+def test_ctrl_c_in_a_python_m_program(module, patch):
+  status, own, stderr = _interrupted_at(module, patch)
   assert status == 130 and own == [
-      "python -m l2o_scale.benchmark: interrupted."], stderr[-3000:]
-
-
-def test_ctrl_c_in_the_pretrained_listing():
-  """Ctrl-C while the listing is made."""
-  status, own, stderr = _interrupted_at(
-      "l2o_scale.pretrained", "import l2o_scale.pretrained as pretrained\n"
-      "pretrained.listing = interrupt")
-  assert status == 130 and own == [
-      "python -m l2o_scale.pretrained: interrupted."], stderr[-3000:]
+      "python -m {}: interrupted.".format(module)], stderr[-3000:]
 
 
 def test_ctrl_c_while_a_script_starts():
