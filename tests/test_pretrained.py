@@ -115,7 +115,7 @@ def test_total_steps_applies_the_cards_long_run_settings():
   """pretrained(name, total_steps=N): Keras' weight_decay and the
   hold-then-cosine learning rate of the card; explicit arguments win."""
   import keras  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_testing import step_schedule  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import step_schedule  # pylint: disable=g-import-not-at-top
   opt = keras_optimizer.LearnedOptimizer.pretrained("l2o-scale",
                                                     total_steps=1000)
   assert opt.weight_decay == pytest.approx(1e-3)

@@ -215,7 +215,7 @@ def test_step_schedule_scales_every_update(name):
   form, step by step), with the scales of Keras' own schedules; none keeps
   the constant-step run bit for bit."""
   import keras  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_testing import step_schedule  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import step_schedule  # pylint: disable=g-import-not-at-top
   steps = 7
   keras_schedule = (keras.optimizers.schedules.CosineDecay(1.0, steps)
                     if name == "cosine" else
@@ -245,7 +245,7 @@ def test_step_schedule_scales_every_update(name):
 
 
 def test_step_decay_start_holds_the_step_then_decays():
-  from l2o_scale.meta_testing import step_schedule  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import step_schedule  # pylint: disable=g-import-not-at-top
   scales = step_schedule.step_scales("cosine", 100, decay_start=0.8)
   np.testing.assert_array_equal(scales[:81], 1.)
   np.testing.assert_allclose(scales[80:],
@@ -268,7 +268,7 @@ def test_weight_decay_is_decoupled_from_the_update():
   """SGD with a decoupled weight decay follows the closed form x <- x - lr g
   - s wd x step by step (s: the schedule's scale), wd 0 keeps the run bit
   for bit, and a negative decay is refused."""
-  from l2o_scale.meta_testing import step_schedule  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import step_schedule  # pylint: disable=g-import-not-at-top
   steps, lr, wd = 7, 0.05, 0.1
   problem = pg.Quadratic(5, random_seed=3)
   init = [np.random.RandomState(0).randn(5, 1).astype(np.float32)]

@@ -72,11 +72,6 @@ def default(field):
   return field.default_factory()
 
 
-def defaults(cls):
-  """``{flag name: default}`` of the :func:`flag` fields of ``cls``."""
-  return {flag_name(f): default(f) for f in flag_fields(cls)}
-
-
 def kind(field):
   """The Python type of the field's flag (int, float, bool, str, tuple)."""
   if field.metadata.get("kind") is not None:

@@ -160,14 +160,6 @@ def default_optimizer_kwargs():
   return optimizer_kwargs(OptimizerConfig())
 
 
-def default_flag_values():
-  """Default of every optimizer flag that sets a HierarchicalRNN option."""
-  values = config_flags.defaults(OptimizerConfig)
-  for name in ("optimizer", "cell_size", "num_cells", "cell_cls"):
-    del values[name]
-  return values
-
-
 def optimizer_flag_names():
   """Names of the optimizer flags (the run record's ``optimizer_flags``
   section)."""

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m l2o_scale.tf1_reference [--data_dir DIR] PATH [PATH ...]
+    python -m l2o_scale.fidelity.tf1_reference [--data_dir DIR] PATH [PATH ...]
 
 Each PATH is a fixture folder (holding ``spec.json``, ``arrays.npz`` and
 ``ckpt/``) or a folder of fixture folders, in the format of
@@ -25,7 +25,12 @@ import sys
 
 import numpy as np
 
-from l2o_scale.fidelity import fixture_spec
+if __name__ == "__main__":
+  # fixture_spec imports TensorFlow: quietly, when run as a command.
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
+  quiet_cuda.import_tensorflow()
+from l2o_scale.fidelity import fixture_spec  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
 TINY = 1e-12
 
@@ -153,7 +158,7 @@ def replay_fixture(folder, data_dir=None):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(
-      prog="python -m l2o_scale.tf1_reference",
+      prog="python -m l2o_scale.fidelity.tf1_reference",
       description="Replay TF1 reference fixtures with the TF2 port.")
   parser.add_argument("paths", nargs="+", metavar="PATH",
                       help="fixture folder or folder of fixture folders")
