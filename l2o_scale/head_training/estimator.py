@@ -26,6 +26,7 @@ learning rate (:mod:`l2o_scale.steps.learned_schedule`).
 """
 
 import contextlib
+import functools
 
 import numpy as np
 import tensorflow as tf
@@ -95,13 +96,9 @@ class TaskRuns:
     self.num_heads = int(num_heads)
     self.batch_size = int(batch_size)
     self.bounds = tuple(bounds)
-
-    def runs(*args):
-      return self._runs(*args)
-
-    # A function of its own per instance: TensorFlow counts the traces of
-    # one Python function across instances and warns of retracing.
-    self._run = tf.function(runs, autograph=False)
+    # A partial, not the method: TensorFlow counts traces per code object,
+    # so the instances' single traces would add up to a retracing warning.
+    self._run = tf.function(functools.partial(self._runs), autograph=False)
 
   def __call__(self, thetas, seed, scales, length):
     thetas = np.asarray(thetas, np.float32)
