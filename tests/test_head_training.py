@@ -161,4 +161,4 @@ def test_cli_refuses_bad_flags_in_one_line(tmp_path):
       cwd=ROOT, capture_output=True, text=True, timeout=300)
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1] == (
-      "python -m l2o_scale.head_training: error: --pairs must be >= 1, got 0")
+      "python -m l2o_scale.head_training: error: --pairs must be >= 1 (got 0)")

@@ -31,6 +31,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale.config import config_flags
 from l2o_scale.head_training import estimator
 from l2o_scale.head_training import tasks as task_lib
 from l2o_scale.runs import atomic_file
@@ -43,50 +44,61 @@ SETTINGS_FILE = "head_training.json"
 HEAD_FILE = "head.npz"
 
 
+flag = config_flags.flag
+
+
 @dataclasses.dataclass
 class HeadTrainingConfig:
   """The recipe's settings (the flags of ``python -m
   l2o_scale.head_training``)."""
-  optimizer: str = "l2o-scale"
-  tasks: tuple = task_lib.DEFAULT_TASKS
-  estimates: int = 100
-  tasks_per_estimate: int = 8
-  pairs: int = 2
-  sigma: float = 0.1
-  learning_rate: float = 0.01
-  min_length: int = 100
-  max_length: int = 2000
-  length_grid: int = 12
-  seeds_per_task: int = 4
-  batch_size: int = 64
-  augmentation: float = 0.5
-  objective_clip: float = 3.
-  min_multiplier: float = 1e-3
-  max_multiplier: float = 10.
-  max_weight_decay: float = 3e-3
-  seed: int = 0
+  optimizer: str = flag("l2o-scale", "the frozen learned optimizer: a "
+                        "pretrained name or a checkpoint path",
+                        nonempty=True)
+  tasks: tuple = flag(task_lib.DEFAULT_TASKS, "the tasks runs are drawn "
+                      "from (l2o_scale.benchmark task names, their small "
+                      "versions)")
+  estimates: int = flag(100, "how many estimates (meta-updates) the run "
+                        "makes in all", ge=1)
+  tasks_per_estimate: int = flag(8, "tasks per estimate, each with its own "
+                                 "length and seed", ge=1)
+  pairs: int = flag(2, "antithetic pairs of perturbations per task", ge=1)
+  sigma: float = flag(0.1, "standard deviation of the perturbations of the "
+                      "head's parameters", gt=0)
+  learning_rate: float = flag(0.01, "Adam's learning rate on the head's "
+                              "parameters", gt=0)
+  min_length: int = flag(100, "shortest run, in steps", ge=1)
+  max_length: int = flag(2000, "longest run, in steps (at least "
+                         "--min_length)", ge=1)
+  length_grid: int = flag(12, "number of log-spaced run lengths drawn from",
+                          ge=1)
+  seeds_per_task: int = flag(4, "seeds (initial parameters, minibatches, "
+                             "augmentation) per task; the reference losses "
+                             "are cached per task, seed and length", ge=1)
+  batch_size: int = flag(64, "minibatch size of the tasks", ge=1)
+  augmentation: float = flag(0.5, "parameter-scale augmentation: each "
+                             "tensor trained at a scale 10**U(-a, a) (0: "
+                             "none)", ge=0)
+  objective_clip: float = flag(3., "bound of a run's objective, "
+                               "log(validation loss / reference); a "
+                               "diverged run counts as this", gt=0)
+  min_multiplier: float = flag(1e-3, "smallest multiplier of a step the "
+                               "head can give", gt=0)
+  max_multiplier: float = flag(10., "largest multiplier of a step the head "
+                               "can give", gt=0)
+  max_weight_decay: float = flag(3e-3, "largest decoupled weight decay per "
+                                 "step the head can give", ge=0)
+  seed: int = flag(0, "random seed of the run (draws, the head's initial "
+                   "hidden layer)")
 
   def check(self):
     """ValueError naming the first setting out of its range."""
     task_lib.check_names(self.tasks)
-    rules = [
-        ("estimates", self.estimates >= 1, ">= 1"),
-        ("tasks_per_estimate", self.tasks_per_estimate >= 1, ">= 1"),
-        ("pairs", self.pairs >= 1, ">= 1"),
-        ("sigma", self.sigma > 0, "> 0"),
-        ("learning_rate", self.learning_rate > 0, "> 0"),
-        ("min_length", self.min_length >= 1, ">= 1"),
-        ("max_length", self.max_length >= self.min_length, ">= min_length"),
-        ("length_grid", self.length_grid >= 1, ">= 1"),
-        ("seeds_per_task", self.seeds_per_task >= 1, ">= 1"),
-        ("batch_size", self.batch_size >= 1, ">= 1"),
-        ("augmentation", self.augmentation >= 0, ">= 0"),
-        ("objective_clip", self.objective_clip > 0, "> 0"),
-    ]
-    for name, ok, rule in rules:
-      if not ok:
-        raise ValueError("--{} must be {}, got {}".format(
-            name, rule, getattr(self, name)))
+    errors = config_flags.validate(type(self), self)
+    if errors:
+      raise ValueError(errors[0])
+    if self.max_length < self.min_length:
+      raise ValueError("--max_length must be >= --min_length ({}), got "
+                       "{}".format(self.min_length, self.max_length))
     learned_schedule.ScheduleHead(None, self.min_multiplier,
                                   self.max_multiplier, self.max_weight_decay)
 
