@@ -9,6 +9,7 @@ what the repository keeps, wherever the repository lies.
 """
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -164,7 +165,7 @@ def test_the_study_is_its_protocol():
       "--selection_objective=validation")
   for flag in ("--if_cl=True", "--if_mt=True", "--mt_ratio=0.1", "--mt_k=1",
                "--regularize_time=always",
-               "--alpha=" + sizes.STUDY_ALPHAS["5pct"]):
+               "--alpha=" + sizes.STUDY_ALPHAS["5pct", "always"]):
     assert flag in train, flag
   test = stages["test-mnist-mlp-deeper-hess-25pct-posterior.t3"].argv
   assert (_flag(test, "--num_testing_itrs"), _flag(test, "--seeds"),
@@ -187,9 +188,30 @@ def test_the_study_is_its_protocol():
 def test_the_arms_read_their_alpha_from_one_place(arm, share, when):
   flags = variants.lookup(arm + ".t4").flags
   assert flags == ("--reg_optimizer=True", "--reg_option=hessian-esd",
-                   "--alpha=" + sizes.STUDY_ALPHAS[share],
+                   "--alpha=" + sizes.STUDY_ALPHAS[share, when],
                    "--regularize_time=" + when)
-  assert sizes.STUDY_ALPHAS["5pct"] != sizes.STUDY_ALPHAS["25pct"]
+  assert (sizes.STUDY_ALPHAS["5pct", when] !=
+          sizes.STUDY_ALPHAS["25pct", when])
+
+
+def test_the_study_alphas_are_the_calibrated_ones():
+  """sizes.STUDY_ALPHAS are calibration.json's alphas (per target share and
+  --regularize_time) to two significant digits, and each is the target
+  share over the measured median share per unit alpha."""
+  assert sizes.STUDY_ALPHAS_CALIBRATED
+  with open(os.path.join(STUDY, "calibration.json")) as f:
+    calibrations = json.load(f)["calibrations"]
+  measured = {}
+  for c in calibrations:
+    when = re.search(r"--regularize_time=(\w+)", c["command"]).group(1)
+    assert "--reg_option=hessian-esd" in c["command"]
+    for target, alpha in c["alphas"].items():
+      assert alpha == pytest.approx(float(target) / c["median_ratio"],
+                                    rel=1e-9)
+      measured["{:d}pct".format(round(100 * float(target))), when] = alpha
+  assert set(measured) == set(sizes.STUDY_ALPHAS)
+  for key, alpha in measured.items():
+    assert float(sizes.STUDY_ALPHAS[key]) == pytest.approx(alpha, rel=0.02)
 
 
 def test_the_study_stages_are_the_same_wherever_the_repository_lies():

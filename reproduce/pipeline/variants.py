@@ -56,9 +56,9 @@ _HESSIAN = ("--reg_optimizer=True", "--reg_option=hessian-esd",
 
 def _study_hessian(share, when):
   """The flatness study's Hessian-ESD flags at ``share`` of the
-  meta-gradient (a key of STUDY_ALPHAS), ``--regularize_time=when``."""
+  meta-gradient at ``--regularize_time=when`` (a key of STUDY_ALPHAS)."""
   return ("--reg_optimizer=True", "--reg_option=hessian-esd",
-          "--alpha=" + STUDY_ALPHAS[share], "--regularize_time=" + when)
+          "--alpha=" + STUDY_ALPHAS[share, when], "--regularize_time=" + when)
 
 
 # The flatness study's Hessian-ESD arms (docs/flatness-study.md): a 5% or
