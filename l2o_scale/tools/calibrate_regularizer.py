@@ -256,7 +256,7 @@ def calibrate(flag_values, out=sys.stdout, argv=None):
                seeds=seeds,
                calibration_iterations=config.calibration_iterations,
                per_seed=per_seed,
-               command=" ".join(argv or sys.argv),
+               command=command_line(argv or sys.argv),
                date=datetime.datetime.now(datetime.timezone.utc).isoformat(
                    timespec="seconds"),
                machine=machine(), wall_seconds=round(time.time() - start, 1))
@@ -265,6 +265,15 @@ def calibrate(flag_values, out=sys.stdout, argv=None):
     add_to(config.out, entry)
     out.write("added to {}\n".format(config.out))
   return entry
+
+
+def command_line(argv):
+  """``argv`` as the command a user types (``python -m`` for this
+  module)."""
+  first = argv[0]
+  if os.path.basename(first) == os.path.basename(__file__):
+    first = "python -m l2o_scale.tools." + PROG
+  return " ".join([first] + list(argv[1:]))
 
 
 def report(entry):
