@@ -28,9 +28,8 @@ SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 TINY = ["--fix_unroll=True", "--fix_unroll_length=10", "--fix_num_steps=10",
         "--fix_num_steps_eval=10", "--mini_batch_size=256"]
 # The cluster's problem: a sparse softmax regression on a generated data set
-# (one problem: a set of several draws one at each start, and a restarted
-# chief drawing another cannot use the carried state it resumes). Its data
-# reach the workers as MNIST's would (the per-worker dataset, mini-batch
+# (a set of one problem; a restarted chief takes the problem its checkpoint
+# says was drawn, tests/test_resume_problems.py). Its data reach the workers as MNIST's would (the per-worker dataset, mini-batch
 # rows), and its unroll, which each process traces and each worker compiles,
 # is smaller than the MNIST MLP's (measured: about 15 s less per cluster on
 # 2 cores).

@@ -70,7 +70,7 @@ def _train(logdir, num_problems, seed, problems=PROBLEMS, evaluate=True,
   return out.getvalue()
 
 
-def _train_copying(logdir, num_problems, copies):
+def _train_copying(logdir, num_problems, copies, **train_args):
   """The uninterrupted run (seed 0); ``copies``: {(sub-problem index,
   checkpoint name): folder} to copy the train dir to right after that
   checkpoint is written (the last such write)."""
@@ -86,7 +86,7 @@ def _train_copying(logdir, num_problems, copies):
 
   with pytest.MonkeyPatch.context() as patch:
     patch.setattr(train_state.TrainState, "save", save_and_copy)
-    return _train(logdir, num_problems, 0)
+    return _train(logdir, num_problems, 0, **train_args)
 
 
 def _variables(path):
@@ -200,17 +200,7 @@ def test_a_problem_drawn_from_a_set_is_drawn_again_on_resume(tmp_path):
     return training.sample_problems(range(3), 1, True)[0]
   assert first_pick(0) != first_pick(2)  # Else this test proves nothing.
   straight, copy = tmp_path / "straight", tmp_path / "copy"
-  save = train_state.TrainState.save
-
-  def save_and_copy(state, path):
-    written = save(state, path)
-    if os.path.basename(path) == "model.ckpt-1":
-      shutil.copytree(straight, copy)
-    return written
-
-  with pytest.MonkeyPatch.context() as patch:
-    patch.setattr(train_state.TrainState, "save", save_and_copy)
-    _train(straight, 1, 0, evaluate=False)
+  _train_copying(straight, 1, {(0, "model.ckpt-1"): copy}, evaluate=False)
   log = _train(copy, 1, seed=2, evaluate=False)
   assert "at meta-iteration 1 of 2." in log.splitlines()[0]
   _assert_same_checkpoints(straight, copy, ["model.ckpt-2"])
@@ -218,21 +208,11 @@ def test_a_problem_drawn_from_a_set_is_drawn_again_on_resume(tmp_path):
 
 def test_a_mixed_run_resumes_exactly_whatever_the_resumed_processs_seed(
     tmp_path):
-  """--mix_problems builds every problem's task (drawing its probes) at the
-  start: the resumed run builds them from the interrupted run's streams."""
+  """--mix_problems builds every problem (drawing its matrix) at the start:
+  the resumed run builds them from the interrupted run's streams."""
   straight, copy = tmp_path / "straight", tmp_path / "copy"
-  save = train_state.TrainState.save
-
-  def save_and_copy(state, path):
-    written = save(state, path)
-    if os.path.basename(path) == "model.ckpt-1":
-      shutil.copytree(straight, copy)
-    return written
-
-  with pytest.MonkeyPatch.context() as patch:
-    patch.setattr(train_state.TrainState, "save", save_and_copy)
-    _train(straight, 1, 0, problems=PROBLEMS[:2], evaluate=False,
-           mix_problems=True)
+  _train_copying(straight, 1, {(0, "model.ckpt-1"): copy},
+                 problems=PROBLEMS[:2], evaluate=False, mix_problems=True)
   log = _train(copy, 1, seed=2, problems=PROBLEMS[:2], evaluate=False,
                mix_problems=True)
   assert "at meta-iteration 1 of 2." in log.splitlines()[0]
