@@ -204,3 +204,25 @@ def test_the_calibration_refuses_an_unregularized_setting():
   values(["calibrate_regularizer", "--reg_optimizer=False",
           "--regularize_time=always"])
   assert "--reg_optimizer=True" in calibrate_regularizer.check(values)
+
+
+def test_the_hessian_fixture_replays_with_the_share_recorded(
+    monkeypatch, fixtures_dir, data_dir):
+  """The TF1 reference of a regularized meta-training replays within its
+  tolerances with the share measured in every unroll where it acts."""
+  from l2o_scale.fidelity import tf1_reference  # pylint: disable=g-import-not-at-top
+  make, measured = meta_step_lib.make_meta_step, []
+  share = regularizer_lib.gradient_share
+
+  def recording(*args, **kwargs):
+    return make(*args, regularizer_share=True, **kwargs)
+
+  def counted(*args):
+    measured.append(True)
+    return share(*args)
+  monkeypatch.setattr(meta_step_lib, "make_meta_step", recording)
+  monkeypatch.setattr(regularizer_lib, "gradient_share", counted)
+  status, _, message = tf1_reference.replay_fixture(
+      os.path.join(fixtures_dir, "train_hessian_esd_on"), data_dir)
+  assert status == "PASS", message
+  assert measured
