@@ -122,7 +122,7 @@ class MetaTrainer(object):
       self.log("Warm start: meta-parameters from {}.".format(
           checkpoints.restore_optimizer(
               _warm_start_path(self.training.warm_start), self.optimizer)))
-    if self.latest and self.start_k and self.curriculum is not None:
+    if self.resumed and self.curriculum is not None:
       self.curriculum.load_state_dict(state.curriculum_state())
     self.k = self.start_k - 1
     finished = (state.read_finished(n)
