@@ -75,6 +75,18 @@ def _first_unroll(task):
   return plan, task.eval_unroll(inputs, None)
 
 
+def _selection_run(task, run):
+  """A selection run of ``task`` as meta-testing makes it, independently of
+  the selection's code: its minibatch objectives and final parameters."""
+  with selection.fixed_initial_learning_rate(task.optimizer,
+                                             run.learning_rate):
+    objectives, params, _ = testing.test_optimizer(
+        task.optimizer, task.problem, len(run.batches), dataset=task.dataset,
+        batch_size=task.batch_size, seed=run.params, batches=run.batches,
+        progress=False, jit_compile=True)
+  return objectives, params
+
+
 def test_meta_objective_is_the_held_back_loss_and_training_never_reads_it(
     data_dir):
   task = _task(data_dir)
@@ -129,12 +141,7 @@ def test_robust_selection_scores_the_held_back_loss(data_dir):
   assert [len(r.batches) for r in runs] == [20, 20]
   assert max(int(np.max(r.batches)) for r in runs) < task.planner.data_size
   for run, final in zip(runs, result.finals):
-    with selection.fixed_initial_learning_rate(task.optimizer,
-                                               run.learning_rate):
-      _, params, _ = testing.test_optimizer(
-          task.optimizer, task.problem, 20, dataset=task.dataset,
-          batch_size=task.batch_size, seed=run.params, batches=run.batches,
-          progress=False, jit_compile=True)
+    _, params = _selection_run(task, run)
     want = task.problem.objective([tf.constant(p) for p in params],
                                   *held_data)
     assert final == pytest.approx(float(want), rel=1e-4)
@@ -202,12 +209,7 @@ def test_selection_on_a_validation_split_keeps_the_training_objective(
   # The score is the held-back rows' loss at the end of the selection run.
   result = task.robust_score()
   run = task._selection_runs[0]  # pylint: disable=protected-access
-  with selection.fixed_initial_learning_rate(task.optimizer,
-                                             run.learning_rate):
-    objectives, params, _ = testing.test_optimizer(
-        task.optimizer, task.problem, 20, dataset=task.dataset,
-        batch_size=task.batch_size, seed=run.params, batches=run.batches,
-        progress=False, jit_compile=True)
+  objectives, params = _selection_run(task, run)
   want = task.problem.objective(
       [tf.constant(p) for p in params], tf.constant(full.data[held]),
       tf.constant(datasets.one_hot_rows(full.labels[held], 10)))
