@@ -583,10 +583,15 @@ def learning_verdict(result):
     learned = best_idx > period
   else:
     return "Done (whether it learned is not known for this run)."
+  # The evaluation lines print the cost; with --selection=robust the best
+  # model is chosen, and compared here, by the robust score instead.
+  measure = ("robust selection score" if FLAGS.selection == "robust"
+             else "evaluation cost")
   if learned:
     if not FLAGS.if_cl and first is not None:
-      return ("Done. It learned: the best evaluation ({:.6g}) improved on the "
-              "first ({:.6g}).".format(result["best_evaluation"], first))
+      return ("Done. It learned: the best {} ({:.6g}) improved on the "
+              "first ({:.6g}).".format(measure, result["best_evaluation"],
+                                       first))
     return "Done. It learned: a later evaluation improved on the first."
   hint = "try another"
   if FLAGS.meta_learning_rate == FLAGS["meta_learning_rate"].default:
@@ -594,7 +599,8 @@ def learning_verdict(result):
             "on this problem; --recipe=fast trains a useful optimizer")
   return ("Done, but it learned nothing: no evaluation improved on the first "
           "one{} in {} meta-iterations (--meta_learning_rate={:g}: {})."
-          .format("" if first is None else " ({:.6g})".format(first),
+          .format("" if first is None else " ({} {:.6g})".format(measure,
+                                                                first),
                   result["meta_iterations"], FLAGS.meta_learning_rate, hint))
 
 

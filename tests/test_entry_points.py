@@ -50,6 +50,8 @@ REFUSALS = [
     # argparse printed its usage line first.
     (["-m", "l2o_scale.pretrained", "--bogus"], "python -m "
      "l2o_scale.pretrained: error: unrecognized arguments: --bogus"),
+    (["-m", "l2o_scale.benchmark.report", "--bogus"], "python -m "
+     "l2o_scale.benchmark.report: error: unrecognized arguments: --bogus"),
     (["-m", "l2o_scale.results", "/nonexistent/folder"],
      "python -m l2o_scale.results: error: /nonexistent/folder is not a "
      "directory"),
@@ -124,7 +126,10 @@ def _interrupted_at(module, patch):
      "config.Config.for_size = interrupt"),
     # While the listing of the shipped optimizers is made.
     ("l2o_scale.pretrained", "import l2o_scale.pretrained as pretrained\n"
-     "pretrained.listing = interrupt")])
+     "pretrained.listing = interrupt"),
+    # While the report reads its arguments.
+    ("l2o_scale.benchmark.report", "import argparse\n"
+     "argparse.ArgumentParser.parse_args = interrupt")])
 def test_ctrl_c_in_a_python_m_program(module, patch):
   status, own, stderr = _interrupted_at(module, patch)
   assert status == 130 and own == [

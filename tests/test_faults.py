@@ -274,6 +274,9 @@ def _run_record_cases(trained_dir, folder, data_dir):
       ("learned", same, dict(
           best_evaluation=2.1, last_checkpoint="c", meta_iterations=5,
           best_model_idx=4, evaluations=5, first_evaluation=2.3)),
+      ("robust_learned", same + ["--selection=robust"], dict(
+          best_evaluation=0.05, last_checkpoint="c", meta_iterations=5,
+          best_model_idx=4, evaluations=5, first_evaluation=0.4)),
       ("one_evaluation", same, dict(
           best_evaluation=2.1, last_checkpoint="c", meta_iterations=1,
           best_model_idx=1, evaluations=1, first_evaluation=2.1)),
@@ -434,10 +437,13 @@ def test_run_record_faults(refusals, trained, parse_metatest):
   # The end of a run says whether it learned.
   for name, start in [
       ("learned_nothing", "Done, but it learned nothing: no evaluation "
-       "improved on the first one (2.3) in 5 meta-iterations "
+       "improved on the first one (evaluation cost 2.3) in 5 meta-iterations "
        "(--meta_learning_rate=1e-06: the original's default"),
-      ("learned", "Done. It learned: the best evaluation (2.1) improved on "
-       "the first (2.3)."),
+      ("learned", "Done. It learned: the best evaluation cost (2.1) improved "
+       "on the first (2.3)."),
+      # The evaluation lines print costs; the robust score is named as such.
+      ("robust_learned", "Done. It learned: the best robust selection score "
+       "(0.05) improved on the first (0.4)."),
       ("one_evaluation", "Done. One evaluation only, so whether it learned "
        "is not measured"),
       ("curriculum_learned_nothing", "Done, but it learned nothing"),
@@ -449,7 +455,7 @@ def test_run_record_faults(refusals, trained, parse_metatest):
   costs = [float(l.split("cost=")[1]) for l in trained[1].splitlines()
            if l.startswith("evaluation ")]
   assert len(costs) == 2
-  assert ("Done. It learned: the best evaluation" if costs[1] < costs[0]
+  assert ("Done. It learned: the best evaluation cost" if costs[1] < costs[0]
           else "Done, but it learned nothing") in trained[1]
 
   # metatest / LearnedOptimizer on a TF2 checkpoint without its record:
@@ -706,8 +712,8 @@ def test_recipe_given_twice_is_refused(tmp_path):
                  "--train_dir={}".format(tmp_path / "run"))
   assert done.returncode == 2
   assert _own_line(done.stderr, "metarun.py") == (
-      "metarun.py: --recipe is given 2 times (fast, stable); give one recipe "
-      "and set other flags on the command line.")
+      "metarun.py: error: --recipe is given 2 times (fast, stable); give one "
+      "recipe and set other flags on the command line.")
   assert not (tmp_path / "run").exists()
 
 

@@ -19,7 +19,6 @@ DIR lies under ``reproduce/results/`` (where the docs publish them, see
 ``docs/_hooks.py``), otherwise by their bare names.
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -406,7 +405,8 @@ def _refuse(message):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+  p = entry_point.ArgumentParser(
       prog=PROG,
       description="Tables, figures and results page of the task-suite "
       "benchmark (python -m l2o_scale.benchmark), from its results.json.")
@@ -454,4 +454,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+  entry_point.run_main(PROG, main)
