@@ -525,9 +525,11 @@ def train(config, spec, problems_and_data, task, selection_problems=None):
   """Meta-trains in this process (``task`` None) or as the chief of a
   cluster; returns the run's result dict."""
   if task is None:
-    return training_run.train_optimizer(config, spec, problems_and_data,
-                                        selection_problems=selection_problems)
-  return distributed.train_optimizer(config, spec, problems_and_data)
+    return training_run.run_meta_training(
+        config, spec, problems_and_data,
+        selection_problems=selection_problems)
+  return distributed.run_distributed_meta_training(config, spec,
+                                                   problems_and_data)
 
 
 def report_end(result, logdir):

@@ -35,7 +35,7 @@ def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
                     config=None, resume=True, summaries=True):
   """The original ``train_optimizer`` (L2O-Entropy
   ``L2O-Scale-Training/metaopt.py`` l.117-140; its defaults), run by
-  :func:`l2o_scale.meta_training.training.train_optimizer`.
+  :func:`l2o_scale.meta_training.training.run_meta_training`.
 
   New arguments: ``config`` (TrainingConfig: the flags the original read
   from ``FLAGS`` inside metaopt.py), ``resume`` (continue from the latest
@@ -56,7 +56,7 @@ def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
       evaluation_epochs=evaluation_epochs, save_period=save_period,
       if_cl=if_cl, num_problems=num_problems,
       select_random_problems=select_random_problems)
-  return training.train_optimizer(config_lib.TrainerConfig(
+  return training.run_meta_training(config_lib.TrainerConfig(
       logdir=logdir, schedule=schedule,
       training=config or config_lib.TrainingConfig(), resume=resume,
       summaries=summaries), optimizer_spec, problems_and_data, out)

@@ -72,7 +72,7 @@ def test_a_mixed_run_trains_on_each_drawn_problem_and_resumes_exactly(
     # One problem's compiled unrolls kept at a time: every switch releases
     # the other's and traces it again, and the run still resumes exactly.
     out = io.StringIO()
-    result = training.train_optimizer(
+    result = training.run_meta_training(
         _config(logdir, n, mix_problems=True, max_compiled_problems=1),
         _optimizer_spec(), problems, out=out)
     return result, out.getvalue()
@@ -171,8 +171,8 @@ def test_a_warm_start_begins_at_the_checkpoint(tmp_path):
   """--warm_start: a fresh run's meta-parameters are the checkpoint's; a
   run that resumes keeps its own."""
   source = str(tmp_path / "source")
-  training.train_optimizer(_config(source, 1), _optimizer_spec(),
-                           [_quadratic(5, 3)], out=io.StringIO())
+  training.run_meta_training(_config(source, 1), _optimizer_spec(),
+                             [_quadratic(5, 3)], out=io.StringIO())
   path = os.path.join(source, "model.ckpt-1")
   out = io.StringIO()
   warm = trainer_lib.MetaTrainer(

@@ -64,7 +64,7 @@ def _train(logdir, num_problems, seed, problems=PROBLEMS, evaluate=True,
            **training_flags):
   _seed(seed)
   out = io.StringIO()
-  training.train_optimizer(
+  training.run_meta_training(
       _config(logdir, num_problems, evaluate, **training_flags),
       _optimizer_spec(), problems, out=out)
   return out.getvalue()

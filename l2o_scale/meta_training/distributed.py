@@ -361,10 +361,10 @@ class ClusterLostError(RuntimeError):
   the chief resumes from the last checkpoint."""
 
 
-def train_optimizer(config, optimizer_spec, problems_and_data,
-                    out=sys.stdout, cluster_resolver=None,
-                    closures_per_worker=2):
-  """``training.train_optimizer`` on a parameter-server cluster (the chief).
+def run_distributed_meta_training(config, optimizer_spec, problems_and_data,
+                                  out=sys.stdout, cluster_resolver=None,
+                                  closures_per_worker=2):
+  """``training.run_meta_training`` on a parameter-server cluster (the chief).
 
   Same ``config`` (:class:`~l2o_scale.meta_training.config.TrainerConfig`)
   and result dict, plus ``cluster_resolver`` (default: from TF_CONFIG) and

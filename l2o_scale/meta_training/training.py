@@ -1,4 +1,5 @@
-"""Meta-training of a learned optimizer in this process: ``train_optimizer``.
+"""Meta-training of a learned optimizer in this process:
+``run_meta_training``.
 
 Port of ``train_optimizer`` of the L2O-Entropy training code
 (``L2O-ScalewHessian/L2O-Scale-Training/metaopt.py`` l.95-600), with the TF1
@@ -107,8 +108,8 @@ def _train_mixed(trainer, problems_and_data):
   trainer.end_problem()
 
 
-def train_optimizer(config, optimizer_spec, problems_and_data,
-                    out=sys.stdout, selection_problems=None):
+def run_meta_training(config, optimizer_spec, problems_and_data,
+                      out=sys.stdout, selection_problems=None):
   """Trains the meta-parameters of an optimizer, as ``config``
   (:class:`~l2o_scale.meta_training.config.TrainerConfig`: the log dir, the
   :class:`~l2o_scale.meta_training.config.Schedule`, the

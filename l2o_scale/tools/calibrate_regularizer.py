@@ -148,8 +148,8 @@ def run_seed(flag_values, seed, iterations, workdir, log):
                                    num_meta_iterations=iterations),
       training=dataclasses.replace(config.training,
                                    record_regularizer_share=True))
-  training_run.train_optimizer(config, spec, problems_and_data, out=log,
-                               selection_problems=selection_problems)
+  training_run.run_meta_training(config, spec, problems_and_data, out=log,
+                                 selection_problems=selection_problems)
   with open(os.path.join(logdir, reporting.EVENTS)) as f:
     events = [json.loads(line) for line in f]
   return [e for e in events if e["event"] == "regularizer_share"]
