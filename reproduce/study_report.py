@@ -26,6 +26,8 @@ and says so).
 """
 
 import argparse
+import glob
+import json
 import math
 import os
 import sys
@@ -45,6 +47,7 @@ import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
 from pipeline import sizes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from pipeline import variants  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The study as the pipeline runs it (reproduce/pipeline/sizes.py): its arms
@@ -559,7 +562,59 @@ METHOD = (
     "[docs/flatness-study.md](../../../docs/flatness-study.md).")
 
 
-def page(values, runs, train_records):
+# The share each arm was calibrated for (docs/flatness-study.md, Arms).
+TARGET_SHARES = {"hess-5pct-always": 0.05, "hess-5pct-posterior": 0.05,
+                 "hess-25pct-always": 0.25, "hess-25pct-posterior": 0.25,
+                 "reg-cl-mt": 0.05}
+
+
+def achieved_shares(train_dir):
+  """``{arm: {training seed: median share}}``: the regularizer's share of
+  the meta-gradient that each run recorded (``regularizer_share`` events of
+  its ``meta_training_events.jsonl``; a meta-iteration repeated by a resume
+  counts once, its last record), the median over the unrolls where the
+  term acted."""
+  out = {}
+  pattern = os.path.join(train_dir, "*", "*", medium.EVENTS)
+  for path in sorted(glob.glob(pattern)):
+    name = os.path.basename(os.path.dirname(os.path.dirname(path)))
+    by_iteration = {}
+    with open(path) as f:
+      for line in f:
+        if line.strip():
+          event = json.loads(line)
+          if event.get("event") == "regularizer_share":
+            by_iteration[event["meta_iteration"]] = event["shares"]
+    shares = [v for k in sorted(by_iteration) for v in by_iteration[k]]
+    if shares:
+      arm, seed = variants.split_name(name)
+      out.setdefault(arm, {})[seed] = float(np.median(shares))
+  return out
+
+
+def share_section(shares, arms):
+  """The calibration's target beside the share each arm's runs had."""
+  lines = ["The regularizer's share of the meta-gradient, "
+           "‖alpha·∇reg‖ / ‖∇rest‖, as each run recorded it (median over "
+           "the unrolls where the term acted); the alphas were set for the "
+           "target share on the first meta-iterations without the "
+           "validation hold-back (`calibration.json`).\n",
+           "| arm | target | median over training seeds | per training "
+           "seed |", "|---|---|---|---|"]
+  for arm in arms:
+    if arm not in TARGET_SHARES:
+      continue
+    mine = shares.get(arm, {})
+    per_seed = ", ".join("t{}: {:.1%}".format(k, mine[k])
+                         for k in sorted(mine)) or "no run recorded yet"
+    median = ("{:.1%}".format(float(np.median(list(mine.values()))))
+              if mine else "—")
+    lines.append("| {} | {:.0%} | {} | {} |".format(
+        arm, TARGET_SHARES[arm], median, per_seed))
+  return "\n".join(lines) + "\n"
+
+
+def page(values, runs, train_records, shares=None):
   """results.md's text."""
   arms = arms_of(runs)
   rows = compare_all(values, arms)
@@ -575,6 +630,7 @@ def page(values, runs, train_records):
                LEVEL) + verdict_section(values, rows, arms)),
       ("What ships", ship_section(rows, arms, values, train_records,
                                   finished)),
+      ("Regularizer share", share_section(shares or {}, arms)),
       ("Flatness", "Each arm's mean over training seeds [{:.0%} "
        "t-interval].\n\n".format(LEVEL) + flatness_section(values, arms)),
       ("Power", power_section(values, rows, arms)),
@@ -635,7 +691,9 @@ def main(argv=None):
                                                     "flatness"))
   path = os.path.join(args.out_dir, "results.md")
   with open(path, "w") as f:
-    f.write(page(values, runs, train_records))
+    f.write(page(values, runs, train_records,
+                 achieved_shares(train_dir) if os.path.isdir(train_dir)
+                 else {}))
   for p in paths + [path]:
     print("wrote", p)
   return 0

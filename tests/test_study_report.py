@@ -382,3 +382,32 @@ def test_refuses_a_folder_without_runs(tmp_path, capsys):
   assert err[-1].startswith("study_report.py: error: no meta-test of a "
                             "training seed")
   assert not (tmp_path / "out").exists()
+
+
+def test_the_page_reports_each_arms_recorded_share(tmp_path):
+  """The share a run recorded (regularizer_share events), the median over
+  its unrolls, a meta-iteration repeated by a resume counted once; arms
+  without a regularizer have no row."""
+  def events(name, records):
+    folder = tmp_path / name / "HierarchicalRNN_GRUCell_20_2"
+    folder.mkdir(parents=True)
+    with open(folder / medium.EVENTS, "w") as f:
+      for k, shares in records:
+        f.write(json.dumps({"event": "regularizer_share",
+                            "meta_iteration": k, "shares": shares}) + "\n")
+        f.write(json.dumps({"event": "evaluation", "meta_iteration": k,
+                            "cost": 1.0}) + "\n")
+  # Meta-iteration 2 repeated after a resume: the second record counts.
+  events("hess-5pct-always.t1", [(1, [0.01, 0.03]), (2, [0.9, 0.9]),
+                                 (2, [0.05, 0.07])])
+  events("hess-5pct-always.t2", [(1, [0.2])])
+  events("l2o-scale.t1", [])
+  shares = study_report.achieved_shares(str(tmp_path))
+  assert shares == {"hess-5pct-always": {1: pytest.approx(0.04),
+                                         2: pytest.approx(0.2)}}
+  text = study_report.share_section(shares, ["l2o-scale",
+                                             "hess-5pct-always",
+                                             "hess-25pct-always"])
+  rows = [l for l in text.splitlines() if l.startswith("| hess")]
+  assert rows == ["| hess-5pct-always | 5% | 12.0% | t1: 4.0%, t2: 20.0% |",
+                  "| hess-25pct-always | 25% | — | no run recorded yet |"]
