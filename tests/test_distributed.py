@@ -15,6 +15,7 @@ import time
 import types
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
@@ -231,3 +232,25 @@ def test_cluster_survives_a_killed_worker_and_resumes_after_restart(
   assert sum(np.count_nonzero(v) for v in mom.values()) > 1000
   assert _variables(logdir, 3, "meta_optimizer/iterations/")[
       "meta_optimizer/iterations/.ATTRIBUTES/VARIABLE_VALUE"] >= 3
+
+
+def test_the_chief_reports_the_share_its_workers_measured():
+  """A worker's unroll carries the regularizer share it measured (-1 where
+  the term did not act); the chief's records hold it as the single-process
+  run's do, and its unroll lines show it."""
+  unroll = lambda share, done: dict(objective=1.5, nonfinite=0, first=2.,
+                                    last=1., done=done, share=share)
+  result = {"start": 0., "unrolls": [unroll(-1., 1.), unroll(0.042, 2.)]}
+  plan = types.SimpleNamespace(num_unrolls=2, lengths=[20, 20])
+  records = list(distributed.unroll_records(result, plan, 0))
+  assert [r.regularizer_share for r in records] == [None,
+                                                    pytest.approx(0.042)]
+  meta = [tf.Variable(tf.zeros([2]))]
+  out = io.StringIO()
+  reporter = reporting.Reporter(
+      out, None, "quadratic", types.SimpleNamespace(meta_variables=meta), 10)
+  for record in records:
+    reporter.unroll(0, record)
+  lines = [l for l in out.getvalue().splitlines() if l.startswith("[meta")]
+  assert "regularizer share" not in lines[0]
+  assert "regularizer share 0.042" in lines[1]

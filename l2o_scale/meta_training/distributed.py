@@ -287,9 +287,13 @@ class ClusterSeries(object):
       meta_optimizer.iterations.assign_add(1)
       with tf.control_dependencies([out.metaobj]):
         done = tf.timestamp()
+      # -1: no share measured in this unroll (the term does not act).
+      share = (tf.constant(-1., tf.float32) if out.regularizer_share is None
+               else tf.cast(out.regularizer_share, tf.float32))
       results.append(dict(objective=out.metaobj, nonfinite=nonfinite,
                           first=out.problem_objectives[0],
-                          last=out.problem_objectives[-1], done=done))
+                          last=out.problem_objectives[-1], done=done,
+                          share=share))
       last_grads[:] = [grads, clipped]
       return out
 
@@ -349,10 +353,12 @@ def unroll_records(result, plan, step):
     if unroll["first"] < 0 or unroll["last"] < 0:
       raise ValueError("Training problem objectives must be nonnegative.")
     done = float(unroll["done"])
+    share = float(unroll.get("share", -1.))
     yield reporting.UnrollRecord(
         u, plan.num_unrolls, plan.lengths[u], float(unroll["objective"]),
         float(unroll["first"]), float(unroll["last"]), done - previous,
-        False, int(unroll["nonfinite"]), step + u + 1)
+        False, int(unroll["nonfinite"]), step + u + 1,
+        share if share >= 0 else None)
     previous = done
 
 
