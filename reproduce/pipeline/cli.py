@@ -249,7 +249,7 @@ def plan_lines(size, settings, jobs):
     lines.append("  3. reproduce/study_report.py -> results.md, endpoints.png "
                  "and flatness.png in {} (the protocol's analysis of the "
                  "optimizers finished so far)".format(
-                     plot_argv(size, settings, "")[-1].split("=", 1)[1]))
+                     study_page_dir(size, settings)))
   else:
     lines.append("  3. reproduce/plot.py -> the figures (PNG, PDF) and "
                  "results.md in {}".format(
@@ -258,15 +258,20 @@ def plan_lines(size, settings, jobs):
   return lines
 
 
+def study_page_dir(size, settings):
+  """Where the study's page goes: beside its committed runs, or, when the
+  runs go elsewhere (REPRO_OUT), to figures/ as every size's plot."""
+  return (os.path.dirname(size.out) if settings.path() == size.out
+          else settings.path("figures"))
+
+
 def plot_argv(size, settings, data_short):
   if size.name == "study":
     # The study's page is its protocol's analysis (docs/flatness-study.md),
     # written beside its runs, where it is committed with them.
-    # Elsewhere (REPRO_OUT) it goes to figures/, as every size's plot.
-    page_dir = (os.path.dirname(size.out) if settings.path() == size.out
-                else settings.path("figures"))
     return [settings.python, "reproduce/study_report.py", "--allow_empty",
-            "--study_dir=" + settings.path(), "--out_dir=" + page_dir]
+            "--study_dir=" + settings.path(),
+            "--out_dir=" + study_page_dir(size, settings)]
   steps = "{} test steps".format(size.test_steps)
   if size.test_steps_conv != size.test_steps and any(
       problems.PROBLEMS[p].conv for p in size.problems):
