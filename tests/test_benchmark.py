@@ -232,6 +232,31 @@ def test_optimizer_specs():
   assert held.weight_decay == learned.weight_decay  # the card's settings too
   assert optimizers.identity("l2o-scale+hold_zero_gradients") == (
       optimizers.identity("l2o-scale") + "+hold_zero_gradients")
+  # Bare: the same meta-parameters without the card's hand-set settings.
+  assert learned.weight_decay == pytest.approx(
+      optimizers.shipped.long_run_settings("l2o-scale")["weight_decay"])
+  bare = optimizers.factory("l2o-scale+bare")[0](100)
+  assert not bare.weight_decay
+  assert float(bare.learning_rate) == 1.  # no step decay
+  assert isinstance(learned._learning_rate,  # the card's step decay
+                    keras.optimizers.schedules.LearningRateSchedule)
+  assert [v.numpy().tolist() for v in bare.learned_optimizer.variables] == [
+      v.numpy().tolist() for v in learned.learned_optimizer.variables]
+  assert optimizers.bare_variant("l2o-scale") == "l2o-scale+bare"
+  assert optimizers.bare_variant("l2o-scale+hold_zero_gradients") == (
+      "l2o-scale+bare+hold_zero_gradients")
+  for no_card in ("l2o-generalist", "l2o-scale+bare", "adam:1e-3"):
+    assert optimizers.bare_variant(no_card) is None
+  assert optimizers.parse("l2o-scale+hold_zero_gradients+bare") == (
+      optimizers.parse("l2o-scale+bare+hold_zero_gradients").__class__(
+          "l2o-scale+hold_zero_gradients+bare", "shipped", "l2o-scale",
+          hold=True, bare=True))
+  identities = {optimizers.identity(s) for s in (
+      "l2o-scale", "l2o-scale+bare", "l2o-scale+hold_zero_gradients",
+      "l2o-scale+bare+hold_zero_gradients")}
+  assert len(identities) == 4
+  with pytest.raises(ValueError, match="goes with a shipped optimizer"):
+    optimizers.parse("checkpoint:/x+bare")
   with pytest.raises(ValueError, match="names no optimizer"):
     optimizers.factory("no-such-optimizer")
   with pytest.raises(ValueError, match="goes with a learned optimizer"):
@@ -311,6 +336,11 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   assert len(results["entries"]) == 2
   for entry in results["entries"]:
     runs = entry["optimizer"]["runs"]
+    # The shipped optimizer also ran bare, from the same weights.
+    assert entry["bare"]["spec"] == "l2o-scale+bare"
+    assert entry["bare"]["runs"][0]["train_loss"][0] == runs[0][
+        "train_loss"][0]
+    assert entry["bare"]["runs"][0]["steps"] == runs[0]["steps"]
     assert runs[0]["steps"][-1] == 50 and len(runs[0]["steps"]) == 6
     for name, baseline in entry["baselines"].items():
       assert baseline["chosen_lr"] in optimizers.baseline(name).small_grid
@@ -329,6 +359,7 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   assert len(events) >= 2 * 2 * (1 + 3 * 2)  # a START marker and a writer
   page = open(os.path.join(out, "results.md"), encoding="utf-8").read()
   assert "speedup over tuned Adam" in page and "regression_synthetic" in page
+  assert "| speedup, bare |" in page and "`l2o-scale+bare`" in page
   # What a shipped optimizer's card and the README say come from these
   # numbers: the counts agree with the verdicts of the page.
   card = report.card_section(results, ["logreg_mnist"])
@@ -362,8 +393,54 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   # Interrupted or not, a second run resumes from the stored runs: nothing
   # retrains and the numbers are the same.
   again = suite.run(config, log=lambda line: None)
-  assert again["runs_reused"] == 2 * (1 + 3 * 2)
+  assert again["runs_reused"] == 2 * (2 + 3 * 2)
   assert again["entries"] == results["entries"]
+  # Counted per data regime: a task marked data-rich leaves the small-data
+  # counts and forms its own, for the optimizer and its bare variant.
+  mixed = json.loads(json.dumps(results))
+  mixed["entries"][1]["regime"] = "data-rich"
+  assert report.regimes(mixed) == ["small-data", "data-rich"]
+  for which in ("optimizer", "bare"):
+    small, rich = (report.counts(mixed, 50, which=which, in_regime=r)
+                   for r in ("small-data", "data-rich"))
+    whole = report.counts(mixed, 50, which=which)
+    assert small["tasks"] == rich["tasks"] == 1
+    assert small["both"] + rich["both"] == whole["both"]
+    assert small["loss_ok"] == report.verdict(mixed["entries"][0],
+                                              which)["loss_ok"]
+  lines = report.regime_lines(mixed, 50)
+  assert len(lines) == 4 and "data-rich tasks" in lines[1]
+  section = report.card_section(mixed)["budget"]["50"]
+  assert set(section["counts_by_regime"]) == {"small-data", "data-rich"}
+  assert section["bare"]["counts"] == report.counts(mixed, 50, which="bare")
+  claim, = report.claim_lines({"x": {"benchmark": report.card_section(
+      mixed)}})
+  assert "data-rich tasks: both on" in claim and "bare (without" in claim
+
+
+def test_data_rich_tasks_pass_over_their_data_a_few_times_at_most():
+  """A data-rich task's 2,000 steps of batch 128 see each training example
+  at most four times; its data are the same at every call (a fixed seed),
+  its training loss is measured on a fixed subset, and its stored runs are
+  keyed by that subset."""
+  rich = [t for t in tasks.REGISTRY.values() if t.regime == "data-rich"]
+  assert {t.family.split(" (")[0] for t in rich} >= {
+      "regression", "MLP", "embedding / text", "attention"}
+  for task in rich:
+    splits = task.data(False, None)
+    n = len(splits.train[0])
+    assert 2000 * 128 / n <= 4
+    assert task.train_eval_size < n
+    again = task.data(False, None)
+    assert np.array_equal(splits.train[0], again.train[0])
+    assert np.array_equal(splits.test[1], again.test[1])
+  labels = tasks.get("teacher_mlp_rich").data(False, None).train[1]
+  share = np.bincount(labels) / len(labels)
+  assert share.min() > 0.05 and share.max() < 0.2  # classes about balanced
+  small = [t for t in tasks.REGISTRY.values() if t.regime == "small-data"]
+  assert all(t.train_eval_size is None for t in small)
+  with pytest.raises(ValueError, match="regime must be one of"):
+    tasks.Task("x", "f", "d", None, None, "mse", "mse", regime="huge")
 
 
 def test_report_command_refuses_a_missing_file(tmp_path, capsys):

@@ -36,6 +36,10 @@ class Config:
       "l2o-scale", "optimizer under test: a shipped name (l2o-scale, "
       "optionally NAME+hold_zero_gradients), checkpoint:PATH, a Keras "
       "optimizer NAME[:LR] (adam:1e-3) or import:module.attr", nonempty=True)
+  bare: bool = flag(
+      True, "also run a shipped optimizer whose card holds long-run settings "
+      "(weight decay, step decay) bare, NAME+bare, without them, and report "
+      "both")
   size: str = flag(
       "medium", "preset of the fields marked '--size sets it' (a flag given "
       "overrides its preset): small: 2 tiny tasks, 50 steps, 2 learning "

@@ -17,6 +17,12 @@ A learned optimizer's spec (a shipped name or a checkpoint) may end in
 ``+hold_zero_gradients``: the same optimizer with
 ``LearnedOptimizer(hold_zero_gradients=True)`` (no step where a step's
 gradient is exactly zero, :mod:`l2o_scale.steps.zero_gradient_hold`).
+A shipped name may end in ``+bare``: the optimizer as meta-training left it,
+``LearnedOptimizer.pretrained(name)`` without its card's hand-set long-run
+settings (weight decay, step decay); :func:`bare_variant` gives the bare
+spec of a shipped optimizer whose card holds such settings, which the suite
+runs beside it so that a hand-set setting is never what a learned optimizer
+is credited for.
 
 The baselines (:class:`Baseline`) are Adam, AdamW and SGD with momentum 0.9,
 each with a cosine decay of the learning rate to 0 over the budget. The
@@ -38,6 +44,9 @@ from l2o_scale import pretrained as shipped
 # The suffix of a learned optimizer's spec that holds coordinates without a
 # gradient (module doc).
 HOLD_SUFFIX = "+hold_zero_gradients"
+# The suffix of a shipped optimizer's spec that leaves out its card's
+# long-run settings (module doc).
+BARE_SUFFIX = "+bare"
 
 HALF_DECADES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 
@@ -98,12 +107,13 @@ class Spec:
   ``shipped``, ``checkpoint``, ``keras`` or ``import``; ``target`` the name,
   path, Keras identifier or ``module.attr``; ``lr`` a Keras optimizer's
   learning rate (None: Keras' default); ``hold`` whether it ends in
-  :data:`HOLD_SUFFIX`."""
+  :data:`HOLD_SUFFIX`; ``bare`` whether it ends in :data:`BARE_SUFFIX`."""
   text: str
   kind: str
   target: str
   lr: float = None
   hold: bool = False
+  bare: bool = False
 
 
 def _refuse(spec, why):
@@ -114,9 +124,13 @@ def parse(spec):
   """The :class:`Spec` of ``spec``; ValueError naming ``--optimizer`` for a
   malformed one (an empty path or module, a learning rate that is not a
   positive finite number). Light: imports no TensorFlow, opens no file."""
-  learned, hold = _split_hold(spec)
+  learned, hold, bare = _split_suffixes(spec)
   if learned in shipped.names():
-    return Spec(spec, "shipped", learned, hold=hold)
+    return Spec(spec, "shipped", learned, hold=hold, bare=bare)
+  if bare:
+    raise _refuse(spec, "{} goes with a shipped optimizer's name only (a "
+                  "checkpoint runs without card settings already)".format(
+                      BARE_SUFFIX))
   if learned.startswith("checkpoint:") or (learned and os.path.exists(
       learned)):
     path = (learned.split(":", 1)[1] if learned.startswith("checkpoint:")
@@ -190,11 +204,33 @@ def _from_import(target, total_steps):
   return target(total_steps=total_steps) if accepts else target()
 
 
-def _split_hold(spec):
-  """(the spec without :data:`HOLD_SUFFIX`, whether it ended in it)."""
-  if spec.endswith(HOLD_SUFFIX):
-    return spec[:-len(HOLD_SUFFIX)], True
-  return spec, False
+def _split_suffixes(spec):
+  """(the spec without its suffixes, whether it ends in
+  :data:`HOLD_SUFFIX`, whether in :data:`BARE_SUFFIX`), the suffixes in
+  either order."""
+  found = {HOLD_SUFFIX: False, BARE_SUFFIX: False}
+  stripped = True
+  while stripped:
+    stripped = False
+    for suffix in found:
+      if spec.endswith(suffix) and not found[suffix]:
+        spec, found[suffix], stripped = spec[:-len(suffix)], True, True
+  return spec, found[HOLD_SUFFIX], found[BARE_SUFFIX]
+
+
+def _suffixes(parsed):
+  return ((BARE_SUFFIX if parsed.bare else "") +
+          (HOLD_SUFFIX if parsed.hold else ""))
+
+
+def bare_variant(spec):
+  """The ``+bare`` spec of a shipped optimizer whose card holds long-run
+  settings (the same optimizer without them); None for any other spec."""
+  parsed = parse(spec)
+  if (parsed.kind != "shipped" or parsed.bare or
+      not shipped.long_run_settings(parsed.target)):
+    return None
+  return parsed.target + BARE_SUFFIX + (HOLD_SUFFIX if parsed.hold else "")
 
 
 def resolve_checkpoint(spec):
@@ -239,6 +275,7 @@ def identity(spec, checkpoint=None):
   parsed = parse(spec)
   if parsed.kind == "shipped":
     digest = _digest(_checkpoint_files(shipped.checkpoint(parsed.target)),
+                     None if parsed.bare else
                      shipped.long_run_settings(parsed.target))
   elif parsed.kind == "checkpoint":
     from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top
@@ -255,9 +292,8 @@ def identity(spec, checkpoint=None):
     digest = _digest([source] if source else [], None)
   else:
     return spec
-  learned, _ = _split_hold(spec)
-  return "{}@{}{}".format(learned, digest, HOLD_SUFFIX if parsed.hold
-                          else "")
+  learned, _, _ = _split_suffixes(spec)
+  return "{}@{}{}".format(learned, digest, _suffixes(parsed))
 
 
 def factory(spec):
@@ -274,7 +310,7 @@ def factory(spec):
   parsed = parse(spec)
   if parsed.kind == "shipped":
     return (lambda total_steps: LearnedOptimizer.pretrained(
-        parsed.target, total_steps=total_steps,
+        parsed.target, total_steps=None if parsed.bare else total_steps,
         hold_zero_gradients=parsed.hold)), identity(spec)
   if parsed.kind == "checkpoint":
     prefix = resolve_checkpoint(parsed)

@@ -61,11 +61,14 @@ def speedup_text(speedup):
   return "{:.2f}".format(speedup["value"])
 
 
-def verdict(entry):
-  """How the optimizer compares with tuned Adam on one entry: whether its
+def verdict(entry, which="optimizer"):
+  """How an optimizer under test (``which``: ``"optimizer"``, or ``"bare"``
+  for its bare variant) compares with tuned Adam on one entry: whether its
   final training loss is at or below Adam's, whether its test metric is
   within tolerance of Adam's (or better), and the differences."""
-  mine = entry["optimizer"]["summary"]
+  if which not in entry:
+    return None
+  mine = entry[which]["summary"]
   adam = entry["baselines"].get("adam", {}).get("summary")
   if adam is None or mine["final_train_loss"]["mean"] is None:
     return None
@@ -81,32 +84,76 @@ def verdict(entry):
               metric_diff=metric - adam_metric)
 
 
+def regime(entry):
+  """The entry's data regime (results written before regimes existed hold
+  small-data tasks only)."""
+  return entry.get("regime", "small-data")
+
+
+def regimes(results):
+  """The regimes of the results' tasks, in the order of
+  :data:`tasks.REGIMES`."""
+  present = {regime(e) for e in results["entries"]}
+  return [r for r in ("small-data", "data-rich") if r in present]
+
+
+def has_bare(results):
+  return any("bare" in e for e in results["entries"])
+
+
+def bare_spec(results):
+  return next((e["bare"]["spec"] for e in results["entries"] if "bare" in e),
+              None)
+
+
+def _speedup(entry, which):
+  return entry["speedup"] if which == "optimizer" else entry[which][
+      "speedup"]
+
+
 def _baseline_names(results):
   return list(results["config"]["baselines"])
+
+
+def _under_test_cells(e, key, bare):
+  """The optimizer's cell, and its bare variant's where the table has
+  that column."""
+  cells = [cell(e["optimizer"]["summary"], key)]
+  if bare:
+    cells.append(cell(e["bare"]["summary"], key) if "bare" in e else "—")
+  return " | ".join(cells)
 
 
 def _table(results, budget):
   names = _baseline_names(results)
   entries = [e for e in results["entries"] if e["budget"] == budget]
   labels = ["tuned " + n for n in names]
+  bare = has_bare(results)
+  mine = "optimizer | bare | " if bare else "optimizer | "
+  bars = "---|" * (2 if bare else 1)
   lines = ["### {:,} steps".format(budget), "",
-           "Final training loss (whole training split):", "",
-           "| task | family | optimizer | " + " | ".join(labels) +
-           " | speedup over tuned Adam |",
-           "|---|---|---|" + "---|" * len(names) + "---|"]
+           "Final training loss (whole training split; a data-rich task: "
+           "its first training examples, see each task's sizes):", "",
+           "| task | regime | family | " + mine + " | ".join(labels) +
+           " | speedup over tuned Adam" + (" | speedup, bare" if bare
+                                           else "") + " |",
+           "|---|---|---|" + bars + "---|" * len(names) + "---|" +
+           ("---|" if bare else "")]
   for e in entries:
-    lines.append("| {} | {} | {} | {} | {} |".format(
-        e["task"], e["family"], cell(e["optimizer"]["summary"],
-                                     "final_train_loss"),
+    lines.append("| {} | {} | {} | {} | {} | {} |".format(
+        e["task"], regime(e), e["family"],
+        _under_test_cells(e, "final_train_loss", bare),
         " | ".join(cell(e["baselines"][n]["summary"], "final_train_loss")
-                   for n in names), speedup_text(e["speedup"])))
+                   for n in names), speedup_text(e["speedup"]) + (
+                       " | " + (speedup_text(e["bare"]["speedup"])
+                                if "bare" in e else "—") if bare else "")))
   lines += ["", "Held-out metric (test split):", "",
-            "| task | metric | optimizer | " + " | ".join(labels) + " |",
-            "|---|---|---|" + "---|" * len(names)]
+            "| task | metric | " + mine + " | ".join(labels) + " |",
+            "|---|---|" + bars + "---|" * len(names)]
   for e in entries:
     lines.append("| {} | {} ({}) | {} | {} |".format(
         e["task"], e["metric"], "higher is better" if e["higher_is_better"]
-        else "lower is better", cell(e["optimizer"]["summary"], "test_metric"),
+        else "lower is better", _under_test_cells(e, "test_metric", bare),
         " | ".join(cell(e["baselines"][n]["summary"], "test_metric")
                    for n in names)))
   lines += ["", "Learning rates chosen on the validation split (* at the "
@@ -126,24 +173,27 @@ def tables(results):
   return "\n".join(_table(results, b) for b in results["config"]["budgets"])
 
 
-def counts(results, budget, tasks=None):
+def counts(results, budget, tasks=None, which="optimizer", in_regime=None):
   """The verdict against tuned Adam at ``budget`` in numbers: tasks, those
   whose final training loss is at or below Adam's (``loss_ok``), whose test
   metric is within tolerance (``metric_ok``), both, the median speedup (a
   '>1' counts as 1) and the tasks where a run diverged. ``tasks``: only
-  these."""
+  these; ``in_regime``: only the tasks of that regime; ``which``:
+  ``"optimizer"`` or ``"bare"`` (its bare variant, where run)."""
   entries = [e for e in results["entries"] if e["budget"] == budget and
-             (tasks is None or e["task"] in tasks)]
-  scored = [v for v in (verdict(e) for e in entries) if v is not None]
-  speedups = [e["speedup"]["value"] for e in entries
-              if e["speedup"] and e["speedup"]["value"] is not None]
+             (tasks is None or e["task"] in tasks) and which in e and
+             (in_regime is None or regime(e) == in_regime)]
+  scored = [v for v in (verdict(e, which) for e in entries) if v is not None]
+  speedups = [_speedup(e, which)["value"] for e in entries
+              if _speedup(e, which) and _speedup(e, which)["value"]
+              is not None]
   return dict(
       tasks=len(entries), loss_ok=sum(v["loss_ok"] for v in scored),
       metric_ok=sum(v["metric_ok"] for v in scored),
       both=sum(v["loss_ok"] and v["metric_ok"] for v in scored),
       median_speedup=statistics.median(speedups) if speedups else None,
       diverged=[e["task"] for e in entries
-                if e["optimizer"]["summary"]["diverged"]])
+                if e[which]["summary"]["diverged"]])
 
 
 def counts_sentence(c, budget):
@@ -155,6 +205,27 @@ def counts_sentence(c, budget):
               c["both"], c["tasks"], _num(c["median_speedup"], 2)))
 
 
+def regime_lines(results, budget):
+  """Per data regime, and for the bare variant beside the optimizer as
+  configured, the verdict in numbers (:func:`counts`)."""
+  names = [("optimizer", "`{}`".format(results["config"]["optimizer"]))]
+  if has_bare(results):
+    names.append(("bare", "`{}` (without its card's settings)".format(
+        bare_spec(results))))
+  lines = []
+  for which, name in names:
+    for r in regimes(results):
+      c = counts(results, budget, which=which, in_regime=r)
+      lines.append("- {}, {} tasks: loss at or below tuned Adam's on {} of "
+                   "{}, test metric within tolerance on {}, both on {}; "
+                   "median speedup {}{}.".format(
+                       name, r, c["loss_ok"], c["tasks"], c["metric_ok"],
+                       c["both"], _num(c["median_speedup"], 2),
+                       "; diverged on " + ", ".join(c["diverged"])
+                       if c["diverged"] else ""))
+  return lines
+
+
 def summary_lines(results, budget):
   """Where the optimizer wins and where it loses against tuned Adam."""
   entries = [e for e in results["entries"] if e["budget"] == budget]
@@ -164,6 +235,10 @@ def summary_lines(results, budget):
   lines = [counts_sentence(c, budget)]
   if c["diverged"]:
     lines.append("Diverged: {}.".format(", ".join(c["diverged"])))
+  if len(regimes(results)) > 1 or has_bare(results):
+    lines += ["", "By data regime{}:".format(
+        ", as configured and bare" if has_bare(results) else ""), ""]
+    lines += regime_lines(results, budget)
   lines.append("")
   for e, v in scored:
     lines.append("- {}: training loss {:.3g}x tuned Adam's ({}), test {} "
@@ -237,6 +312,15 @@ def card_section(results, outside_training=None):
     entry = dict(counts=counts(results, budget), tasks=per_task,
                  date=section["date"], seeds=c["seeds"],
                  baselines=list(c["baselines"]))
+    present = regimes(results)
+    if len(present) > 1:
+      entry["counts_by_regime"] = {r: counts(results, budget, in_regime=r)
+                                   for r in present}
+    if has_bare(results):
+      entry["bare"] = dict(spec=bare_spec(results), counts=counts(
+          results, budget, which="bare"), counts_by_regime={
+              r: counts(results, budget, which="bare", in_regime=r)
+              for r in present})
     if outside_training:
       entry["counts_outside_training"] = counts(results, budget,
                                                 outside_training)
@@ -289,6 +373,15 @@ def claim_lines(cards):
                      _num(outside["median_speedup"], 2)))
       if c["diverged"]:
         text += "; diverged on {}".format(", ".join(c["diverged"]))
+      for r, rc in entry.get("counts_by_regime", {}).items():
+        text += "; {} tasks: both on {} of {}, median speedup {}".format(
+            r, rc["both"], rc["tasks"], _num(rc["median_speedup"], 2))
+      bare = entry.get("bare")
+      if bare:
+        text += ("; bare (without the card's settings): both on {} of {}, "
+                 "median speedup {}".format(
+                     bare["counts"]["both"], bare["counts"]["tasks"],
+                     _num(bare["counts"]["median_speedup"], 2)))
       lines.append(text + ".")
   return lines
 

@@ -20,6 +20,11 @@ numbers, and a changed checkpoint or data file is run again. A stored run
 that cannot be read (damaged, or missing a key) is run again, with a line
 saying so.
 
+A shipped optimizer whose card holds hand-set long-run settings also runs
+bare (``NAME+bare``, :func:`optimizers.bare_variant`; ``--nobare`` skips it):
+each entry then holds a ``bare`` block beside ``optimizer``, with its runs,
+summary and speedup.
+
 The configuration (:class:`l2o_scale.benchmark.config.Config`) is checked
 before any work: the optimizer, the tasks' data, then the output folder
 (``--out``: a folder that can be written).
@@ -174,7 +179,9 @@ class TaskRunner:
     return dict(task=self.task.name, budget=self.budget, optimizer=optimizer,
                 lr=lr, seed=seed, tiny=c.tiny, batch_size=c.batch_size,
                 data=self.data, eval_every=self.eval_every,
-                jit_compile=self.jit_compile)
+                jit_compile=self.jit_compile,
+                **({"train_eval_size": self.task.train_eval_size}
+                   if self.task.train_eval_size else {}))
 
   def _train(self, trainer, seed, label):
     record = trainer.run(self.indices[seed], self.eval_every,
@@ -300,25 +307,47 @@ def check_data(task, config):
                          else ""))
 
 
-def run_task(task, budget, config, factory, store, log):
+def run_task(task, budget, config, factories, store, log):
+  """One task at one budget: ``factories`` maps each optimizer under test's
+  spec to its :func:`optimizers.factory` (the first the optimizer under
+  test, a second its bare variant)."""
   runner = TaskRunner(task, budget, config, store, log)
-  learned = runner.under_test(factory[0], config.optimizer, factory[1])
+  under_test = {spec: runner.under_test(make, spec, name)
+                for spec, (make, name) in factories.items()}
   baselines = {name: runner.tuned(optimizers.baseline(name))
                for name in config.baselines}
-  entry = dict(task=task.name, family=task.family,
+  adam = baselines.get("adam")
+
+  def block(spec, runs):
+    return dict(spec=spec, runs=runs, summary=scoring.summarize(runs),
+                speedup=scoring.task_speedup(runs, adam["runs"], budget)
+                if adam and adam["runs"] else None)
+  blocks = [block(spec, runs) for spec, runs in under_test.items()]
+  entry = dict(task=task.name, family=task.family, regime=task.regime,
                description=task.description, budget=budget,
                metric=task.metric, higher_is_better=task.higher_is_better,
                loss=task.loss, eval_every=runner.eval_every,
                sizes=dict(train=len(runner.splits.train[0]),
                           validation=len(runner.splits.validation[0]),
-                          test=len(runner.splits.test[0])),
-               optimizer=dict(runs=learned,
-                              summary=scoring.summarize(learned)),
-               baselines=baselines)
-  adam = baselines.get("adam")
-  entry["speedup"] = scoring.task_speedup(learned, adam["runs"], budget) \
-      if adam and adam["runs"] else None
+                          test=len(runner.splits.test[0]),
+                          train_loss_measured_on=task.train_eval_size or
+                          len(runner.splits.train[0])),
+               optimizer=blocks[0], baselines=baselines,
+               speedup=blocks[0]["speedup"])
+  if len(blocks) > 1:
+    entry["bare"] = blocks[1]
   return entry
+
+
+def factories_of(config):
+  """The optimizers under test, spec -> :func:`optimizers.factory`: the
+  configured one, and its bare variant when ``config.bare`` and it has
+  one."""
+  specs = [config.optimizer]
+  bare = optimizers.bare_variant(config.optimizer) if config.bare else None
+  if bare:
+    specs.append(bare)
+  return {spec: optimizers.factory(spec) for spec in specs}
 
 
 def run(config, log=print):
@@ -328,7 +357,7 @@ def run(config, log=print):
   (ValueError, OSError with one line); a write that fails later (a full disk) raises
   :class:`config.OutError` naming the file, with nothing half-written left."""
   start = time.perf_counter()
-  factory = optimizers.factory(config.optimizer)
+  factories = factories_of(config)
   for name in config.tasks:
     check_data(task_registry.get(name), config)
   config_module.check_out(config.out)
@@ -342,7 +371,7 @@ def run(config, log=print):
   for i, (budget, name) in enumerate(jobs):
     log("[{}/{}] {} at {} steps".format(i + 1, len(jobs), name, budget))
     results["entries"].append(run_task(task_registry.get(name), budget, config,
-                                       factory, store, log))
+                                       factories, store, log))
   results.update(wall_time_s=time.perf_counter() - start,
                  runs_reused=store.reused, runs_rerun=store.rerun,
                  peak_memory_mib=peak_memory_mib(),

@@ -12,6 +12,13 @@ the test split is MNIST's own test split, used for the held-out metric only.
 The generated tasks draw their data from a fixed NumPy seed, so every run
 sees the same examples.
 
+Two regimes (:attr:`Task.regime`): ``small-data`` tasks train on a few
+thousand examples, so 2,000 steps of batch 128 are about 64 epochs and the
+test metric mostly rewards annealing without overfitting; ``data-rich`` tasks
+train on :data:`RICH_TRAIN_SIZE` generated examples, so the same run sees
+each example about twice and the test metric follows the optimization. The
+report counts each regime on its own.
+
 ``tiny=True`` gives a few-hundred-example, few-unit version of each task for
 quick checks (``--size=small``, the tests); the suite's numbers come from the
 full versions.
@@ -30,6 +37,14 @@ from problems import datasets
 
 VALIDATION_SIZE = 1000  # carved from the 5,000-image offline MNIST train split
 TINY_SIZES = (512, 256, 512)  # train, validation, test with tiny=True
+# The data-rich tasks' splits: 2,000 steps of batch 128 (256,000 examples)
+# pass over the training split about twice.
+RICH_TRAIN_SIZE = 131072
+RICH_SIZES = (RICH_TRAIN_SIZE, 4096, 16384)  # train, validation, test
+# The training loss of a data-rich task is measured on the first examples of
+# its training split: the whole split 50 times would cost more than the run.
+RICH_TRAIN_EVAL_SIZE = 8192
+REGIMES = ("small-data", "data-rich")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +68,9 @@ class Task:
   jit_compile: compile the training steps with XLA. Off for the CNN: XLA's
     CPU convolutions are far slower than TensorFlow's own kernels (40 steps
     took 25 s with XLA, 0.45 s without, on a loaded 2-core machine).
+  regime: ``"small-data"`` or ``"data-rich"`` (module doc).
+  train_eval_size: the recorded training loss is measured on the first this
+    many training examples (None: the whole training split).
   """
   name: str
   family: str
@@ -62,6 +80,13 @@ class Task:
   loss: str
   metric: str
   jit_compile: bool = True
+  regime: str = "small-data"
+  train_eval_size: int = None
+
+  def __post_init__(self):
+    if self.regime not in REGIMES:
+      raise ValueError("task {!r}: regime must be one of {}, not {!r}".format(
+          self.name, ", ".join(REGIMES), self.regime))
 
   @property
   def higher_is_better(self):
@@ -144,6 +169,59 @@ def regression_data(tiny=False, data_dir=None):
   return _shrink(_teacher_regression(), tiny)
 
 
+def _rich_split(x, y):
+  return _split(x, y, RICH_SIZES)
+
+
+def _rich_count():
+  return sum(RICH_SIZES)
+
+
+@functools.lru_cache(maxsize=1)
+def _teacher_regression_rich():
+  """The teacher of :func:`_teacher_regression` (the same weights), with
+  :data:`RICH_SIZES` fresh examples."""
+  rng = np.random.default_rng(1234)
+  rng.standard_normal((10000, 16))  # the small task's inputs: same teacher
+  w1 = rng.standard_normal((16, 32)) / 4.
+  w2 = rng.standard_normal((32, 1)) / np.sqrt(32.)
+  rng = np.random.default_rng(5678)
+  x = rng.standard_normal((_rich_count(), 16)).astype(np.float32)
+  y = np.tanh(x @ w1) @ w2 + 0.1 * rng.standard_normal((len(x), 1))
+  y = (y - y.mean()) / y.std()
+  return _rich_split(x, y.astype(np.float32))
+
+
+def regression_rich_data(tiny=False, data_dir=None):
+  del data_dir
+  return _shrink(_teacher_regression_rich(), tiny)
+
+
+TEACHER_INPUTS, TEACHER_CLASSES = 32, 10
+
+
+@functools.lru_cache(maxsize=1)
+def _teacher_classes():
+  """Labels of Gaussian inputs (32 values) given by a fixed random ReLU
+  network (32-64-10, the argmax of its outputs, each output standardized
+  over the inputs so that the classes are about equally common), 5% of them
+  replaced by a uniformly drawn class (label noise)."""
+  rng = np.random.default_rng(2468)
+  w1 = rng.standard_normal((TEACHER_INPUTS, 64)) / np.sqrt(TEACHER_INPUTS)
+  w2 = rng.standard_normal((64, TEACHER_CLASSES)) / np.sqrt(64.)
+  x = rng.standard_normal((_rich_count(), TEACHER_INPUTS)).astype(np.float32)
+  logits = np.maximum(x @ w1, 0.) @ w2
+  y = np.argmax((logits - logits.mean(0)) / logits.std(0), axis=1)
+  noisy = rng.random(len(y)) < 0.05
+  y[noisy] = rng.integers(0, TEACHER_CLASSES, size=int(noisy.sum()))
+  return _rich_split(x, y.astype(np.int32))
+
+
+def teacher_classes_data(tiny=False, data_dir=None):
+  del data_dir
+  return _shrink(_teacher_classes(), tiny)
+
+
 # The generated documents of the text tasks and the models that read them.
 TOPIC_VOCAB, TOPICS, TOPIC_LENGTH = 200, 5, 24
 
@@ -168,6 +246,34 @@ def _topic_documents(vocab=TOPIC_VOCAB, topics=TOPICS, length=TOPIC_LENGTH,
 def text_data(tiny=False, data_dir=None):
   del data_dir
   return _shrink(_topic_documents(), tiny)
+
+
+@functools.lru_cache(maxsize=1)
+def _topic_documents_rich(vocab=TOPIC_VOCAB, topics=TOPICS,
+                          length=TOPIC_LENGTH, background=0.6):
+  """:data:`RICH_SIZES` documents of the topic model of
+  :func:`_topic_documents` (the same topics and background), drawn by
+  inverting each document's word distribution (per topic, so memory stays
+  at one topic's documents)."""
+  rng = np.random.default_rng(4321)
+  topic_words = rng.dirichlet(np.full(vocab, 0.1), size=topics)
+  shared = rng.dirichlet(np.full(vocab, 1.0))
+  cdfs = np.cumsum((1 - background) * topic_words + background * shared,
+                   axis=1)
+  rng = np.random.default_rng(8642)
+  labels = rng.integers(0, topics, size=_rich_count())
+  u = rng.random((len(labels), length))
+  tokens = np.empty(u.shape, np.int32)
+  for topic in range(topics):
+    rows = labels == topic
+    tokens[rows] = np.searchsorted(cdfs[topic], u[rows], side="right").clip(
+        0, vocab - 1)
+  return _rich_split(tokens, labels.astype(np.int32))
+
+
+def text_rich_data(tiny=False, data_dir=None):
+  del data_dir
+  return _shrink(_topic_documents_rich(), tiny)
 
 
 # ---------------------------------------------------------------- models
@@ -308,3 +414,34 @@ register(Task(
     "normalization, residuals) over token and position embeddings; topic "
     "of the generated 24-token documents of text_topics",
     _attention, text_data, "sparse_ce", "accuracy"))
+
+
+# The data-rich regime: generated tasks whose training split a 2,000-step run
+# of batch 128 passes about twice (module doc).
+register(Task(
+    "regression_synthetic_rich", "regression (generated data)",
+    "the 16-64-64-1 ELU MLP of regression_synthetic on 131,072 fresh "
+    "examples of its teacher",
+    lambda tiny: _mlp((16,), [_pick(tiny, 8, 64)] * 2, "elu", 1),
+    regression_rich_data, "mse", "mse", regime="data-rich",
+    train_eval_size=RICH_TRAIN_EVAL_SIZE))
+register(Task(
+    "teacher_mlp_rich", "MLP (generated data)",
+    "32-128-128-10 ReLU MLP classifying Gaussian inputs labelled by a fixed "
+    "random ReLU network (5% label noise), 131,072 training examples",
+    lambda tiny: _mlp((TEACHER_INPUTS,), [_pick(tiny, 8, 128)] * 2, "relu",
+                      TEACHER_CLASSES),
+    teacher_classes_data, "sparse_ce", "accuracy", regime="data-rich",
+    train_eval_size=RICH_TRAIN_EVAL_SIZE))
+register(Task(
+    "text_topics_rich", "embedding / text (generated data)",
+    "the embedding model of text_topics on 131,072 documents of its topic "
+    "model",
+    _text, text_rich_data, "sparse_ce", "accuracy", regime="data-rich",
+    train_eval_size=RICH_TRAIN_EVAL_SIZE))
+register(Task(
+    "attention_topics_rich", "attention (generated data)",
+    "the transformer block of attention_topics on 131,072 documents of its "
+    "topic model",
+    _attention, text_rich_data, "sparse_ce", "accuracy", regime="data-rich",
+    train_eval_size=RICH_TRAIN_EVAL_SIZE))

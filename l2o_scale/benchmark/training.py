@@ -4,9 +4,10 @@ A :class:`Trainer` holds a task's model, an optimizer and two compiled
 functions: ``K`` training steps in one XLA-compiled loop (the minibatches are
 gathered on the device from precomputed indices), and the mean loss and
 metric over a whole split. A run records the training loss on the *whole*
-training split every ``eval_every`` steps (and at step 0), so the step at
-which a curve crosses a level can be read off; it stops early, marked
-diverged, when that loss is not finite.
+training split (a data-rich task's first ``Task.train_eval_size`` training
+examples) every ``eval_every`` steps (and at step 0), so the step at which a
+curve crosses a level can be read off; it stops early, marked diverged, when
+that loss is not finite.
 
 Gradients are made dense before the update (an embedding's gradient is
 otherwise a sparse ``IndexedSlices``), so every optimizer sees the same kind
@@ -99,6 +100,9 @@ class Trainer:
                    for name, arrays in (("train", splits.train),
                                         ("validation", splits.validation),
                                         ("test", splits.test))}
+    # The split the recorded training loss is measured on.
+    self.splits["train_eval"] = tuple(
+        a[:task.train_eval_size] for a in self.splits["train"])
     optimizer.build(model.trainable_variables)
     self._loss = loss_fn(task.loss)
     self._steps = tf.function(self._steps_py, jit_compile=jit_compile)
@@ -137,14 +141,14 @@ class Trainer:
   def run(self, indices, eval_every, log=None):
     """Trains for ``len(indices)`` steps; returns the run's record."""
     start = time.perf_counter()
-    steps, losses = [0], [self.evaluate("train")[0]]
+    steps, losses = [0], [self.evaluate("train_eval")[0]]
     diverged = not np.isfinite(losses[0])
     total = len(indices)
     while steps[-1] < total and not diverged:
       stop = min(steps[-1] + eval_every, total)
       self._steps(tf.constant(indices[steps[-1]:stop]))
       steps.append(stop)
-      losses.append(self.evaluate("train")[0])
+      losses.append(self.evaluate("train_eval")[0])
       diverged = not np.isfinite(losses[-1])
       if log is not None:
         log(stop, losses[-1])
