@@ -111,9 +111,15 @@ def test_resume_ends_with_the_head_of_the_uninterrupted_run(
     frozen, traced, tmp_path):
   lines = []
   whole = training.HeadTrainer(
-      training.HeadTrainingConfig(estimates=2, **TINY),
+      training.HeadTrainingConfig(estimates=2, keep_every=1, **TINY),
       str(tmp_path / "whole"), DATA_DIR, frozen, lines.append, traced)
   head = whole.run()
+  # The heads kept along the way are the candidates of the selection; a
+  # resume may change how often heads are kept.
+  kept = ls.ScheduleHead.load(str(tmp_path / "whole" /
+                                  training.snapshot_name(2)))
+  assert kept.theta.numpy().tobytes() == head.theta.numpy().tobytes()
+  assert os.path.exists(tmp_path / "whole" / training.snapshot_name(1))
   assert len(lines) == 2 and lines[1].startswith("estimate 2: objective")
   assert not np.array_equal(head.theta.numpy(), ls.initial_theta())
   first = training.HeadTrainer(

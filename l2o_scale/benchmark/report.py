@@ -414,6 +414,11 @@ def _tuning(c):
   return text + " on the validation {}".format(c["select_on"])
 
 
+def _train_eval_size(results):
+  return next(e["sizes"]["train_loss_measured_on"] for e in results[
+      "entries"] if regime(e) == "data-rich")
+
+
 def _header(results):
   m, c = results["machine"], results["config"]
   rerun = results.get("runs_rerun") or []
@@ -427,14 +432,16 @@ def _header(results):
           m["tensorflow"], m["keras"], m["python"]),
       "",
       "Size `{}`: {}, {} of {}, {} per run, batch size {}, training loss "
-      "measured on the whole training split every budget/{} steps; {}. "
+      "measured on the whole training split{} every budget/{} steps; {}. "
       "Wall time {:.0f} s ({} reused{}; the runs took {:.0f} s in all), "
       "peak memory {:.0f} MiB.".format(
           c["size"], _plural(len(c["tasks"]), "task"),
           "budget" if len(c["budgets"]) == 1 else "budgets",
           " and ".join("{:,}".format(b) for b in c["budgets"]) + " steps",
-          _plural(c["seeds"], "seed"), c["batch_size"], c["eval_points"],
-          _tuning(c), results["wall_time_s"],
+          _plural(c["seeds"], "seed"), c["batch_size"],
+          " (a data-rich task's: its first {:,} examples)".format(
+              _train_eval_size(results)) if "data-rich" in regimes(results)
+          else "", c["eval_points"], _tuning(c), results["wall_time_s"],
           _plural(results.get("runs_reused", 0), "stored run"),
           ", {} damaged and run again".format(len(rerun)) if rerun else "",
           results.get("runs_wall_s_sum", 0.), results["peak_memory_mib"]),

@@ -47,6 +47,11 @@ HEAD_FILE = "head.npz"
 flag = config_flags.flag
 
 
+def snapshot_name(estimates):
+  """The file of the head kept after ``estimates`` estimates."""
+  return "head-{}.npz".format(estimates)
+
+
 @dataclasses.dataclass
 class HeadTrainingConfig:
   """The recipe's settings (the flags of ``python -m
@@ -89,6 +94,10 @@ class HeadTrainingConfig:
                                  "step the head can give", ge=0)
   seed: int = flag(0, "random seed of the run (draws, the head's initial "
                    "hidden layer)")
+  keep_every: int = flag(20, "also keep the head after every this many "
+                         "estimates, as head-<estimates>.npz: the candidates "
+                         "of python -m l2o_scale.head_training.select (0: "
+                         "keep none)", ge=0)
 
   def check(self):
     """ValueError naming the first setting out of its range."""
@@ -115,6 +124,7 @@ class HeadTrainingConfig:
     values."""
     values = dataclasses.asdict(self)
     values.pop("estimates")
+    values.pop("keep_every")
     values["tasks"] = list(values["tasks"])
     return values
 
@@ -203,9 +213,12 @@ class HeadTrainer:
                reference_keys=np.array([json.dumps(list(k)) for k in keys]),
                reference_values=np.array([self.references[k] for k in keys],
                                          np.float64))
-    with atomic_file.replace(os.path.join(self.train_dir, HEAD_FILE),
-                             "wb") as f:
-      self.head().save(f)
+    kept = [HEAD_FILE]
+    if self.config.keep_every and self.done % self.config.keep_every == 0:
+      kept.append(snapshot_name(self.done))
+    for name in kept:
+      with atomic_file.replace(os.path.join(self.train_dir, name), "wb") as f:
+        self.head().save(f)
 
   def head(self):
     """The head with the current parameters."""

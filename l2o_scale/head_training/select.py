@@ -1,0 +1,190 @@
+"""``python -m l2o_scale.head_training.select``: chooses a schedule head
+among the candidates of one or more meta-training runs, on validation tasks
+named in advance (docs/schedule-head.md, "Choosing a head").
+
+The candidates are the zero head (the frozen optimizer exactly: the warm
+start is always a candidate) and every head a run kept
+(``head-<estimates>.npz``, ``--keep_every``; and its last ``head.npz``).
+Each candidate trains every task of :data:`VALIDATION_TASKS` (the full
+task-suite versions, not the small ones heads are meta-trained on) for
+:data:`BUDGET` steps from the same initial weights and minibatches. Its
+score is the mean over tasks of ``log(validation loss / the zero head's)``:
+below 0 is better than the frozen optimizer. The lowest score wins; the zero
+head wins ties. A diverged run scores ``inf``. The test splits are never
+read: :data:`TEST_TASKS`, disjoint from these, are looked at once, after the
+choice, by the task-suite benchmark.
+
+Each candidate's numbers on each task are stored in ``--out`` (JSON, written
+atomically after every run), so an interrupted selection resumes where it
+stopped; the stored numbers are keyed by the candidate file's digest.
+"""
+
+import hashlib
+import json
+import math
+import os
+
+import numpy as np
+
+PROG = "python -m l2o_scale.head_training.select"
+
+# Named before any head was meta-trained, apart from the test tasks; both
+# mix the small-data and the data-rich regime of the task suite.
+VALIDATION_TASKS = ("logreg_mnist", "gru_mnist_rows",
+                    "regression_synthetic_rich", "text_topics_rich")
+TEST_TASKS = ("mlp_relu_bn_mnist", "cnn_mnist", "teacher_mlp_rich",
+              "attention_topics_rich")
+BUDGET = 2000
+SEED = 0
+BATCH_SIZE = 128
+EVAL_POINTS = 10
+ZERO = "zero head"
+
+
+def candidates(train_dirs):
+  """[(label, path or None)]: the zero head (None), then each run's kept
+  heads in the order of their estimates and its last ``head.npz`` (where it
+  differs from the last kept one). FileNotFoundError naming a folder that
+  holds no head."""
+  from l2o_scale.head_training import training  # pylint: disable=g-import-not-at-top
+  found = [(ZERO, None)]
+  for folder in train_dirs:
+    kept = sorted(
+        (int(name[len("head-"):-len(".npz")]), name)
+        for name in os.listdir(folder) if name.startswith("head-") and
+        name.endswith(".npz") and name[len("head-"):-len(".npz")].isdigit()
+    ) if os.path.isdir(folder) else []
+    paths = [os.path.join(folder, name) for _, name in kept]
+    last = os.path.join(folder, training.HEAD_FILE)
+    if os.path.exists(last) and not (paths and _digest(paths[-1]) ==
+                                     _digest(last)):
+      paths.append(last)
+    if not paths:
+      raise FileNotFoundError("{}: no schedule head there (head.npz or "
+                              "head-<estimates>.npz of python -m "
+                              "l2o_scale.head_training)".format(folder))
+    found += [(path, path) for path in paths]
+  return found
+
+
+def _digest(path):
+  if path is None:
+    return "zero"
+  with open(path, "rb") as f:
+    return hashlib.sha1(f.read()).hexdigest()[:12]
+
+
+def validation_run(task_name, head_path, optimizer, budget=BUDGET,
+                   data_dir=None, tiny=False, seed=SEED):
+  """One candidate on one task: (final validation loss, validation metric,
+  diverged). The test split is not evaluated."""
+  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
+  from l2o_scale.benchmark import training as bench_training  # pylint: disable=g-import-not-at-top
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
+  task = tasks.get(task_name)
+  splits = task.data(tiny, data_dir)
+  # The trainer measures a test split at the end; it gets one validation
+  # example in its place, so the choice never reads the test split.
+  splits = tasks.Splits(splits.train, splits.validation,
+                        tuple(a[:1] for a in splits.validation))
+  model = task.build(tiny)
+  model.set_weights(bench_training.initial_weights(task, seed, tiny))
+  head = (learned_schedule.ScheduleHead() if head_path is None else
+          learned_schedule.ScheduleHead.load(head_path))
+  build = (LearnedOptimizer.pretrained if optimizer in pretrained.names()
+           else LearnedOptimizer.from_checkpoint)
+  learned = build(optimizer, schedule_head=head, total_steps=budget)
+  trainer = bench_training.Trainer(task, splits, model, learned,
+                                   jit_compile=task.jit_compile)
+  indices = bench_training.batch_indices(
+      seed, budget, min(BATCH_SIZE, len(splits.train[0])),
+      len(splits.train[0]))
+  record = trainer.run(indices, max(1, budget // EVAL_POINTS))
+  return dict(validation_loss=record["validation_loss"],
+              validation_metric=record["validation_metric"],
+              diverged=record["diverged"])
+
+
+def score(runs, zero_runs):
+  """Mean over tasks of log(validation loss / the zero head's); inf where
+  a run diverged or its loss is not finite."""
+  terms = []
+  for task, run in runs.items():
+    loss, ref = run["validation_loss"], zero_runs[task]["validation_loss"]
+    if run["diverged"] or loss is None or not math.isfinite(loss):
+      return math.inf
+    terms.append(math.log(loss / ref))
+  return float(np.mean(terms))
+
+
+def choose(scores):
+  """The label with the lowest score; the zero head on a tie with it."""
+  best = min(scores.values())
+  if scores.get(ZERO) == best:
+    return ZERO
+  return min(scores, key=scores.get)
+
+
+def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
+           budget=BUDGET, data_dir=None, tiny=False, log=print):
+  """Runs every candidate on every validation task (resuming from
+  ``out``), writes and returns the choice: ``{"chosen": label, "scores":
+  {label: score}, "runs": {label: {task: numbers}}, ...}``."""
+  from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top
+  overlap = sorted(set(tasks) & set(TEST_TASKS))
+  if overlap:
+    raise ValueError("--tasks: {} are test tasks, looked at once after the "
+                     "choice; choose on others".format(", ".join(overlap)))
+  found = candidates(train_dirs)
+  stored = {}
+  if os.path.exists(out):
+    with open(out, encoding="utf-8") as f:
+      stored = json.load(f).get("stored", {})
+  results = dict(optimizer=optimizer, tasks=list(tasks), budget=budget,
+                 seed=SEED, tiny=tiny, stored=stored)
+  runs = {}
+  for label, path in found:
+    runs[label] = {}
+    for task in tasks:
+      key = json.dumps([_digest(path), optimizer, task, budget, SEED, tiny])
+      if key not in stored:
+        stored[key] = validation_run(task, path, optimizer, budget, data_dir,
+                                     tiny)
+        with atomic_file.replace(out) as f:
+          json.dump(results, f, indent=1)
+        log("{} on {}: validation loss {:.4g}".format(
+            label, task, stored[key]["validation_loss"] or float("nan")))
+      runs[label][task] = stored[key]
+  scores = {label: score(r, runs[ZERO]) for label, r in runs.items()}
+  results.update(runs=runs, scores=scores, chosen=choose(scores))
+  with atomic_file.replace(out) as f:
+    json.dump(results, f, indent=1)
+  log("chosen: {} (score {:+.4f}; the zero head scores 0)".format(
+      results["chosen"], scores[results["chosen"]]))
+  return results
+
+
+def main(argv=None):
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+  p = entry_point.ArgumentParser(
+      prog=PROG, description="Chooses a schedule head among the heads "
+      "kept by meta-training runs and the zero head, on the validation "
+      "splits of named validation tasks (docs/schedule-head.md).")
+  p.add_argument("train_dirs", nargs="+", help="folders of python -m "
+                 "l2o_scale.head_training runs")
+  p.add_argument("--out", required=True, help="JSON file of the selection "
+                 "(resumed when it exists)")
+  p.add_argument("--optimizer", default="l2o-scale", help="the frozen "
+                 "learned optimizer the heads were trained over")
+  p.add_argument("--data_dir", default=None, help="MNIST folder (default: "
+                 "$L2O_SCALE_DATA_DIR)")
+  args = p.parse_args(argv)
+  select(args.train_dirs, args.out, args.optimizer, data_dir=args.data_dir)
+  return 0
+
+
+if __name__ == "__main__":
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+  entry_point.run_main(PROG, main)

@@ -1,0 +1,92 @@
+"""Choosing a schedule head (``python -m l2o_scale.head_training.select``):
+the zero head is always a candidate and wins ties, a head that only shrinks
+the steps loses to it, the choice never reads a test split or runs a test
+task, and a selection resumes from its file."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from l2o_scale.benchmark import training as bench_training
+from l2o_scale.head_training import select
+from l2o_scale.head_training import training
+from l2o_scale.steps import learned_schedule as ls
+
+DATA_DIR = os.environ.get("L2O_SCALE_DATA_DIR", "/work/shared/data/mnist")
+TASKS = ("logreg_mnist", "regression_synthetic_rich")
+
+
+def _shrinking_head():
+  """A head whose multiplier is its minimum for every input: the output
+  bias of the multiplier far below 0."""
+  theta = ls.initial_theta()
+  theta[-2] = -20.
+  return ls.ScheduleHead(theta)
+
+
+def test_named_validation_and_test_tasks_are_apart_and_exist():
+  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
+  assert not set(select.VALIDATION_TASKS) & set(select.TEST_TASKS)
+  for name in select.VALIDATION_TASKS + select.TEST_TASKS:
+    tasks.get(name)
+  for names in (select.VALIDATION_TASKS, select.TEST_TASKS):
+    assert {tasks.get(n).regime for n in names} == {"small-data",
+                                                    "data-rich"}
+
+
+def test_selection_prefers_the_zero_head_to_a_shrinking_one_and_resumes(
+    tmp_path, monkeypatch):
+  run_dir = tmp_path / "run"
+  run_dir.mkdir()
+  _shrinking_head().save(str(run_dir / training.snapshot_name(20)))
+  ls.ScheduleHead().save(str(run_dir / training.HEAD_FILE))  # zero again
+  seen = []
+  original = bench_training.Trainer.__init__
+
+  def spy(self, task, splits, *args, **kwargs):
+    seen.append(splits)
+    original(self, task, splits, *args, **kwargs)
+  monkeypatch.setattr(bench_training.Trainer, "__init__", spy)
+  out = str(tmp_path / "selection.json")
+  lines = []
+  result = select.select([str(run_dir)], out, tasks=TASKS, budget=30,
+                         data_dir=DATA_DIR, tiny=True, log=lines.append)
+  shrinking, last = (str(run_dir / training.snapshot_name(20)),
+                     str(run_dir / training.HEAD_FILE))
+  assert list(result["scores"]) == [select.ZERO, shrinking, last]
+  assert result["scores"][select.ZERO] == 0.
+  assert result["scores"][shrinking] > 0.  # 1e-3 of each step: barely moves
+  assert result["scores"][last] == 0.  # the same steps as the zero head
+  assert result["chosen"] == select.ZERO  # ties go to the warm start
+  # Never the test split: the trainer's test split is validation data.
+  assert len(seen) == 3 * len(TASKS)
+  for splits in seen:
+    assert np.array_equal(splits.test[0], splits.validation[0][:1])
+  with open(out, encoding="utf-8") as f:
+    assert json.load(f)["chosen"] == select.ZERO
+  # Run again: every number comes from the file, nothing trains.
+  seen.clear()
+  again = select.select([str(run_dir)], out, tasks=TASKS, budget=30,
+                        data_dir=DATA_DIR, tiny=True, log=lines.append)
+  assert not seen and again["scores"] == result["scores"]
+
+
+def test_a_better_candidate_is_chosen():
+  scores = {select.ZERO: 0., "a": -0.1, "b": 0.2}
+  assert select.choose(scores) == "a"
+  runs = {"t": dict(validation_loss=1., diverged=False)}
+  assert select.score({"t": dict(validation_loss=np.e, diverged=False)},
+                      runs) == pytest.approx(1.)
+  assert select.score({"t": dict(validation_loss=0.5, diverged=True)},
+                      runs) == float("inf")
+
+
+def test_refusals(tmp_path):
+  with pytest.raises(ValueError, match="test tasks"):
+    select.select([str(tmp_path)], str(tmp_path / "s.json"),
+                  tasks=("logreg_mnist", select.TEST_TASKS[0]))
+  with pytest.raises(FileNotFoundError, match="no schedule head there"):
+    select.select([str(tmp_path)], str(tmp_path / "s.json"),
+                  tasks=("logreg_mnist",))
