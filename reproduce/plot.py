@@ -50,11 +50,10 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
-import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
-import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import problem_list as pipeline_problems  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import figures
+from reproduce import medium
+from reproduce import styles
+from reproduce.pipeline import problem_list as pipeline_problems
 
 PROBLEM_LABELS = pipeline_problems.labels()
 # Markers on the loss curves: about this many per line, each line's
