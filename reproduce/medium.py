@@ -14,7 +14,7 @@ Conventions (reproduce/all.sh, medium size; names and looks in styles.py):
   (written by metarun.py).
 
 Plain numpy and seed_stats.py (intervals) so it is unit-tested in
-tests/test_reproduce.py.
+tests/test_reproduce_plot.py.
 """
 
 import glob

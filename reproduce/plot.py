@@ -36,7 +36,7 @@ training run), "Regularizer verdicts", "All results" and "Per problem"
 sweep). Names, colours and markers: styles.py.
 
 The aggregation functions are plain numpy so they can be unit-tested on
-synthetic pickles (tests/test_reproduce.py).
+synthetic pickles (tests/test_reproduce_plot.py).
 """
 
 import argparse

@@ -20,7 +20,6 @@ in the variant registry (reproduce/pipeline/variants.py).
 """
 
 import math
-import os
 import re
 
 from reproduce.pipeline import variants

@@ -36,8 +36,9 @@ definition, from reproduce/pipeline/sizes.py):
                    optimizers (l2o_scale/pretrained/) against the baselines
   REPRO_QUICK=1    a few minutes: few meta-iterations, a few hundred test
                    steps (checks the pipeline; nothing is learned)
-  REPRO_TINY=1     smoke test (tests/test_reproduce.py): one learned variant,
-                   1 meta-iteration, 1 seed, 20 test steps, one problem
+  REPRO_TINY=1     smoke test (tests/test_reproduce_pipeline.py): one
+                   learned variant, 1 meta-iteration, 1 seed, 20 test steps,
+                   one problem
 Other environment variables:
   L2O_SCALE_DATA_DIR  offline MNIST folder (same as --data_dir); unset and
                       no --data_dir: tensorflow-datasets provides full MNIST
