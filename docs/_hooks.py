@@ -7,7 +7,7 @@ copies of their numbers.
   command writes (e.g. ``reproduce/results/medium/results.md``, written by
   ``reproduce/plot.py``), so the page states what that command gave.
 * ``<!-- bench: PATH -->`` is replaced by the tables of a benchmark report
-  (the JSON that ``python -m l2o_scale.bench --json PATH`` writes).
+  (the JSON that ``python -m l2o_scale.speed --json PATH`` writes).
 * Every figure under ``reproduce/results/`` is published at
   ``results/<path below reproduce/results>``, so pages link
   ``results/medium/loss_curves.png``.
@@ -51,7 +51,7 @@ def _included(match):
 
 # ------------------------------------------------------------ benchmark
 # ``<!-- bench: PATH -->``: the tables of a JSON report of
-# ``python -m l2o_scale.bench`` (its --json output), rows for the fields the
+# ``python -m l2o_scale.speed`` (its --json output), rows for the fields the
 # report has.
 BENCH = re.compile(r"^<!-- bench: (\S+) -->$", re.M)
 

@@ -19,11 +19,9 @@
 # declared there once; plan.py turns them into stages, runner.py runs them.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# The pipeline is the package reproduce.pipeline of this checkout, found from
+# any working directory (relative --out and --data_dir stay relative to it).
 # exec: a Ctrl-C or kill reaches the pipeline, which stops its stages.
-exec "${PYTHON:-python}" -c '
-import sys
-sys.path.insert(0, sys.argv.pop(1))
-from pipeline import cli
-sys.exit(cli.main())
-' "$HERE" "$@"
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+exec "${PYTHON:-python}" -m reproduce.pipeline "$@"

@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-import medium
-import styles
+from reproduce import medium
+from reproduce import styles
 
 
 def pyplot():

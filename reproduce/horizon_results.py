@@ -9,7 +9,7 @@ and how many seeds hold every rule. Several folders under one label
 (``LABEL=FOLDER1,FOLDER2,...``: one per training seed) pool their runs, so
 the mean ± std and the count span training and test seeds.
 
-  python reproduce/horizon_results.py --out=reproduce/results/horizon/results.md \\
+  python -m reproduce.horizon_results --out=reproduce/results/horizon/results.md \\
       "l2o-scale (long recipe)=/tmp/hc/l2o-scale" \\
       "three training seeds=/tmp/hc/t1,/tmp/hc/t2,/tmp/hc/t3" ...
 
@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-import medium  # pylint: disable=g-import-not-at-top
+from reproduce import medium
 
 # Mean ± std over test seeds: losses span decades, accuracies do not.
 FORMATS = {"final": "{:.3g} ± {:.2g}", "split_loss": "{:.3g} ± {:.2g}",

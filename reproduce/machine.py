@@ -1,6 +1,6 @@
 """One line naming the machine a result was measured on: CPU model, cores,
 TensorFlow and Python versions (results pages state it next to their
-numbers). ``python reproduce/machine.py`` prints it."""
+numbers). ``python -m reproduce.machine`` prints it."""
 
 import importlib.metadata
 import os

@@ -14,7 +14,7 @@ Conventions (reproduce/all.sh, medium size; names and looks in styles.py):
   (written by metarun.py).
 
 Plain numpy and seed_stats.py (intervals) so it is unit-tested in
-tests/test_reproduce.py.
+tests/test_reproduce_plot.py.
 """
 
 import glob
@@ -25,12 +25,12 @@ import re
 
 import numpy as np
 
-import seed_stats
-from styles import is_baseline  # pylint: disable=unused-import
-from styles import label as variant_label
-from styles import ordered as ordered_variants
-from styles import split_name
-from styles import tuned_lr
+from reproduce import seed_stats
+from reproduce.styles import is_baseline  # pylint: disable=unused-import
+from reproduce.styles import label as variant_label
+from reproduce.styles import ordered as ordered_variants
+from reproduce.styles import split_name
+from reproduce.styles import tuned_lr
 
 # metarun.py's events file in a train dir
 # (l2o_scale/meta_training/reporting.py).

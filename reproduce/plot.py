@@ -36,7 +36,7 @@ training run), "Regularizer verdicts", "All results" and "Per problem"
 sweep). Names, colours and markers: styles.py.
 
 The aggregation functions are plain numpy so they can be unit-tested on
-synthetic pickles (tests/test_reproduce.py).
+synthetic pickles (tests/test_reproduce_plot.py).
 """
 
 import argparse
@@ -50,11 +50,10 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
-import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
-import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import problem_list as pipeline_problems  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import figures
+from reproduce import medium
+from reproduce import styles
+from reproduce.pipeline import problem_list as pipeline_problems
 
 PROBLEM_LABELS = pipeline_problems.labels()
 # Markers on the loss curves: about this many per line, each line's

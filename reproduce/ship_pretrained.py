@@ -33,18 +33,17 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "reproduce"))
 
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
-import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = metarun.FLAGS  # metarun.py's own flags (l2o_scale.config.programs)
 

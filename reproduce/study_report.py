@@ -7,7 +7,7 @@ intervals (an effect only where Holm's correction rejects, "no effect of
 "cannot tell"); this script is the one place that turns its runs into
 those words, so the page cannot say more than the numbers do.
 
-  python reproduce/study_report.py \\
+  python -m reproduce.study_report \\
       --study_dir=reproduce/results/study/runs --out_dir=reproduce/results/study
 
 Input: the study's output folder (reproduce/all.sh with REPRO_STUDY=1):
@@ -34,20 +34,17 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
 # seed_stats imports TensorFlow: its start-up lines filtered as every
 # command's are.
 from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top,wrong-import-position
 quiet_cuda.install()
-import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
-import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
-import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
-import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
-import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import sizes  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import variants  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce.pipeline import sizes  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce.pipeline import variants  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The study as the pipeline runs it (reproduce/pipeline/sizes.py): its arms

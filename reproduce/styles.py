@@ -20,12 +20,9 @@ in the variant registry (reproduce/pipeline/variants.py).
 """
 
 import math
-import os
 import re
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pipeline import variants  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce.pipeline import variants
 
 TRAIN_SEED_PATTERN = variants.TRAIN_SEED_PATTERN
 TUNED_PATTERN = re.compile(r"^(SGD|Adam|Adagrad)-lr(.+)$")

@@ -20,16 +20,8 @@ import l2o_scale  # pylint: disable=g-import-not-at-top,unused-import
 
 import pytest  # pylint: disable=g-import-not-at-top
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
-FIXTURES = os.path.join(SHARED, "fixtures", "tf1_reference")
-
-
-def mnist_dir():
-  """The MNIST folder named by L2O_SCALE_DATA_DIR (as .ci/run sets it)."""
-  path = os.environ.get("L2O_SCALE_DATA_DIR",
-                        os.path.join(SHARED, "data", "mnist"))
-  return path
+from tests.paths import FIXTURES  # pylint: disable=g-import-not-at-top
+from tests.paths import mnist_dir  # pylint: disable=g-import-not-at-top
 
 
 @pytest.fixture
@@ -53,7 +45,7 @@ def metarun():
   added to the environment) as a CompletedProcess. A module's commands share
   one process (tests/metarun_process.py), so TensorFlow is imported once a
   module, not once a command."""
-  import metarun_process  # pylint: disable=g-import-not-at-top
+  from tests import metarun_process  # pylint: disable=g-import-not-at-top
   with metarun_process.MetarunProcess() as run:
     yield run
 

@@ -27,17 +27,17 @@ import os
 import sys
 
 PAGE = 4096
-_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def command(root, mode, script, args, pages=1):
   """``[python, -c, ...]`` running ``script`` (a path) with ``args`` as its
-  argv, with ``root`` fault-injected as ``mode``."""
-  code = ("import sys; sys.path.insert(0, {here!r}); import faultfs; "
+  argv, with ``root`` fault-injected as ``mode``; run it in the repository
+  root (``cwd``), where ``tests.faultfs`` imports from."""
+  code = ("import sys; from tests import faultfs; "
           "faultfs.install({root!r}, {mode!r}, {pages}); "
           "sys.argv = [{script!r}] + {args!r}; import runpy; "
           "runpy.run_path({script!r}, run_name='__main__')").format(
-              here=_HERE, root=str(root), mode=mode, pages=pages,
+              root=str(root), mode=mode, pages=pages,
               script=str(script), args=list(args))
   return [sys.executable, "-c", code]
 

@@ -44,7 +44,7 @@ class MetarunProcess:
     self._count = 0
     with open(self._log, "w") as log:
       self._proc = subprocess.Popen(
-          [sys.executable, os.path.abspath(__file__)], cwd=ROOT,
+          [sys.executable, "-m", "tests.metarun_process"], cwd=ROOT,
           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
           text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
@@ -137,7 +137,6 @@ def _serve():
   there)."""
   replies = os.fdopen(os.dup(1), "w")
   os.dup2(2, 1)
-  sys.path.insert(0, ROOT)
   from absl import flags  # pylint: disable=g-import-not-at-top
   import metarun  # pylint: disable=g-import-not-at-top
   for line in sys.stdin:

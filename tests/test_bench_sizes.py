@@ -1,4 +1,4 @@
-"""The benchmark's size sweep (``python -m l2o_scale.bench --sizes``) runs
+"""The benchmark's size sweep (``python -m l2o_scale.speed --sizes``) runs
 and reports its fields; timings themselves are not asserted."""
 
 import json

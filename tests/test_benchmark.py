@@ -272,7 +272,7 @@ def test_help_names_it_apart_from_the_speed_benchmark(capsys):
     cli.parse_args(["--help"])
   text = capsys.readouterr().out
   assert "Task-suite benchmark: training quality" in text
-  assert "l2o_scale.bench`" in text
+  assert "l2o_scale.speed`" in text
 
 
 def _config_from_command_line(argv):

@@ -120,7 +120,7 @@ def test_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
 
 
 def _under_faults(disk, mode, args, pages=1):
-  import faultfs  # tests/faultfs.py  # pylint: disable=g-import-not-at-top
+  from tests import faultfs  # pylint: disable=g-import-not-at-top
   return subprocess.run(
       faultfs.command(disk, mode, os.path.join(
           ROOT, "l2o_scale", "benchmark", "__main__.py"), args, pages),

@@ -65,7 +65,7 @@ def _write_idx(folder, split, images, labels):
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
   """``<tmp>/work`` with ``../shared/data/mnist`` and ``runs/fast``."""
-  from conftest import mnist_dir  # pylint: disable=g-import-not-at-top
+  from tests.paths import mnist_dir  # pylint: disable=g-import-not-at-top
   from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   base = tmp_path_factory.mktemp("examples")
   mnist = base / "shared" / "data" / "mnist"

@@ -27,7 +27,7 @@ from l2o_scale.runs import dir_lock
 from l2o_scale.runs import run_record
 from l2o_scale import cluster
 from problems import datasets
-import conftest
+from tests.paths import mnist_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
@@ -107,7 +107,7 @@ def trained(tmp_path_factory):
   """A train dir of 2 meta-iterations (model.ckpt-0..2, run record)."""
   train_dir = tmp_path_factory.mktemp("trained")
   done = _script("metarun.py", "--train_dir={}".format(train_dir),
-                 "--data_dir={}".format(conftest.mnist_dir()),
+                 "--data_dir={}".format(mnist_dir()),
                  "--num_meta_iterations=2", *TINY)
   assert done.returncode == 0, done.stderr[-3000:]
   return str(train_dir), done.stdout
@@ -316,7 +316,7 @@ def refusals(trained, tmp_path_factory):
   module instead of once per test. A group's cases run on its own copies,
   so no case sees another's writes."""
   base = tmp_path_factory.mktemp("refusals")
-  data_dir = conftest.mnist_dir()
+  data_dir = mnist_dir()
   setups, cases = {}, []
   for group, make in (("checkpoint", _checkpoint_fault_cases),
                       ("data_change", _data_change_cases),

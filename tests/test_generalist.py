@@ -11,8 +11,6 @@ import re
 import numpy as np
 import pytest
 
-import resume_check  # tests/resume_check.py  # pylint: disable=g-bad-import-order
-
 from l2o_scale.config import recipes
 from l2o_scale.meta_training import config as config_lib
 from l2o_scale.meta_training import plan as plan_lib
@@ -25,6 +23,7 @@ from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
 from problems import problem_sets
 from problems import problem_spec
+from tests import resume_check
 
 
 def _optimizer_spec():

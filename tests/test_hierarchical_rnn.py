@@ -12,7 +12,7 @@ import tensorflow as tf
 from optimizer import hierarchical_rnn
 from optimizer import utils
 
-import hrnn_reference  # tests/hrnn_reference.py  # pylint: disable=g-bad-import-order
+from tests import hrnn_reference
 
 SHAPES = [(5, 3), (3,), (2, 2, 2)]
 

@@ -200,7 +200,7 @@ def test_full_or_read_only_disk_is_one_line_naming_the_file(
   line naming the file that could not be written and what to do; nothing
   left behind. The disk is a fault-injected folder (tests/faultfs.py), so
   this runs everywhere, without mount or privileges."""
-  import faultfs  # tests/faultfs.py  # pylint: disable=g-import-not-at-top
+  from tests import faultfs  # pylint: disable=g-import-not-at-top
   disk = tmp_path / "disk"
   disk.mkdir()
   out = subprocess.run(

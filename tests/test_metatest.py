@@ -263,7 +263,7 @@ def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
   """metatest on a read-only disk: exit 2 with one line naming the folder.
   The disk is a fault-injected folder (tests/faultfs.py): no mount needed."""
   import subprocess  # pylint: disable=g-import-not-at-top
-  import faultfs  # tests/faultfs.py  # pylint: disable=g-import-not-at-top
+  from tests import faultfs  # pylint: disable=g-import-not-at-top
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   disk = tmp_path / "disk"
   disk.mkdir()

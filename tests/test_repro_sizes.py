@@ -20,15 +20,13 @@ import uuid
 
 import pytest
 
+from reproduce.pipeline import cli
+from reproduce.pipeline import plan
+from reproduce.pipeline import runner
+from reproduce.pipeline import sizes
+from reproduce.pipeline import variants
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "reproduce"))
-
-from pipeline import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import plan  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import runner  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import sizes  # pylint: disable=g-import-not-at-top,wrong-import-position
-from pipeline import variants  # pylint: disable=g-import-not-at-top,wrong-import-position
-
 MEDIUM = os.path.join(ROOT, "reproduce", "results", "medium")
 STUDY = os.path.join(ROOT, "reproduce", "results", "study")
 

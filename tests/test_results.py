@@ -303,7 +303,7 @@ def test_figure_onto_a_read_only_or_full_disk_is_one_line(save_dir, tmp_path,
   """The disk is a fault-injected folder (tests/faultfs.py); a read-only one
   is refused before any work, a full one when the figure is written, with
   no partial file left."""
-  import faultfs  # tests/faultfs.py  # pylint: disable=g-import-not-at-top
+  from tests import faultfs  # pylint: disable=g-import-not-at-top
   disk = tmp_path / "disk"
   disk.mkdir()
   fig = disk / "cmp.png"

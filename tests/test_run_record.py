@@ -12,7 +12,7 @@ import pytest
 from l2o_scale.runs import dir_lock
 from l2o_scale.runs import run_record
 
-import conftest  # tests/conftest.py  # pylint: disable=g-bad-import-order
+from tests.paths import mnist_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
@@ -27,7 +27,7 @@ def tiny_run(metarun, tmp_path_factory):
   (model.ckpt-0 and -1, the run record); tests change copies of it."""
   train_dir = tmp_path_factory.mktemp("tiny")
   first = metarun("--train_dir={}".format(train_dir),
-                  "--data_dir={}".format(conftest.mnist_dir()), *TINY)
+                  "--data_dir={}".format(mnist_dir()), *TINY)
   assert first.returncode == 0, first.stderr[-2000:]
   return train_dir, first
 

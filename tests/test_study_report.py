@@ -12,17 +12,15 @@ import json
 import math
 import os
 import pickle
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "reproduce"))
+from reproduce import medium
+from reproduce import seed_stats
+from reproduce import study_report
 
-import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
-import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
-import study_report  # pylint: disable=g-import-not-at-top,wrong-import-position
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ------------------------------------------------------------ seed_stats

@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import resume_check  # tests/resume_check.py  # pylint: disable=g-bad-import-order
-
 from l2o_scale.meta_training import curriculum as curriculum_lib
 from l2o_scale import metaopt
 from l2o_scale.meta_training import mt_utils
@@ -24,6 +22,7 @@ from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
 from problems import problem_spec
+from tests import resume_check
 
 
 def test_regularizer_switch_quirks():

@@ -18,7 +18,7 @@ from problems import datasets
 from problems import problem_sets
 from problems import problem_spec as spec_lib
 
-import resume_check  # tests/resume_check.py  # pylint: disable=g-bad-import-order
+from tests import resume_check
 
 ROWS = 300
 

@@ -1,6 +1,6 @@
 """``python -m l2o_scale.benchmark``: the task-suite benchmark (training
 quality across model families against tuned baselines). For the time per
-optimizer step, see ``python -m l2o_scale.bench`` instead."""
+optimizer step, see ``python -m l2o_scale.speed`` instead."""
 
 import dataclasses
 import os
@@ -19,7 +19,7 @@ DESCRIPTION = (
     "Adam, AdamW and SGD with momentum (each tuned per task on a validation "
     "split), and reports final training loss, held-out test metric and the "
     "speedup over tuned Adam. (For the time per optimizer step, see "
-    "`python -m l2o_scale.bench`.)")
+    "`python -m l2o_scale.speed`.)")
 USAGE = "usage: python -m l2o_scale.benchmark [--flag=value ...]"
 MODULE = "l2o_scale.benchmark"  # the flags' owner in --help
 PROG = "python -m " + MODULE  # what its one-line refusals start with

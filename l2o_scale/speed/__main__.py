@@ -1,7 +1,6 @@
 """``python -m l2o_scale.speed``: the speed benchmark (time per learned step,
-per meta-training unroll, to a trained optimizer; the same program as
-``python -m l2o_scale.bench``). Not the task-suite benchmark of training
-quality, ``python -m l2o_scale.benchmark``."""
+per meta-training unroll, to a trained optimizer). Not the task-suite
+benchmark of training quality, ``python -m l2o_scale.benchmark``."""
 
 from l2o_scale.runs import entry_point
 from l2o_scale.speed import bench

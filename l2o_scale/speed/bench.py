@@ -56,10 +56,10 @@ measured in the same run: the comparison the README's numbers come from.
 Every number is the median over repeats after warm-up (compilation is timed
 separately and reported). Usage::
 
-  python -m l2o_scale.bench [--quick] [--json PATH] [--no_xla]
+  python -m l2o_scale.speed [--quick] [--json PATH] [--no_xla]
                             [--data_dir DIR] [--original SCRIPT]
-  python -m l2o_scale.bench --sizes [32,128,...] [--json PATH] [--markdown PATH]
-  python -m l2o_scale.bench --time_to_trained ...   (l2o_scale.speed.time_to_trained)
+  python -m l2o_scale.speed --sizes [32,128,...] [--json PATH] [--markdown PATH]
+  python -m l2o_scale.speed --time_to_trained ...   (l2o_scale.speed.time_to_trained)
 """
 
 
@@ -79,7 +79,7 @@ def build_parser():
   """The command's options (``--time_to_trained`` hands over to
   :mod:`l2o_scale.speed.time_to_trained`, which has its own)."""
   parser = argparse.ArgumentParser(
-      prog="python -m l2o_scale.bench",
+      prog="python -m l2o_scale.speed",
       description="Times a learned-optimizer step against a Keras Adam step "
       "and a 20-step meta-training unroll with and without hessian-esd.")
   parser.add_argument("--quick", action="store_true",
@@ -119,7 +119,7 @@ def build_parser():
   parser.add_argument("--time_to_trained", action="store_true",
                       help="instead: wall time of meta-training from a cold "
                       "start to a trained optimizer, per recipe and training "
-                      "seed (its options: python -m l2o_scale.bench "
+                      "seed (its options: python -m l2o_scale.speed "
                       "--time_to_trained --help)")
   return parser
 

@@ -1,5 +1,5 @@
 """(e) The learned step's cost across model sizes, against Adam in the same
-run (``python -m l2o_scale.bench --sizes``).
+run (``python -m l2o_scale.speed --sizes``).
 
 Why: a learned optimizer does per-parameter work (the hierarchical RNN's
 per-parameter GRU and its input features) where Adam does a few
@@ -213,7 +213,7 @@ def format_markdown(report):
   lines = [
       "# The learned step's cost across model sizes",
       "",
-      "`python -m l2o_scale.bench --sizes{}{}`: {}, batch {}, {} against "
+      "`python -m l2o_scale.speed --sizes{}{}`: {}, batch {}, {} against "
       "{}, taking turns in one process; medians over {} repeats.".format(
           " --sizes_in=loop" if report.get("sweep") == "loop" else "",
           " --native_step" if report.get("native_step") else "",

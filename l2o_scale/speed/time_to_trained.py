@@ -31,7 +31,7 @@ flagfile):
 
 Usage::
 
-  python -m l2o_scale.bench --time_to_trained --data_dir=DIR \\
+  python -m l2o_scale.speed --time_to_trained --data_dir=DIR \\
       --recipe stable --recipe fast=path/to/fast.flags [--seeds 1,2,3] \\
       [--json OUT.json] [--work_dir DIR]
 
@@ -139,7 +139,7 @@ def load_average():
 
 def build_parser():
   parser = argparse.ArgumentParser(
-      prog="python -m l2o_scale.bench --time_to_trained",
+      prog="python -m l2o_scale.speed --time_to_trained",
       description="Wall time of meta-training from a cold start until the "
       "robust score first reaches --threshold, per recipe and training seed, "
       "recipes taking turns in one run.")

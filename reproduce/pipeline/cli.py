@@ -36,8 +36,9 @@ definition, from reproduce/pipeline/sizes.py):
                    optimizers (l2o_scale/pretrained/) against the baselines
   REPRO_QUICK=1    a few minutes: few meta-iterations, a few hundred test
                    steps (checks the pipeline; nothing is learned)
-  REPRO_TINY=1     smoke test (tests/test_reproduce.py): one learned variant,
-                   1 meta-iteration, 1 seed, 20 test steps, one problem
+  REPRO_TINY=1     smoke test (tests/test_reproduce_pipeline.py): one
+                   learned variant, 1 meta-iteration, 1 seed, 20 test steps,
+                   one problem
 Other environment variables:
   L2O_SCALE_DATA_DIR  offline MNIST folder (same as --data_dir); unset and
                       no --data_dir: tensorflow-datasets provides full MNIST
@@ -183,7 +184,6 @@ def prepare_out(size, out, data_dir, env):
 
 def describe_data(folder):
   """(the data line, the short name of the figures' title)."""
-  sys.path.insert(0, ROOT)
   from problems import datasets  # pylint: disable=g-import-not-at-top
   try:
     where = os.path.join(ROOT, folder) if folder else None
@@ -269,7 +269,7 @@ def plot_argv(size, settings, data_short):
   if size.name == "study":
     # The study's page is its protocol's analysis (docs/flatness-study.md),
     # written beside its runs, where it is committed with them.
-    return [settings.python, "reproduce/study_report.py", "--allow_empty",
+    return [settings.python, "-m", "reproduce.study_report", "--allow_empty",
             "--study_dir=" + settings.path(),
             "--out_dir=" + study_page_dir(size, settings)]
   steps = "{} test steps".format(size.test_steps)
@@ -279,7 +279,7 @@ def plot_argv(size, settings, data_short):
   # The meta-training runs' own records (none for the shipped optimizers).
   train = ([] if size.pretrained_only else
            ["--train_dir=" + settings.path("train")])
-  return [settings.python, "reproduce/plot.py",
+  return [settings.python, "-m", "reproduce.plot",
           "--results_dir=" + settings.path("test"),
           "--out_dir=" + settings.path("figures")] + train + [
               "--run_dir=" + settings.path(),
@@ -291,7 +291,7 @@ def plot_argv(size, settings, data_short):
 def record_invocation(out, python, started, stages_run):
   """A line of invocations.tsv (date, wall seconds, stages run, machine),
   read by results.md's "The run"."""
-  machine = subprocess.run([python, "reproduce/machine.py"], cwd=ROOT,
+  machine = subprocess.run([python, "-m", "reproduce.machine"], cwd=ROOT,
                            capture_output=True, text=True).stdout.strip()
   with open(os.path.join(out, "invocations.tsv"), "a") as f:
     f.write("{}\t{}\t{}\t{}\n".format(

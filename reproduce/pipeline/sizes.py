@@ -187,7 +187,7 @@ class Size:
 
 
 SIZES = {s.name: s for s in (
-    # Smoke test (tests/test_reproduce.py).
+    # Smoke test (tests/test_reproduce_pipeline.py).
     Size("tiny", meta_iters=1, test_steps=20, test_steps_conv=20, seeds="6",
          heldout_every=10, variants=("l2o-scale",),
          problems=("mnist-mlp-sigmoid",), meta_lr="1e-3", fix_num_steps="20",

@@ -1,0 +1,18 @@
+"""The reproduction of the paper's experiments (``bash reproduce/all.sh``).
+
+Its scripts run from the repository root as modules, e.g.
+``python -m reproduce.plot``; ``reproduce/all.sh`` runs
+``python -m reproduce.pipeline``. One module per job:
+
+* :mod:`reproduce.pipeline`: the sizes, variants and test problems, and the
+  stages that meta-train, meta-test and draw them;
+* :mod:`reproduce.plot`: the loss curves and ``results.md`` of a run
+  (:mod:`reproduce.medium` and :mod:`reproduce.figures` for the medium
+  size's pooling, verdicts and figures; :mod:`reproduce.styles` the names
+  and looks);
+* :mod:`reproduce.study_report`: the flatness study's results page, with
+  :mod:`reproduce.seed_stats` (statistics over meta-training seeds);
+* :mod:`reproduce.pretrained_metatest`, :mod:`reproduce.horizon_results`,
+  :mod:`reproduce.ship_pretrained`: the shipped optimizers' pages and cards;
+* :mod:`reproduce.machine`: the machine line of a results page.
+"""
