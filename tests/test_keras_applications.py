@@ -60,7 +60,7 @@ def test_fit_trains_a_full_size_application(net, jit_compile):
   # The step runs in passes of at most 2**20 coordinates (or one
   # variable), each with a few packed blocks of state, not a set of slots
   # per variable.
-  passes = opt._passes_built  # pylint: disable=protected-access
+  passes = opt._state.passes  # pylint: disable=protected-access
   assert len(passes) >= num_params / 2**20
   assert len(opt.variables) < 10 * len(passes) < len(
       model.trainable_variables)
