@@ -5,11 +5,11 @@
 
 :class:`LearnedOptimizer` holds the Keras hooks; each of its jobs is one
 module of :mod:`l2o_scale.keras_parts` (as Keras keeps ``adam.py`` over its
-base optimizer): its arguments checked (``checks``), the learned optimizer's
-state of all variables as Keras optimizer variables (``packed_state``), the
-step of all variables together (``joint_step``), saving and loading
-(``saving``), and the learned optimizer restored from a checkpoint or
-shipped by name (``restore``).
+base optimizer): its arguments checked (``checks``), the native kernel's
+switch (``native``), the learned optimizer's state of all variables as
+Keras optimizer variables (``packed_state``), the step of all variables
+together (``joint_step``), saving and loading (``saving``), and the learned
+optimizer restored from a checkpoint or shipped by name (``restore``).
 
 Why it cannot be a plain ``update_step`` optimizer: the hierarchical RNN mixes
 information across tensors, so the original ``apply_gradients``
