@@ -855,5 +855,6 @@ def test_keras_constructor_refuses_bad_numbers_in_one_line(kwargs, line):
     keras_optimizer.LearnedOptimizer.pretrained("l2o-scale", **kwargs)
   assert "\n" not in str(error.value)
   # In range: accepted.
-  keras_optimizer.check_numbers(learning_rate=0.5, weight_decay=1e-3,
-                                clipnorm=1., ema_momentum=0.99)
+  keras_optimizer.LearnedOptimizer.pretrained(
+      "l2o-scale", learning_rate=0.5, weight_decay=1e-3, clipnorm=1.,
+      ema_momentum=0.99)

@@ -60,7 +60,7 @@ def test_fit_trains_a_full_size_application(net, jit_compile):
   # The step runs in passes of at most 2**20 coordinates (or one
   # variable), each with a few packed blocks of state, not a set of slots
   # per variable.
-  passes = opt._passes_built  # pylint: disable=protected-access
+  passes = opt._state.passes  # pylint: disable=protected-access
   assert len(passes) >= num_params / 2**20
   assert len(opt.variables) < 10 * len(passes) < len(
       model.trainable_variables)
@@ -100,7 +100,7 @@ def test_a_variable_without_gradient_keeps_its_state(fixtures_dir):
   opt_both = LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs=kwargs)
   opt_alone = LearnedOptimizer.from_checkpoint(ckpt, optimizer_kwargs=kwargs)
   opt_both.build(both)
-  state_before = [v.numpy() for v in opt_both._packed_slots]
+  state_before = [v.numpy() for v in opt_both._state.packed_slots]  # pylint: disable=protected-access
   for g in grads:
     opt_both.apply([g[0], g[1], None], both)
     opt_alone.apply(g[:2], alone)
@@ -111,7 +111,7 @@ def test_a_variable_without_gradient_keeps_its_state(fixtures_dir):
                            values[1])
   # The packed state's last 4 of 22 columns (the third variable) are
   # unchanged.
-  for before, slot in zip(state_before, opt_both._packed_slots):
+  for before, slot in zip(state_before, opt_both._state.packed_slots):
     after = slot.numpy()
     if after.ndim == 2 and after.shape[1] == 22:
       np.testing.assert_array_equal(after[:, 18:], before[:, 18:])
