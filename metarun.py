@@ -114,14 +114,15 @@ def run_config(flag_values, cluster=None):
       cluster=cluster)
 
 
-def parse_config(argv):
+def parse_config(argv, cluster=None):
   """The :class:`~l2o_scale.meta_training.config.RunConfig` of the
   metarun.py command line ``argv`` (program name first; a ``--recipe``
   expands first, as when metarun.py runs), parsed into flags of its own:
-  this module's ``FLAGS`` stay as they are."""
+  this module's ``FLAGS`` stay as they are. ``cluster``: as for
+  :func:`run_config`."""
   values = define_flags()
   values(recipes.expand(argv))
-  return run_config(values)
+  return run_config(values, cluster)
 
 
 def check_flags(flag_values):

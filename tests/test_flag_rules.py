@@ -68,12 +68,6 @@ SHARED_RULES = [
      "--fast_forward_init=problem needs --fast_forward_max_steps > 0"),
     (["--selection_seeds="], {}, dict(selection_seeds=()),
      "--selection_seeds is empty"),
-    (["--rms_decay=2"], {}, dict(rms_decay=2.),
-     "--rms_decay must be in [0, 1) (got 2)"),
-    (["--gradient_clip_level=0"], dict(gradient_clip=0.), {},
-     "--gradient_clip_level must be > 0 (got 0)"),
-    (["--fast_forward_fraction=2"], {}, dict(fast_forward_fraction=2.),
-     "--fast_forward_fraction must be in [0, 1] (got 2)"),
 ]
 
 # The same, for the modes a distributed chief does not run.
@@ -170,6 +164,16 @@ def test_a_valid_configuration_passes_every_entry_point_check():
       logdir="unused", schedule=config_lib.Schedule(fix_unroll=True))
   validation.require_valid(config)
   validation.require_valid(config, chief=True)
+  # The flags' bounds bind the command line, not a library caller (a NaN
+  # meta learning rate drives a run into divergence on purpose).
+  wild = config_lib.TrainerConfig(
+      logdir="unused", schedule=config_lib.Schedule(
+          fix_unroll=True, learning_rate=float("nan")),
+      training=config_lib.TrainingConfig(rms_decay=2.))
+  validation.require_valid(wild)
+  assert validation.validate(config_lib.RunConfig.of_trainer(wild))[0] == [
+      "--meta_learning_rate must be a finite number (got nan)",
+      "--rms_decay must be in [0, 1) (got 2)"]
   assert validation.validate(program.parse_config(
       ["metarun.py", "--fix_unroll", "--meta_learning_rate=1e-3"],
       CHIEF)) == ([], [])
@@ -177,6 +181,10 @@ def test_a_valid_configuration_passes_every_entry_point_check():
 
 @pytest.mark.parametrize("args,line", [
     (["--selection_seeds=6,x"], "--selection_seeds must be integers, got 6,x"),
+    (["--rms_decay=2"], "--rms_decay must be in [0, 1) (got 2)"),
+    (["--gradient_clip_level=0"], "--gradient_clip_level must be > 0 (got 0)"),
+    (["--fast_forward_fraction=2"],
+     "--fast_forward_fraction must be in [0, 1] (got 2)"),
     (["--meta_learning_rate=inf"],
      "--meta_learning_rate must be a finite number (got inf)"),
     (["--max_log_lr=nan"], "--max_log_lr must be a finite number (got nan)"),
@@ -198,9 +206,10 @@ def test_a_valid_configuration_passes_every_entry_point_check():
          SHIPPED)),
 ])
 def test_the_command_line_only_rules_are_one_line_each(args, line):
-  """Rules on the parts only metarun.py has: its own flags, the
-  optimizer's (a library caller builds the optimizer, which checks its
-  options), non-integer seeds as typed."""
+  """Rules on what only metarun.py has: the flags' bounds (a library
+  caller may pass a NaN learning rate on purpose, to drive a run into
+  divergence), its own flags, the optimizer's (a library caller builds the
+  optimizer, which checks its options), non-integer seeds as typed."""
   errors = _errors(*args)
   assert len([e for e in errors if e.startswith(line)]) == 1, errors
 

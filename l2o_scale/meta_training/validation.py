@@ -41,11 +41,13 @@ SINGLE_PROCESS_CHOICES = (("on_divergence", "continue"),
                           ("selection_objective", "same"))
 
 
-def validate(run):
+def validate(run, bounds=True):
   """``(errors, notes)`` of ``run`` (a :class:`~l2o_scale.meta_training.
   config.RunConfig`): lists of lines, empty when the run is valid and
-  unsurprising."""
-  errors = bound_errors(run) + schedule_errors(run.schedule)
+  unsurprising. ``bounds``: also each setting's declared bounds (its flag's
+  valid range, :func:`bound_errors`)."""
+  errors = bound_errors(run) if bounds else []
+  errors += schedule_errors(run.schedule)
   errors += training_errors(run.training, run.schedule)
   if run.optimizer is not None:
     errors += optimizer_errors(run.optimizer)
@@ -62,12 +64,18 @@ def validate(run):
 
 
 def require_valid(config, chief=False):
-  """Raises ValueError naming every rule that ``config`` (a
+  """Raises ValueError naming every combination rule that ``config`` (a
   :class:`~l2o_scale.meta_training.config.TrainerConfig`, as the library's
   entry points get it) breaks; ``chief``: it is run by a distributed
-  chief."""
+  chief.
+
+  The single settings' flag bounds are the command line's: a library
+  caller may give values outside them on purpose (a NaN meta learning rate
+  drives a run into divergence, to test what follows).
+  """
   cluster = config_lib.ClusterTask("chief") if chief else None
-  errors, _ = validate(config_lib.RunConfig.of_trainer(config, cluster))
+  errors, _ = validate(config_lib.RunConfig.of_trainer(config, cluster),
+                       bounds=False)
   if errors:
     raise ValueError("; ".join(errors))
 
