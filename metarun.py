@@ -45,6 +45,7 @@ from l2o_scale.config import recipes
 from l2o_scale.meta_training import config as training_lib
 from l2o_scale.meta_training import distributed
 from l2o_scale.meta_training import training as training_run
+from l2o_scale.meta_training import validation
 from l2o_scale.runs import checkpoints
 from l2o_scale.runs import dir_lock
 from l2o_scale.runs import run_record
@@ -78,20 +79,75 @@ INCLUDE_FLAGS = ps.TRAINING_SET_FLAGS
 DEFAULT_SET = "mnist_mlp_problems"
 
 
-def selected_problems(flag_values, out=sys.stdout):
-  """The training problems chosen by the include_* flags (original order)."""
+def run_config(flag_values, cluster=None):
+  """The :class:`~l2o_scale.meta_training.config.RunConfig` of parsed
+  metarun.py flags (``flag_values``: this program's, or a set holding
+  them): every flag is read here, once. ``cluster``: this process's
+  :class:`~l2o_scale.meta_training.config.ClusterTask` (TF_CONFIG), None
+  for a single process.
+
+  The schedule's objective-growth stop is the optimizer's
+  ``--objective_training_max_multiplier``; its problems are drawn at random
+  unless this task is the chief of several workers (metarun.py l.405-436).
+  A ``--selection_seeds`` that is not integers stays as given, for
+  :func:`~l2o_scale.meta_training.validation.validate` to refuse.
+  """
+  optimizer = config_flags.from_flags(optimizer_flags.OptimizerConfig,
+                                      flag_values)
+  program = config_flags.from_flags(programs.MetarunConfig, flag_values)
+  try:
+    seeds = tuple(int(s) for s in flag_values.selection_seeds)
+  except ValueError:
+    seeds = tuple(flag_values.selection_seeds)
+  schedule = config_flags.from_flags(
+      training_lib.Schedule, flag_values,
+      obj_train_max_multiplier=optimizer.objective_training_max_multiplier,
+      select_random_problems=program.worker_tasks == 1 or program.task != 0)
+  return training_lib.RunConfig(
+      schedule=schedule, optimizer=optimizer, program=program,
+      training=config_flags.from_flags(training_lib.TrainingConfig,
+                                       flag_values, selection_seeds=seeds),
+      problem_sets=tuple(name for name, _, _ in INCLUDE_FLAGS
+                         if flag_values[name].value),
+      given=frozenset(name for name in flag_values
+                      if flag_values[name].present),
+      cluster=cluster)
+
+
+def parse_config(argv, cluster=None):
+  """The :class:`~l2o_scale.meta_training.config.RunConfig` of the
+  metarun.py command line ``argv`` (program name first; a ``--recipe``
+  expands first, as when metarun.py runs), parsed into flags of its own:
+  this module's ``FLAGS`` stay as they are. ``cluster``: as for
+  :func:`run_config`."""
+  values = define_flags()
+  values(recipes.expand(argv))
+  return run_config(values, cluster)
+
+
+def check_flags(flag_values):
+  """Error lines of the parsed flags ``flag_values``: those of
+  :func:`~l2o_scale.meta_training.validation.validate` for their
+  :func:`run_config` in a single process."""
+  return validation.validate(run_config(flag_values))[0]
+
+
+def selected_problems(config, out=sys.stdout):
+  """The training problems chosen by the include_* flags of ``config`` (a
+  RunConfig; original order)."""
+  chosen, data_dir = set(config.problem_sets), config.program.data_dir
   problems_and_data = []
   for flag_name, set_name, _ in INCLUDE_FLAGS:
-    if getattr(flag_values, flag_name):
-      problems_and_data.extend(ps.get(set_name, data_dir=flag_values.data_dir))
+    if flag_name in chosen:
+      problems_and_data.extend(ps.get(set_name, data_dir=data_dir))
       if (flag_name == "include_sparse_gradient_problems" and
-          flag_values.include_fully_connected_random_2_class_problems):
+          "include_fully_connected_random_2_class_problems" in chosen):
         problems_and_data.extend(ps.sparse_gradient_problems_mlp())
   if not problems_and_data:
     out.write("No --include_* flag given: training on the L2O-Entropy setting, "
               "{} (MNIST MLP 784-20-10, sigmoid, batch 128).\n".format(
                   DEFAULT_SET))
-    problems_and_data = ps.get(DEFAULT_SET, data_dir=flag_values.data_dir)
+    problems_and_data = ps.get(DEFAULT_SET, data_dir=data_dir)
   return problems_and_data
 
 
@@ -114,147 +170,22 @@ def stray_arguments(argv):
       " ".join(stray))
 
 
-def check_flags(flag_values):
-  """Error lines for flags out of their declared bounds or non-finite
-  (l2o_scale.config: the fields' bounds), and for combinations the original
-  would crash on or silently misuse."""
-  errors = programs.validate(CONFIG_CLASSES, flag_values)
-  if flag_values.fix_unroll and (
-      flag_values.fix_num_steps < flag_values.fix_unroll_length):
-    errors.append("--fix_num_steps ({}) must be at least --fix_unroll_length "
-                  "({}) or no unroll runs".format(flag_values.fix_num_steps,
-                                                  flag_values.fix_unroll_length))
-  if flag_values.fix_num_steps_eval < flag_values.fix_unroll_length:
-    errors.append("--fix_num_steps_eval ({}) must be at least "
-                  "--fix_unroll_length ({})".format(
-                      flag_values.fix_num_steps_eval,
-                      flag_values.fix_unroll_length))
-  if flag_values.selection_set and (
-      flag_values.selection_set not in ps.TRAINING_SETS):
-    errors.append("--selection_set={!r} is not a training problem set; "
-                  "known: {}".format(flag_values.selection_set,
-                                     ", ".join(ps.TRAINING_SETS)))
-  if (flag_values.mix_problems and flag_values.selection == "robust" and
-      not flag_values.selection_set):
-    errors.append("--mix_problems with --selection=robust needs "
-                  "--selection_set (scores on the problem of the moment are "
-                  "not comparable)")
-  if flag_values.mix_problems and flag_values.num_problems != 1:
-    errors.append("--mix_problems draws a problem per meta-iteration; "
-                  "--num_problems must stay 1")
-  if (flag_values.selection_objective != "same" and
-      flag_values.selection != "robust"):
-    errors.append("--selection_objective={} scores the --selection=robust "
-                  "runs; it needs --selection=robust".format(
-                      flag_values.selection_objective))
-  if (flag_values.fast_forward_init != "same" and
-      flag_values.fast_forward_max_steps <= 0):
-    errors.append("--fast_forward_init={} needs --fast_forward_max_steps > 0"
-                  .format(flag_values.fast_forward_init))
-  try:
-    seeds = [int(s) for s in flag_values.selection_seeds]
-    if not seeds:
-      errors.append("--selection_seeds is empty")
-  except ValueError:
-    errors.append("--selection_seeds must be integers, got {}".format(
-        ",".join(flag_values.selection_seeds)))
-  errors.extend(optimizer_flags.check_optimizer_flags(flag_values))
-  if ((flag_values.use_relative_lr or flag_values.use_extreme_indicator) and
-      not flag_values.dynamic_output_scale):
-    errors.append("--use_relative_lr / --use_extreme_indicator need "
-                  "--dynamic_output_scale=True")
-  shipped = programs.shipped_folder_problem(flag_values.train_dir,
-                                           "train_dir")
-  if shipped:
-    errors.append(shipped)
-  return list(dict.fromkeys(errors))  # The optimizer's bounds come twice.
+def record_sections(config):
+  """(optimizer flags, training flags) of the run record of ``config`` (a
+  RunConfig): name -> value as the flag holds it (every flag but the
+  optimizer's and those that say how to treat the train dir)."""
+  own = dict(config_flags.flag_items(config.program) +
+             config_flags.flag_items(config.schedule) +
+             config_flags.flag_items(config.training))
+  own.update((name, name in config.problem_sets)
+             for name, _, _ in INCLUDE_FLAGS)
+  return (dict(config_flags.flag_items(config.optimizer)),
+          {n: own[n] for n in sorted(own) if n not in programs.NOT_RECORDED})
 
 
-# The regularizer's flags and which switch makes each take effect.
-REGULARIZER_FLAGS = (("reg_option", ("reg_optimizer", "reg_optimizee")),
-                     ("hessian_itrs", ("reg_optimizer", "reg_optimizee")),
-                     ("alpha", ("reg_optimizer",)),
-                     ("regularize_time", ("reg_optimizer",)),
-                     ("reg_scale", ("reg_optimizer",)),
-                     ("beta", ("reg_optimizee",)))
-
-
-def regularizer_note(flag_values):
-  """The note for regularizer flags given while the regularizer they set is
-  off (e.g. the paper's ``--reg_option=hessian-esd`` alone), or None."""
-  idle = [name for name, switches in REGULARIZER_FLAGS
-          if flag_values[name].value != flag_values[name].default and
-          not any(flag_values[s].value for s in switches)]
-  if not idle:
-    return None
-  return ("{} {} no effect: the regularizer is off (original behaviour). "
-          "--reg_optimizer=True regularizes the optimizer (L2O-Entropy's "
-          "setting; alpha, regularize_time, reg_scale), --reg_optimizee=True "
-          "the optimizee (beta).".format(
-              ", ".join(run_record.format_flag(n, flag_values[n].value)
-                        for n in idle), "has" if len(idle) == 1 else "have"))
-
-
-def warnings_for(flag_values):
-  """Legal but surprising combinations, reported (behaviour is the original's)."""
-  notes = [note for note in [regularizer_note(flag_values)] if note]
-  if flag_values.reg_optimizer and flag_values.regularize_time == "none":
-    notes.append("--regularize_time=none switches the optimizer regularizer "
-                 "off in every unroll: with --reg_optimizer=True the "
-                 "accumulated regularizer stays 0 (original behaviour; use "
-                 "--regularize_time=always to apply it).")
-  if (flag_values.recipe is None and
-      flag_values.meta_learning_rate == flag_values["meta_learning_rate"].default):
-    notes.append("the original's meta learning rate ({:g}) learns nothing "
-                 "visible in hours on this problem; --recipe=fast (or "
-                 "--recipe=stable) trains a useful optimizer (python "
-                 "metarun.py --helpfull: recipe).".format(
-                     flag_values.meta_learning_rate))
-  if flag_values.if_cl and not flag_values.fix_unroll:
-    notes.append("--if_cl uses --fix_unroll_length unrolls regardless of "
-                 "--fix_unroll (original behaviour).")
-  return notes
-
-
-def training_config(flag_values):
-  """The :class:`TrainingConfig` of the parsed flags."""
-  return config_flags.from_flags(training_lib.TrainingConfig, flag_values)
-
-
-def schedule(flag_values):
-  """The :class:`Schedule` of the parsed flags (metarun.py l.405-436): the
-  draws of the unrolls are the original's (``sample_numiter`` of the
-  scale/minimum flags), the problems are drawn at random unless this task
-  is the chief of several workers."""
-  return config_flags.from_flags(
-      training_lib.Schedule, flag_values,
-      obj_train_max_multiplier=flag_values.objective_training_max_multiplier,
-      select_random_problems=(flag_values.worker_tasks == 1 or
-                              flag_values.task != 0))
-
-
-def trainer_config(flag_values, logdir):
-  """Everything the run is told: :class:`TrainerConfig` of the flags."""
-  return training_lib.TrainerConfig(
-      logdir=logdir, schedule=schedule(flag_values),
-      training=training_config(flag_values), resume=flag_values.resume,
-      summaries=flag_values.summaries)
-
-
-def record_sections(flag_values):
-  """(optimizer flags, training flags) of the run record: name -> value
-  (every flag but the optimizer's and those that say how to treat the
-  train dir)."""
-  names = optimizer_flags.optimizer_flag_names()
-  own = [n for n, f in flag_values._flags().items()  # pylint: disable=protected-access
-         if n == f.name and n not in names and
-         n not in programs.NOT_RECORDED]
-  return ({n: flag_values[n].value for n in names},
-          {n: flag_values[n].value for n in sorted(own)})
-
-
-def prepare_logdir(logdir, flag_values, optimizer=None):
-  """Checks the log dir against this run and writes the run record.
+def prepare_logdir(logdir, config, optimizer=None):
+  """Checks the log dir against this run (``config``: its RunConfig) and
+  writes the run record.
 
   Returns an error line, or None. ``--resume=False`` on a dir with
   checkpoints needs ``--overwrite`` (which deletes the old run first), so two
@@ -262,23 +193,24 @@ def prepare_logdir(logdir, flag_values, optimizer=None):
   every differing flag named (``--data_dir`` too, unless
   ``--allow_data_change``). A resumed run first checks the ``checkpoint``
   state file (checkpoints.latest_checkpoint) and that the latest checkpoint
-  reads and fits ``optimizer`` (built from the flags when None): a dir
+  reads and fits ``optimizer`` (built from ``run`` when None): a dir
   without a record gets one only then, so a wrong command writes nothing.
   """
-  problem = _clear_for_fresh_run(logdir, flag_values)
+  problem = _clear_for_fresh_run(logdir, config.program)
   if problem:
     return problem
   record = run_record.read(logdir)
-  optimizer_values, training_values = record_sections(flag_values)
+  optimizer_values, training_values = record_sections(config)
   if record is not None:
-    problem = record_mismatch(record, flag_values,
+    problem = record_mismatch(record, config.program,
                               dict(training_values, **optimizer_values))
     if problem:
       return problem
-  latest = (checkpoints.latest_checkpoint(logdir) if flag_values.resume
+  latest = (checkpoints.latest_checkpoint(logdir) if config.program.resume
             else None)
   if latest is not None:
-    optimizer = optimizer or optimizer_flags.optimizer_spec(flag_values).build()
+    optimizer = optimizer or optimizer_flags.optimizer_spec(
+        config.optimizer).build()
     checkpoints.read_meta_parameters(latest, optimizer)
   if record is not None:
     return None
@@ -287,23 +219,24 @@ def prepare_logdir(logdir, flag_values, optimizer=None):
           "optimizer flags (variable shapes; values such as --max_log_lr "
           "cannot be checked), which are now recorded.".format(
               logdir, run_record.FILENAME, os.path.basename(latest)))
-  run_record.write(logdir, flag_values.optimizer, optimizer_values,
+  run_record.write(logdir, config.optimizer.optimizer, optimizer_values,
                    training_values, " ".join(sys.argv))
   return None
 
 
-def _clear_for_fresh_run(logdir, flag_values):
+def _clear_for_fresh_run(logdir, program):
   """Removes what an interrupted save left; with ``--resume=False`` the
-  earlier run too if ``--overwrite`` (else the error line)."""
+  earlier run too if ``--overwrite`` (else the error line). ``program``:
+  the run's MetarunConfig."""
   for name in os.listdir(logdir):  # Left by a save that was interrupted.
     if name.endswith("_temp") and name.startswith(
         checkpoints.CHECKPOINT_BASENAME):
       shutil.rmtree(os.path.join(logdir, name), ignore_errors=True)
   existing = checkpoints.list_checkpoints(logdir)
-  if flag_values.resume or not (existing or os.path.exists(
+  if program.resume or not (existing or os.path.exists(
       run_record.path(logdir))):
     return None
-  if not flag_values.overwrite:
+  if not program.overwrite:
     return ("{} holds a run ({}); --resume=False would mix two runs. Add "
             "--overwrite to delete it first, or use another "
             "--train_dir.".format(logdir, ", ".join(existing) or
@@ -317,21 +250,22 @@ def _data_source(data_dir):
   return None if data_dir is None else os.path.realpath(data_dir)
 
 
-def record_mismatch(record, flag_values, given):
+def record_mismatch(record, program, given):
   """The error line for a run whose flags differ from the train dir's run
-  record (``given``: this run's recorded flags), or None. ``--data_dir``
-  counts (the data the run trains on) unless ``--allow_data_change``."""
+  record (``given``: this run's recorded flags; ``program``: its
+  MetarunConfig), or None. ``--data_dir`` counts (the data the run trains
+  on) unless ``--allow_data_change``."""
   differ = run_record.mismatches(record, given)
   recorded_data = record.get("training_flags", {}).get("data_dir")
-  if (_data_source(recorded_data) != _data_source(flag_values.data_dir) and
-      not flag_values.allow_data_change):
-    differ.append(("data_dir", recorded_data, flag_values.data_dir))
+  if (_data_source(recorded_data) != _data_source(program.data_dir) and
+      not program.allow_data_change):
+    differ.append(("data_dir", recorded_data, program.data_dir))
   if not differ:
     return None
   return ("{} was trained with {}; this run gives {}. Use the same "
           "flags, another --train_dir, or --resume=False --overwrite to "
           "start over{}.".format(
-              flag_values.train_dir,
+              program.train_dir,
               ", ".join(run_record.format_flag(n, r) for n, r, _ in differ),
               ", ".join(run_record.format_flag(n, g) for n, _, g in differ),
               " (--allow_data_change=True: train on the other data)"
@@ -339,64 +273,66 @@ def record_mismatch(record, flag_values, given):
 
 
 def main(argv):
-  """The program's work, under absl's flags. Ctrl-C (SIGINT) ends it with
-  one line and status 130 (:func:`l2o_scale.runs.entry_point.run_main`;
-  the lock is released on the way out; the checkpoints written so far
-  resume exactly)."""
+  """The program's work, under absl's flags: they become one RunConfig
+  (:func:`run_config`), which is validated and then trained. Ctrl-C
+  (SIGINT) ends it with one line and status 130
+  (:func:`l2o_scale.runs.entry_point.run_main`; the lock is released on the
+  way out; the checkpoints written so far resume exactly)."""
   logging.set_verbosity(logging.WARNING)
   FLAGS.mark_as_parsed()
   stray = stray_arguments(argv)
   if stray:
     sys.stderr.write("metarun.py: {}\n".format(stray))
     return 2
-  errors = check_flags(FLAGS)
   try:
-    task = distributed.cluster_task()  # None: single process, as always.
-  except ValueError as e:
-    task, errors = None, errors + [str(e)]
-  if task is not None:
-    errors += distributed.flag_mismatches(FLAGS, *task)
-    if task[0] == "chief":
-      errors += distributed.unsupported(FLAGS)
+    cluster, cluster_error = distributed.cluster_task(), None  # None: one
+  except ValueError as e:                                      # process.
+    cluster, cluster_error = None, str(e)
+  config = run_config(FLAGS, cluster)
+  errors, notes = validation.validate(config)
+  errors += [cluster_error] if cluster_error else []
   if errors:  # One line per refused flag, before any work.
     sys.stderr.write("metarun.py: invalid flag: {}\n".format(errors[0])
                      if len(errors) == 1 else
                      "metarun.py: invalid flags:\n  " + "\n  ".join(errors) +
                      "\n")
     return 2
-  if task is not None and task[0] != "chief":
-    return distributed.serve(*task)
-  for note in warnings_for(FLAGS):
+  if cluster is not None and not config.is_chief:
+    return distributed.serve(cluster)
+  for note in notes:
     print("Note: " + note)
-  if FLAGS.seed is not None:
-    np.random.seed(FLAGS.seed)
-    random.seed(FLAGS.seed)
-    tf.random.set_seed(FLAGS.seed)
-  return _build_and_train(task)
+  if config.program.seed is not None:
+    np.random.seed(config.program.seed)
+    random.seed(config.program.seed)
+    tf.random.set_seed(config.program.seed)
+  return _build_and_train(config)
 
 
-def _build_and_train(task):
-  """Builds the optimizer and the problems, takes the train dir's lock and
-  trains; every refusal is one line and exit status 2."""
+def _build_and_train(config):
+  """Builds the optimizer and the problems of ``config`` (a RunConfig),
+  takes the train dir's lock and trains; every refusal is one line and exit
+  status 2."""
+  train_dir = config.program.train_dir
   try:
-    spec = optimizer_flags.optimizer_spec(FLAGS)
+    spec = optimizer_flags.optimizer_spec(config.optimizer)
     optimizer = spec.build()  # Fails fast on inconsistent optimizer options.
-    problems_and_data = selected_problems(FLAGS)
+    problems_and_data = selected_problems(config)
     selection_problems = (
-        ps.get_training_triples(FLAGS.selection_set, data_dir=FLAGS.data_dir)
-        if FLAGS.selection_set else None)
+        ps.get_training_triples(config.training.selection_set,
+                                data_dir=config.program.data_dir)
+        if config.training.selection_set else None)
   except (ValueError, TypeError, datasets.DataNotFoundError) as e:
     sys.stderr.write("metarun.py: {}\n".format(e))
     return 2
-  logdir = os.path.join(FLAGS.train_dir,
-                        optimizer_flags.checkpoint_subdir(FLAGS))
-  problem = _train_dir_problem()
+  logdir = os.path.join(train_dir,
+                        optimizer_flags.checkpoint_subdir(config.optimizer))
+  problem = _train_dir_problem(config)
   if problem:
     sys.stderr.write("metarun.py: {}\n".format(problem))
     return 2
   try:
     os.makedirs(logdir, exist_ok=True)
-    lock = dir_lock.acquire(FLAGS.train_dir, " ".join(sys.argv))
+    lock = dir_lock.acquire(train_dir, " ".join(sys.argv))
   except dir_lock.LockedError as e:
     sys.stderr.write("metarun.py: {}\n".format(e))
     return 2
@@ -404,20 +340,21 @@ def _build_and_train(task):
     sys.stderr.write("metarun.py: {}\n".format(_file_error(e, logdir)))
     return 2
   try:
-    return _train_locked(logdir, spec, optimizer, problems_and_data, task,
+    return _train_locked(config, logdir, spec, optimizer, problems_and_data,
                          selection_problems)
   finally:
     dir_lock.release(lock)
 
 
-def _train_dir_problem():
+def _train_dir_problem(config):
   """The error line for a --train_dir that is a file or the checkpoint
   folder itself, or None."""
-  if os.path.exists(FLAGS.train_dir) and not os.path.isdir(FLAGS.train_dir):
+  train_dir = config.program.train_dir
+  if os.path.exists(train_dir) and not os.path.isdir(train_dir):
     return ("--train_dir={} is a file, not a folder; give a folder.".format(
-        FLAGS.train_dir))
+        train_dir))
   return checkpoints.checkpoint_folder_given(
-      FLAGS.train_dir, optimizer_flags.checkpoint_subdir(FLAGS))
+      train_dir, optimizer_flags.checkpoint_subdir(config.optimizer))
 
 
 def _file_error(e, logdir):
@@ -478,11 +415,11 @@ RESUME_ERRORS = (checkpoints.CheckpointMismatchError,
                  checkpoints.CheckpointStateError)
 
 
-def _train_locked(logdir, spec, optimizer, problems_and_data, task,
+def _train_locked(config, logdir, spec, optimizer, problems_and_data,
                   selection_problems=None):
   """The run itself, while this process holds the train dir's lock."""
   try:
-    problem = prepare_logdir(logdir, FLAGS, optimizer)
+    problem = prepare_logdir(logdir, config, optimizer)
   except RESUME_ERRORS as e:
     problem = cannot_resume(e, logdir)
   except OSError as e:
@@ -492,12 +429,13 @@ def _train_locked(logdir, spec, optimizer, problems_and_data, task,
   if problem:
     sys.stderr.write("metarun.py: {}\n".format(problem))
     return 2
-  print("Meta-training {} into {}".format(FLAGS.optimizer, logdir), flush=True)
-  if FLAGS.set_profiling:
+  print("Meta-training {} into {}".format(config.optimizer.optimizer, logdir),
+        flush=True)
+  if config.program.set_profiling:
     tf.profiler.experimental.start(logdir)
   try:
-    result = train(trainer_config(FLAGS, logdir), spec, problems_and_data,
-                   task, selection_problems)
+    result = train(config.trainer_config(logdir), spec, problems_and_data,
+                   config.cluster, selection_problems)
   except RESUME_ERRORS as e:
     sys.stderr.write("metarun.py: {}\n".format(cannot_resume(e, logdir)))
     return 2
@@ -512,19 +450,19 @@ def _train_locked(logdir, spec, optimizer, problems_and_data, task,
                      "last checkpoint. ({})\n".format(str(e).splitlines()[0]))
     return 1
   finally:
-    if FLAGS.set_profiling:
+    if config.program.set_profiling:
       tf.profiler.experimental.stop()
   if result.get("stopped_by_divergence"):
     print("Done (stopped: --on_divergence=stop). Latest checkpoint: "
           "{}".format(result["last_checkpoint"]))
     return 3
-  return report_end(result, logdir)
+  return report_end(config, result, logdir)
 
 
-def train(config, spec, problems_and_data, task, selection_problems=None):
-  """Meta-trains in this process (``task`` None) or as the chief of a
+def train(config, spec, problems_and_data, cluster, selection_problems=None):
+  """Meta-trains in this process (``cluster`` None) or as the chief of a
   cluster; returns the run's result dict."""
-  if task is None:
+  if cluster is None:
     return training_run.run_meta_training(
         config, spec, problems_and_data,
         selection_problems=selection_problems)
@@ -532,10 +470,12 @@ def train(config, spec, problems_and_data, task, selection_problems=None):
                                                    problems_and_data)
 
 
-def report_end(result, logdir):
-  """The end-of-run line: which checkpoint is the best model; a run whose
-  every evaluation was non-finite (diverged) exits 3 saying what to try."""
-  if (not FLAGS.if_cl and result.get("evaluations") and
+def report_end(config, result, logdir):
+  """The end-of-run line of the run of ``config`` (its RunConfig): which
+  checkpoint is the best model; a run whose every evaluation was non-finite
+  (diverged) exits 3 saying what to try."""
+  schedule = config.schedule
+  if (not schedule.if_cl and result.get("evaluations") and
       not np.isfinite(result["best_evaluation"])):
     sys.stderr.write(
         "metarun.py: meta-training diverged: all {} evaluation(s) gave a "
@@ -544,13 +484,14 @@ def report_end(result, logdir):
         "--meta_learning_rate (now {}) or --gradient_clip_level (now {}), "
         "and --resume=False --overwrite.\n".format(
             result["evaluations"], result["last_checkpoint"],
-            FLAGS.meta_learning_rate, FLAGS.gradient_clip_level))
+            schedule.learning_rate, schedule.gradient_clip))
     return 3
   best = os.path.join(logdir, checkpoints.CHECKPOINT_BASENAME + "-0")
-  if result.get("best_model_idx") is not None and not FLAGS.if_cl:
+  if result.get("best_model_idx") is not None and not schedule.if_cl:
     best_line = ("Best model: {} ({} {:.6g}, from meta-iteration {}); latest "
                  "checkpoint: {}".format(
-                     best, "robust score" if FLAGS.selection == "robust"
+                     best, "robust score" if config.training.selection ==
+                     "robust"
                      else "evaluation cost", result["best_evaluation"],
                      result["best_model_idx"], result["last_checkpoint"]))
   elif result.get("best_model_idx") is not None:  # curriculum: no cost, as
@@ -561,25 +502,27 @@ def report_end(result, logdir):
   else:
     best_line = "Best model: {}; latest checkpoint: {}".format(
         best, result["last_checkpoint"])
-  print("{} {}".format(learning_verdict(result), best_line))
+  print("{} {}".format(learning_verdict(config, result), best_line))
   return 0
 
 
-def learning_verdict(result):
-  """The start of the end-of-run line: whether the run learned, i.e. whether
-  a later evaluation improved on the first one. Without a curriculum the
+def learning_verdict(config, result):
+  """The start of the end-of-run line: whether the run of ``config``
+  learned, i.e. whether a later evaluation improved on the first one.
+  Without a curriculum the
   best selection value is compared with the first evaluation's
   (``result["first_evaluation"]``); a curriculum's best cost changes horizon
   with its stage, so there the best model must come from a later
   meta-iteration than the first evaluation."""
-  period = FLAGS.evaluation_period
+  schedule = config.schedule
+  period = schedule.evaluation_period
   if result.get("meta_iterations", 0) // period < 2:
     return ("Done. One evaluation only, so whether it learned is not "
             "measured (one every --evaluation_period={} meta-iterations; "
             "more --num_meta_iterations tell).".format(period))
   first = result.get("first_evaluation")
   best_idx = result.get("best_model_idx")
-  if not FLAGS.if_cl and first is not None:
+  if not schedule.if_cl and first is not None:
     learned = result["best_evaluation"] < first
   elif best_idx is not None:
     learned = best_idx > period
@@ -587,23 +530,23 @@ def learning_verdict(result):
     return "Done (whether it learned is not known for this run)."
   # The evaluation lines print the cost; with --selection=robust the best
   # model is chosen, and compared here, by the robust score instead.
-  measure = ("robust selection score" if FLAGS.selection == "robust"
+  measure = ("robust selection score" if config.training.selection == "robust"
              else "evaluation cost")
   if learned:
-    if not FLAGS.if_cl and first is not None:
+    if not schedule.if_cl and first is not None:
       return ("Done. It learned: the best {} ({:.6g}) improved on the "
               "first ({:.6g}).".format(measure, result["best_evaluation"],
                                        first))
     return "Done. It learned: a later evaluation improved on the first."
   hint = "try another"
-  if FLAGS.meta_learning_rate == FLAGS["meta_learning_rate"].default:
+  if schedule.learning_rate == training_lib.Schedule.learning_rate:
     hint = ("the original's default, which learns nothing visible in hours "
             "on this problem; --recipe=fast trains a useful optimizer")
   return ("Done, but it learned nothing: no evaluation improved on the first "
           "one{} in {} meta-iterations (--meta_learning_rate={:g}: {})."
           .format("" if first is None else " ({} {:.6g})".format(measure,
                                                                 first),
-                  result["meta_iterations"], FLAGS.meta_learning_rate, hint))
+                  result["meta_iterations"], schedule.learning_rate, hint))
 
 
 def run():

@@ -41,7 +41,9 @@ def train_optimizer(logdir, optimizer_spec, problems_and_data, num_problems,
   from ``FLAGS`` inside metaopt.py), ``resume`` (continue from the latest
   checkpoint in ``logdir``) and ``summaries`` (write TensorBoard summaries).
   ``is_chief``/``callbacks`` are accepted for compatibility; there is one
-  worker.
+  worker. Arguments that break a rule of
+  :func:`l2o_scale.meta_training.validation.validate` (the combinations
+  metarun.py refuses) raise a ValueError naming it, before any work.
   """
   del is_chief, callbacks
   schedule = config_lib.Schedule(

@@ -39,13 +39,10 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
-from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-FLAGS = metarun.FLAGS  # metarun.py's own flags (l2o_scale.config.programs)
 
 
 def stage_record(out_dir, stage):
@@ -70,11 +67,12 @@ def training_command(record):
   return argv[argv.index("metarun.py"):]
 
 
-def parse_training_flags(argv):
-  """FLAGS as metarun.py parsed ``argv``: a ``--recipe`` expands first,
-  so the record holds the values the run trained with."""
-  FLAGS.unparse_flags()
-  FLAGS(recipes.expand(argv))
+def training_config(argv):
+  """The configuration (``RunConfig``) metarun.py builds from its command
+  line ``argv``: a ``--recipe`` expands first, so the record holds the
+  values the run trained with (``metarun.parse_config``; metarun.py's own
+  flags stay as they are)."""
+  return metarun.parse_config(argv)
 
 
 def run_facts(train_dir):
@@ -115,10 +113,10 @@ def ship(out_dir, stage, name, description, dest_root,
          trained_by="reproduce/all.sh (REPRO_MEDIUM=1)"):
   stage_run = stage_record(out_dir, stage)
   argv = training_command(stage_run)
-  parse_training_flags(argv)
-  subdir = optimizer_flags.checkpoint_subdir(FLAGS)
+  config = training_config(argv)
+  subdir = optimizer_flags.checkpoint_subdir(config.optimizer)
   source = os.path.join(out_dir, "train", stage, subdir, "model.ckpt-0")
-  return _pack(argv, source, name, description, dest_root,
+  return _pack(argv, config, source, name, description, dest_root,
                "{}, stage train-{}".format(trained_by, stage),
                stage_run["seconds"],
                meta_test_metrics(os.path.join(out_dir, "test"), stage),
@@ -130,43 +128,43 @@ def ship_train_dir(train_dir, name, description, dest_root, wall_time_s):
   """Ships the best model of a ``metarun.py`` run in ``train_dir`` (the
   folder given as --train_dir), trained by the command its run record
   holds; ``wall_time_s``: how long the run took."""
-  parse_training_flags(["metarun.py"])
-  subdir = optimizer_flags.checkpoint_subdir(FLAGS)
+  subdir = optimizer_flags.checkpoint_subdir(
+      training_config(["metarun.py"]).optimizer)
   with open(run_record.path(os.path.join(train_dir, subdir))) as f:
     argv = json.load(f)["command"].split()
-  parse_training_flags(argv)
+  config = training_config(argv)
   source = os.path.join(train_dir, subdir, "model.ckpt-0")
-  return _pack(argv, source, name, description, dest_root,
+  return _pack(argv, config, source, name, description, dest_root,
                "metarun.py, {}".format(" ".join(argv[1:2])), wall_time_s,
                {}, os.path.join(os.path.abspath(train_dir), ""),
                "<train dir>/", train_dir)
 
 
-def _pack(argv, source, name, description, dest_root, trained_by,
+def _pack(argv, config, source, name, description, dest_root, trained_by,
           wall_time_s, meta_test, local_train, shown_train, out_dir):
   """Copies the meta-parameters of checkpoint ``source`` (trained by the
-  metarun.py command ``argv``, parsed into FLAGS) into the package with
-  their card."""
-  subdir = optimizer_flags.checkpoint_subdir(FLAGS)
+  metarun.py command ``argv``, whose configuration is ``config``) into the
+  package with their card."""
+  subdir = optimizer_flags.checkpoint_subdir(config.optimizer)
   dest = os.path.join(dest_root, name, subdir)
   os.makedirs(dest, exist_ok=True)
-  optimizer = optimizer_flags.optimizer_spec(FLAGS).build()
+  optimizer = optimizer_flags.optimizer_spec(config.optimizer).build()
   checkpoints.restore_optimizer(source, optimizer)
   checkpoints.save_optimizer(os.path.join(dest, "model.ckpt-0"), optimizer)
-  optimizer_values, training_values = metarun.record_sections(FLAGS)
+  optimizer_values, training_values = metarun.record_sections(config)
   data = open(os.path.join(out_dir, "data.txt")).read().strip() if \
       os.path.exists(os.path.join(out_dir, "data.txt")) else None
   card = dict(
       name=name, description=description, trained_by=trained_by,
-      data=data, training_seed=FLAGS.seed,
-      meta_iterations=FLAGS.num_meta_iterations,
+      data=data, training_seed=config.program.seed,
+      meta_iterations=config.schedule.num_meta_iterations,
       wall_time_seconds=wall_time_s, meta_test=meta_test,
       **run_facts(os.path.dirname(source)))
   record = _without_local_paths(
       dict(optimizer_flags=optimizer_values, training_flags=training_values,
            command=" ".join(argv), card=card), local_train, shown_train,
-      FLAGS.data_dir, dest_root, name)
-  run_record.write(dest, FLAGS.optimizer, **record)
+      config.program.data_dir, dest_root, name)
+  run_record.write(dest, config.optimizer.optimizer, **record)
   return dest
 
 

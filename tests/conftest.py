@@ -48,21 +48,3 @@ def metarun():
   from tests import metarun_process  # pylint: disable=g-import-not-at-top
   with metarun_process.MetarunProcess() as run:
     yield run
-
-
-@pytest.fixture
-def metarun_flags():
-  """The ``metarun`` module imported in this process, its FLAGS (module
-  state, which reproduce/ship_pretrained.py shares) unparsed; afterwards
-  they are as they were: values and whether parsed."""
-  from absl.testing import flagsaver  # pylint: disable=g-import-not-at-top
-  import metarun as program  # pylint: disable=g-import-not-at-top
-  flags = program.FLAGS
-  was_parsed, saved = flags.is_parsed(), flagsaver.save_flag_values(flags)
-  flags.unparse_flags()
-  yield program
-  flagsaver.restore_flag_values(saved, flags)
-  if was_parsed:
-    flags.mark_as_parsed()
-  else:
-    flags.unparse_flags()

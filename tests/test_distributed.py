@@ -19,7 +19,6 @@ import pytest
 import tensorflow as tf
 
 from l2o_scale.runs import checkpoints
-from l2o_scale import cluster
 from l2o_scale.meta_training import distributed
 from l2o_scale.meta_training import reporting
 from l2o_scale.steps import tf1_optimizers
@@ -80,32 +79,6 @@ def test_nonfinite_warning_follows_its_unroll_line_numbered_as_it():
                       "meta-gradient entries non-finite, replaced by zeros "
                       "as the original does.")
   assert len(lines) == 3
-
-
-def test_unsupported_modes_are_refused_in_one_line(tmp_path):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_CONFIG=cluster.tf_config(
-      cluster.cluster_spec(1, 1), "chief", 0))
-  result = subprocess.run(
-      [sys.executable, "metarun.py", "--train_dir={}".format(tmp_path),
-       "--if_cl=True", "--worker_tasks=3", "--selection=robust",
-       "--jit_compile", "--meta_optimizer=adam", "--meta_lr_warmup=5",
-       "--meta_objective=validation"],
-      capture_output=True, text=True,
-      env=env, cwd=ROOT, timeout=120)
-  assert result.returncode == 2
-  assert "--if_cl (curriculum) is not supported in distributed mode" in (
-      result.stderr)
-  assert "distributed mode needs --fix_unroll=True" in result.stderr
-  assert "--worker_tasks=3 disagrees with TF_CONFIG (1)" in result.stderr
-  assert "--selection=robust is single-process only for now" in result.stderr
-  assert "--jit_compile is not supported in distributed mode" in result.stderr
-  assert "--meta_optimizer=adam is single-process only for now" in (
-      result.stderr)
-  assert "--meta_objective=validation is single-process only for now" in (
-      result.stderr)
-  # The ps's locked RMSProp kernel serves the warm-up.
-  assert "--meta_lr_warmup" not in result.stderr
-  assert not os.listdir(tmp_path)
 
 
 def _progress(path):

@@ -675,32 +675,6 @@ def test_metatest_out_of_range_flags_are_one_line(parse_metatest, args, line):
     metatest.run(FLAGS)
 
 
-@pytest.mark.parametrize("args,line", [
-    (["--meta_learning_rate=inf"],
-     "--meta_learning_rate must be a finite number (got inf)"),
-    (["--max_log_lr=nan"], "--max_log_lr must be a finite number (got nan)"),
-    (["--train_dir="], "--train_dir must not be empty"),
-    (["--train_dir=  "], "--train_dir must not be empty"),
-    (["--task=-1"], "--task must be >= 0 (got -1)"),
-    (["--num_unroll_scale=-1"], "--num_unroll_scale must be >= 0 (got -1)"),
-    (["--fast_forward_fraction=2"],
-     "--fast_forward_fraction must be in [0, 1] (got 2)"),
-    (["--selection_set=bogus"],
-     "--selection_set='bogus' is not a training problem set"),
-    (["--mix_problems", "--num_problems=2"],
-     "--mix_problems draws a problem per meta-iteration; --num_problems must "
-     "stay 1"),
-    (["--overwrite", "--resume=False",
-      "--train_dir=l2o_scale/pretrained/l2o-scale"],
-     "--train_dir=l2o_scale/pretrained/l2o-scale is inside the package's "
-     "shipped optimizers"),
-])
-def test_metarun_out_of_range_flags_are_one_line(args, line):
-  metarun = _parse_metarun(*args)
-  errors = metarun.check_flags(metarun.FLAGS)
-  assert len([e for e in errors if e.startswith(line)]) == 1, errors
-
-
 def test_recipe_given_twice_is_refused(tmp_path):
   from l2o_scale.config import recipes  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match=r"--recipe is given 2 times \(fast, "

@@ -5,7 +5,6 @@ import numpy as np
 # metatest first: the check's rules import beside metatest.py's flags
 # (a test process holds both).
 import metatest  # pylint: disable=unused-import
-from l2o_scale.meta_training import distributed
 from l2o_scale.tools import horizon_check
 
 
@@ -48,20 +47,6 @@ def test_a_step_schedule_runs_each_horizon_alone():
       "o/p/cosine10000"
   assert horizon_check.learned_dir("o", "p", 10000, "cosine", 0.8) == \
       "o/p/cosine-from0.8-10000"
-
-
-def test_fast_forward_is_refused_in_distributed_mode():
-  class Flags:
-    def __getattr__(self, name):
-      return {"fast_forward_max_steps": 100}.get(name, _DEFAULTS.get(name))
-  reasons = distributed.unsupported(Flags())
-  assert any("--fast_forward_max_steps" in r for r in reasons)
-
-
-_DEFAULTS = {"jit_compile": False, "meta_optimizer": "rmsprop",
-             "meta_batch_size": 1, "objective_training_max_multiplier": -1,
-             "on_divergence": "continue", "selection": "original",
-             "optimizee_init": "normal"}
 
 
 def test_the_learned_runs_get_the_step_transforms_of_the_check():

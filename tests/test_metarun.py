@@ -5,8 +5,10 @@ The commands run in another process than the tests (metarun.py's flags are
 module state): one per module (the ``metarun`` fixture,
 tests/metarun_process.py: the program's entry point once a command, so
 TensorFlow is imported once); those that need a process of their own (a
-fault-injected disk, a patched ``metarun.train``) start one. Functions that
-only parse (``metarun.FLAGS``, restored afterwards) run in the test's."""
+fault-injected disk, a patched ``metarun.train``) start one. Functions of a
+configuration (``metarun.parse_config``, which leaves ``metarun.FLAGS`` as
+they are) run in the test's. The rules that combine flags:
+tests/test_flag_rules.py."""
 
 import json
 import os
@@ -29,23 +31,6 @@ def _python(code):
 TINY = ["--num_meta_iterations=1", "--fix_unroll=True",
         "--fix_unroll_length=2", "--fix_num_steps=2", "--fix_num_steps_eval=2",
         "--evaluation_epochs=1", "--mini_batch_size=256", "--summaries=False"]
-
-
-def test_incompatible_flags_are_rejected_before_any_work(tmp_path, metarun):
-  result = metarun("--train_dir={}".format(tmp_path), "--fix_unroll=True",
-                   "--fix_unroll_length=20", "--fix_num_steps=10",
-                   "--dynamic_output_scale=False")
-  assert result.returncode == 2
-  assert "--fix_num_steps (10) must be at least --fix_unroll_length" in (
-      result.stderr)
-  assert "--dynamic_output_scale=True" in result.stderr
-  assert not os.listdir(tmp_path)
-  # A choice outside the flag's choices: absl refuses it while parsing.
-  result = metarun("--train_dir={}".format(tmp_path), "--reg_option=bogus")
-  assert result.returncode != 0
-  assert ("--reg_option=bogus: value should be one of "
-          "<hessian|hessian-ev|hessian-esd|jacob>" in result.stderr)
-  assert not os.listdir(tmp_path)
 
 
 def test_missing_data_gives_one_clear_message(tmp_path, metarun):
@@ -151,34 +136,17 @@ def test_default_optimizer_kwargs_are_the_original_flag_defaults():
   assert defaults == expected
 
 
-def test_every_bad_flag_is_named_and_divergence_exits_3(
-    tmp_path, metarun, metarun_flags, monkeypatch, capsys):
-  """check_flags (one parse for many cases), a stray 'False', and the
-  end-of-run report of a run whose every evaluation was non-finite."""
-  program = metarun_flags
-  program.FLAGS(["metarun", "--gradient_clip_level=0",
-                 "--meta_learning_rate=-1", "--rms_decay=2",
-                 "--cell_cls=LSTMFoo", "--optimizer=CoordinatewiseRNN",
-                 "--meta_lr_warmup=-1", "--validation_fraction=1",
-                 "--fast_forward_init=problem"])
-  errors = program.check_flags(program.FLAGS)
-  for flag in ("--gradient_clip_level must be > 0",
-               "--meta_learning_rate must be > 0",
-               "--rms_decay must be in [0, 1)",
-               "--cell_cls='LSTMFoo' is not one of",
-               "--optimizer=CoordinatewiseRNN cannot be built",
-               "--meta_lr_warmup must be >= 0",
-               "--validation_fraction must be in (0, 1)",
-               "--fast_forward_init=problem needs --fast_forward_max_steps "
-               "> 0"):
-    assert sum(e.startswith(flag) for e in errors) == 1, (flag, errors)
-  assert len(errors) == 8, errors
+def test_a_stray_false_and_divergence_exit_with_one_line(
+    tmp_path, metarun, monkeypatch, capsys):
+  """A stray 'False' (the combination rules: tests/test_flag_rules.py), and
+  the end-of-run report of a run whose every evaluation was non-finite."""
+  import metarun as program  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(sys, "argv", ["metarun.py", "--fix_unroll", "False"])
   assert program.stray_arguments(["metarun.py", "False"]) == (
       "unexpected argument 'False': boolean flags take their value after "
       "'=', e.g. --fix_unroll=False")
   capsys.readouterr()
-  assert program.report_end(dict(
+  assert program.report_end(program.parse_config(["metarun.py"]), dict(
       evaluations=2, best_evaluation=float("inf"),
       last_checkpoint="x/model.ckpt-2", best_model_idx=None), "x") == 3
   assert "meta-training diverged: all 2 evaluation(s) gave a non-finite " in (

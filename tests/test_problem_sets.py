@@ -305,9 +305,9 @@ def test_a_mixture_of_six_sets_meta_trains(data_dir, eager):
   and the MLP sparse-gradient problems the last two add together): one
   meta-update per kind of problem, in turn, on one optimizer."""
   del eager
-  flags = types.SimpleNamespace(data_dir=data_dir, **{
-      flag: flag in _MIXTURE for flag, _, _ in ps.TRAINING_SET_FLAGS})
-  pool = metarun.selected_problems(flags)
+  pool = metarun.selected_problems(metarun.parse_config(
+      ["metarun.py", "--data_dir=" + data_dir] +
+      ["--" + flag for flag in _MIXTURE]))
   sizes = [len(ps.get(name, data_dir=data_dir))
            for flag, name, _ in ps.TRAINING_SET_FLAGS if flag in _MIXTURE]
   assert len(pool) == sum(sizes) + len(ps.sparse_gradient_problems_mlp())

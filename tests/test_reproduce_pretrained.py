@@ -73,8 +73,7 @@ def test_horizon_summary_means_and_seeds_holding(tmp_path):
   assert line.endswith("| 2 of 4 |")
 
 
-def test_shipping_records_the_flags_a_recipe_trained_with(tmp_path,
-                                                          metarun_flags):
+def test_shipping_records_the_flags_a_recipe_trained_with(tmp_path):
   """ship_pretrained.py reads the stage's command from the pipeline's
   record and parses it as metarun.py does: the recipe expands first, the
   command line wins over it; the run's facts come from its events file."""
@@ -88,15 +87,13 @@ def test_shipping_records_the_flags_a_recipe_trained_with(tmp_path,
       ("rollback", 2, dict(to="x")), ("best", 3, dict(index=1))])
   (marks / "train-old.done").write_text("")
   record = ship_pretrained.stage_record(str(tmp_path), "v.t2")
-  # metarun.py's own FlagValues, global to this process: the fixture puts
-  # them back as they were.
-  flags = metarun_flags.FLAGS
-  assert ship_pretrained.FLAGS is flags
-  ship_pretrained.parse_training_flags(
+  config = ship_pretrained.training_config(
       ship_pretrained.training_command(record))
-  parsed = [str(v) for v in (flags.max_log_lr, flags.selection_steps,
-                             flags.seed, record["seconds"])]
+  parsed = [str(v) for v in (config.optimizer.max_log_lr,
+                             config.training.selection_steps,
+                             config.program.seed, record["seconds"])]
   assert parsed == ["-6.9", "10000", "2", "12.5"]
+  assert config.program.recipe == "long"
   assert ship_pretrained.run_facts(folder) == {
       "best_meta_iteration": 1, "robust_scores": [0.5], "rollbacks": 1}
   with pytest.raises(ValueError, match="is empty \\(a stage finished by an "

@@ -215,14 +215,3 @@ def test_selection_on_a_validation_split_keeps_the_training_objective(
       tf.constant(datasets.one_hot_rows(full.labels[held], 10)))
   assert result.finals[0] == pytest.approx(float(want), rel=1e-4)
   assert abs(result.finals[0] - float(np.mean(objectives[-10:]))) > 1e-4
-
-
-def test_selection_objective_needs_the_robust_selection(metarun_flags):
-  flag_values = metarun_flags.FLAGS
-  flag_values(["metarun.py", "--selection_objective=validation"])
-  errors = metarun_flags.check_flags(flag_values)
-  assert any("--selection_objective=validation" in e and
-             "--selection=robust" in e for e in errors)
-  flag_values.selection = "robust"
-  assert not any("--selection_objective" in e
-                 for e in metarun_flags.check_flags(flag_values))

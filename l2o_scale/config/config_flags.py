@@ -125,11 +125,26 @@ def define_booleans(names_and_help, module_name, flag_values=flags.FLAGS):
 def from_flags(cls, flag_values=flags.FLAGS, **extra):
   """``cls`` with every :func:`flag` field read from the parsed flags (a
   list flag becomes a tuple of its default's element type); ``extra`` gives
-  the fields that are not flags."""
+  the fields that are not flags, or a flag field's value as the caller
+  interprets it (that flag is then not read)."""
   values = {field.name: flag_value(field, flag_values)
-            for field in flag_fields(cls)}
+            for field in flag_fields(cls) if field.name not in extra}
   values.update(extra)
   return cls(**values)
+
+
+def flag_items(instance):
+  """``[(flag name, value)]`` of the :func:`flag` fields of the dataclass
+  ``instance``, in declaration order, each value as its parsed flag holds
+  it (a tuple field as a list flag's strings): the inverse of
+  :func:`from_flags`, for records of the flags a run was given."""
+  items = []
+  for field in flag_fields(type(instance)):
+    value = getattr(instance, field.name)
+    if kind(field) is tuple:
+      value = [str(v) for v in value]
+    items.append((flag_name(field), value))
+  return items
 
 
 def given(cls, flag_values=flags.FLAGS):

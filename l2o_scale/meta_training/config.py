@@ -6,7 +6,10 @@ beyond the schedule (its fields define the absl flags, see
 original ``train_optimizer`` arguments (how many meta-iterations, how long
 their unrolls, when to evaluate and save). A :class:`MetaTrainer
 <l2o_scale.meta_training.trainer.MetaTrainer>` reads both from one
-:class:`TrainerConfig`.
+:class:`TrainerConfig`. :class:`RunConfig` is everything one meta-training
+command is told (``metarun.py`` builds it from its flags in one function,
+``metarun.run_config``); :mod:`l2o_scale.meta_training.validation` holds
+the rules that combine its settings.
 """
 
 import dataclasses
@@ -14,6 +17,8 @@ import functools
 import typing
 
 from l2o_scale.config import config_flags
+from l2o_scale.config import optimizer_flags
+from l2o_scale.config import programs
 from l2o_scale.meta_training import meta_learner as meta_learner_lib
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import regularizer as regularizer_lib
@@ -32,7 +37,7 @@ META_OBJECTIVES = ("train", "validation")
 SELECTION_OBJECTIVES = ("same", "validation")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class TrainingConfig:
   """The meta-training settings metarun.py takes as flags, each declared once
   here with its default and ``--help`` text (l2o_scale.config.config_flags defines
@@ -307,3 +312,60 @@ class TrainerConfig:
   training: TrainingConfig = dataclasses.field(default_factory=TrainingConfig)
   resume: bool = True
   summaries: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterTask:
+  """This process's task in a parameter-server cluster, as ``TF_CONFIG``
+  gives it: its job (``chief``, ``worker`` or ``ps``), its index in that
+  job, and the cluster (job -> addresses)."""
+  job: str
+  index: int = 0
+  cluster: typing.Mapping[str, typing.Sequence[str]] = dataclasses.field(
+      default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """Everything one meta-training command is told, interpreted once.
+
+  ``metarun.py`` builds it from its flags (``metarun.run_config``); the
+  library's entry points, given a :class:`TrainerConfig`, know its
+  ``schedule`` and ``training`` only (:meth:`of_trainer`), and the rules of
+  the parts they are not given do not apply
+  (:func:`l2o_scale.meta_training.validation.validate`).
+
+  ``optimizer``: the learned optimizer's flags (None: the caller builds the
+  optimizer itself); ``program``: metarun.py's own flags (None: not a
+  metarun.py command); ``problem_sets``: the ``--include_*`` flags that are
+  on, in the registry's order; ``given``: the names of the flags given
+  explicitly (on the command line or in a recipe), for the rules about
+  what a user said rather than what a default says; ``cluster``: this
+  process's :class:`ClusterTask` (None: a single process).
+  """
+  schedule: Schedule
+  training: TrainingConfig = dataclasses.field(default_factory=TrainingConfig)
+  optimizer: typing.Optional[optimizer_flags.OptimizerConfig] = None
+  program: typing.Optional[programs.MetarunConfig] = None
+  problem_sets: typing.Tuple[str, ...] = ()
+  given: typing.FrozenSet[str] = frozenset()
+  cluster: typing.Optional[ClusterTask] = None
+
+  @classmethod
+  def of_trainer(cls, config, cluster=None):
+    """The part of a run a :class:`TrainerConfig` gives (the library's
+    entry points); ``cluster``: the :class:`ClusterTask` of a distributed
+    chief."""
+    return cls(schedule=config.schedule, training=config.training,
+               cluster=cluster)
+
+  @property
+  def is_chief(self):
+    """Whether this process is the chief of a cluster."""
+    return self.cluster is not None and self.cluster.job == "chief"
+
+  def trainer_config(self, logdir):
+    """The :class:`TrainerConfig` of this run, writing into ``logdir``."""
+    return TrainerConfig(logdir=logdir, schedule=self.schedule,
+                         training=self.training, resume=self.program.resume,
+                         summaries=self.program.summaries)

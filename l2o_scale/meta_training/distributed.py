@@ -36,13 +36,13 @@ ahead of the closures in flight, so the random stream interleaves training
 and evaluation draws differently. Evaluation and checkpoints read the ps
 variables while later meta-iterations may already be updating them, as the
 original's asynchronous chief did. Only the common modes are supported
-(fixed unrolls, one problem, no curriculum, no imitation); :func:`unsupported`
-names the others.
+(fixed unrolls, one problem, no curriculum, no imitation);
+:func:`l2o_scale.meta_training.validation.distributed_unsupported` names the
+others, and :func:`run_distributed_meta_training` refuses them.
 """
 
 import collections
 import contextlib
-import dataclasses
 import json
 import logging as std_logging
 import os
@@ -52,6 +52,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 
+from l2o_scale.meta_training import config as config_lib
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import series as series_lib
@@ -59,12 +60,12 @@ from l2o_scale.meta_training import task as task_lib
 from l2o_scale.meta_training import trainer as trainer_lib
 from l2o_scale.meta_training import training
 from l2o_scale.meta_training import unroll as unroll_lib
-
-JOBS = ("chief", "worker", "ps")
+from l2o_scale.meta_training import validation
 
 
 def cluster_task():
-  """(task_type, task_index, cluster dict) from TF_CONFIG, or None without it."""
+  """This process's :class:`~l2o_scale.meta_training.config.ClusterTask`
+  from TF_CONFIG, or None without it (a single process)."""
   raw = os.environ.get("TF_CONFIG", "")
   if not raw.strip():
     return None
@@ -73,74 +74,8 @@ def cluster_task():
   except ValueError as e:
     raise ValueError("TF_CONFIG is not valid JSON ({})".format(e)) from e
   task = conf.get("task", {})
-  return task.get("type"), int(task.get("index", 0)), conf.get("cluster", {})
-
-
-def flag_mismatches(flag_values, task_type, task_index, cluster):
-  """The original's --task/--worker_tasks/--ps_tasks, given explicitly, must
-  agree with TF_CONFIG (which decides); returns error lines."""
-  errors = []
-  if task_type not in JOBS:
-    errors.append("TF_CONFIG task type {!r} is not one of {}".format(
-        task_type, ", ".join(JOBS)))
-  if "chief" not in cluster or "ps" not in cluster or "worker" not in cluster:
-    errors.append("TF_CONFIG cluster needs chief, worker and ps jobs")
-  expected = dict(worker_tasks=len(cluster.get("worker", [])),
-                  ps_tasks=len(cluster.get("ps", [])))
-  if task_type == "worker":
-    expected["task"] = task_index
-  for name, value in expected.items():
-    if flag_values[name].present and flag_values[name].value != value:
-      errors.append("--{}={} disagrees with TF_CONFIG ({})".format(
-          name, flag_values[name].value, value))
-  return errors
-
-
-def unsupported(flag_values):
-  """Modes distributed training refuses, one line each (see module doc)."""
-  reasons = []
-  if flag_values.if_cl:
-    reasons.append("--if_cl (curriculum) is not supported in distributed mode")
-  if flag_values.if_mt:
-    reasons.append("--if_mt (imitation) is not supported in distributed mode")
-  if not flag_values.fix_unroll:
-    reasons.append("distributed mode needs --fix_unroll=True")
-  if flag_values.mix_problems or flag_values.selection_set:
-    reasons.append("distributed mode trains one problem (no --mix_problems "
-                   "or --selection_set)")
-  if flag_values.num_problems != 1:
-    reasons.append("distributed mode trains one problem (--num_problems=1)")
-  if flag_values.jit_compile:
-    # Measured: XLA refuses to read the meta-parameters that live on the
-    # parameter servers ("Trying to access resource ... located in device
-    # /job:ps").
-    reasons.append("--jit_compile is not supported in distributed mode (XLA "
-                   "cannot read variables on the parameter servers)")
-  if flag_values.meta_optimizer == "adam":
-    # The parameter servers apply TF1's locked ApplyRMSProp kernel, which
-    # serves both RMSProp rules and the warm-up (it reads the learning rate
-    # the meta-optimizer gives).
-    reasons.append("--meta_optimizer=adam is single-process only for now "
-                   "(distributed mode: rmsprop or rmsprop_ms0)")
-  if flag_values.meta_batch_size != 1:
-    reasons.append("--meta_batch_size is single-process only for now "
-                   "(distributed mode: --meta_batch_size=1)")
-  if flag_values.fast_forward_max_steps > 0:
-    reasons.append("--fast_forward_max_steps is single-process only for now "
-                   "(distributed mode: 0)")
-  if flag_values.objective_training_max_multiplier > 0:
-    reasons.append("--objective_training_max_multiplier is not supported in "
-                   "distributed mode")
-  for name, default in (("on_divergence", "continue"),
-                        ("selection", "original"),
-                        ("optimizee_init", "normal"),
-                        ("meta_objective", "train"),
-                        ("selection_objective", "same")):
-    if getattr(flag_values, name) != default:
-      reasons.append("--{}={} is single-process only for now (distributed "
-                     "mode: --{}={})".format(name, getattr(flag_values, name),
-                                             name, default))
-  return reasons
+  return config_lib.ClusterTask(task.get("type"), int(task.get("index", 0)),
+                                conf.get("cluster", {}))
 
 
 def server_config(num_workers):
@@ -155,12 +90,15 @@ def server_config(num_workers):
   return config
 
 
-def serve(task_type, task_index, cluster, out=sys.stdout):
-  """Starts this ps/worker's server and blocks (the chief drives it).
+def serve(task, out=sys.stdout):
+  """Starts the server of this ps/worker (``task``: its
+  :class:`~l2o_scale.meta_training.config.ClusterTask`) and blocks (the
+  chief drives it).
 
   ``tf.distribute.Server`` listens on all interfaces at the port TF_CONFIG
   gives, whatever host name it gives.
   """
+  task_type, task_index, cluster = task.job, task.index, task.cluster
   spec = tf.train.ClusterSpec(cluster)
   server = tf.distribute.Server(
       spec, job_name=task_type, task_index=task_index, protocol="grpc",
@@ -377,12 +315,13 @@ def run_distributed_meta_training(config, optimizer_spec, problems_and_data,
   ``closures_per_worker``; the result adds ``workers``, ``closure_runs``
   (meta-iteration closures executed on workers, counted on the ps: more
   than scheduled after re-runs) and ``lost_workers``. The cluster runs fixed
-  unrolls without a curriculum or the objective-growth stop
-  (:func:`unsupported` refuses the flags that ask for them).
+  unrolls of one problem without a curriculum, imitation or the
+  objective-growth stop: a ``config`` that asks for another mode is refused
+  with a ValueError naming it, before any work
+  (:func:`l2o_scale.meta_training.validation.require_valid`, the rules
+  metarun.py refuses too).
   """
-  config = dataclasses.replace(config, schedule=dataclasses.replace(
-      config.schedule, fix_unroll=True, if_cl=False,
-      obj_train_max_multiplier=-1))
+  validation.require_valid(config, chief=True)
   strategy = tf.distribute.experimental.ParameterServerStrategy(
       cluster_resolver or
       tf.distribute.cluster_resolver.TFConfigClusterResolver())

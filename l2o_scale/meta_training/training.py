@@ -20,6 +20,7 @@ import random
 import sys
 
 from l2o_scale.meta_training import trainer as trainer_lib
+from l2o_scale.meta_training import validation
 from l2o_scale.runs import checkpoints
 
 
@@ -119,7 +120,11 @@ def run_meta_training(config, optimizer_spec, problems_and_data,
   the best evaluation, the last checkpoint, the final meta learning rate
   and counts of what happened. ``selection_problems`` (``--selection_set``):
   the problems the robust selection scores on, instead of the current one.
+  A ``config`` that breaks a rule of
+  :func:`l2o_scale.meta_training.validation.validate` is refused with a
+  ValueError naming it, before any work.
   """
+  validation.require_valid(config)
   schedule = config.schedule
   trainer = trainer_lib.MetaTrainer(config, optimizer_spec, out)
   if not trainer.start():

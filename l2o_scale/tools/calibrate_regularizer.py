@@ -131,17 +131,18 @@ def run_seed(flag_values, seed, iterations, workdir, log):
     np.random.seed(seed)
     random.seed(seed)
     tf.random.set_seed(seed)
-  spec = optimizer_flags.optimizer_spec(flag_values)
+  command = metarun.run_config(flag_values)
+  spec = optimizer_flags.optimizer_spec(command.optimizer)
   spec.build()  # As metarun.py: its draws come before the problems'.
-  problems_and_data = metarun.selected_problems(flag_values, log)
+  problems_and_data = metarun.selected_problems(command, log)
   selection_problems = (
-      ps.get_training_triples(flag_values.selection_set,
-                              data_dir=flag_values.data_dir)
-      if flag_values.selection_set else None)
+      ps.get_training_triples(command.training.selection_set,
+                              data_dir=command.program.data_dir)
+      if command.training.selection_set else None)
   logdir = os.path.join(workdir, "seed{}".format(seed),
-                        optimizer_flags.checkpoint_subdir(flag_values))
+                        optimizer_flags.checkpoint_subdir(command.optimizer))
   os.makedirs(logdir)
-  config = metarun.trainer_config(flag_values, logdir)
+  config = command.trainer_config(logdir)
   config = dataclasses.replace(
       config, resume=False, summaries=False,
       schedule=dataclasses.replace(config.schedule,
