@@ -212,10 +212,11 @@ def flag_errors(config):
 
 
 def validate(config):
-  """Every rule that combines the flags of ``config``, before any work:
-  raises ValueError (one line) for the first refused combination, else
-  returns the note lines of the combinations that are allowed but
-  probably not meant."""
+  """Every rule about the flags of ``config`` and how they combine, before
+  any work: raises ValueError (one line) for the first one broken (bounds
+  and the lines of :func:`flag_errors` together, a --save_dir that is a
+  file, the problem flags, the optimizer's choice), else returns the note
+  lines of the combinations that are allowed but probably not meant."""
   errors = flag_errors(config)
   if errors:
     raise ValueError("invalid flags: " + "; ".join(errors))
