@@ -142,9 +142,9 @@ def test_heldout_record(train_dir, data_dir, tmp_path, monkeypatch):
   for key in ("train_loss", "train_accuracy", "heldout_loss",
               "heldout_accuracy"):
     assert len(report[key]) == 3 and np.all(np.isfinite(report[key]))
-  # The report holds what metatest_run.flatness measured at the final parameters
-  # (its closed-form check: tests/test_curvature.py); cross-entropy: a
-  # positive curvature.
+  # The report holds what metatest_run.flatness measured at the final
+  # parameters (its closed-form check: tests/test_curvature.py);
+  # cross-entropy: a positive curvature.
   assert len(measured) == 1
   assert report["hessian_trace"] == measured[0]["hessian_trace"] > 0.
   assert report["hessian_top_eigenvalue"] == (
