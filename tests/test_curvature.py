@@ -386,13 +386,13 @@ def test_metatest_flatness_is_the_closed_form_on_a_diagonal_hessian():
   diagonal Hessian every Rademacher probe gives z^T H z = trace exactly, and
   power iteration converges to the largest eigenvalue (ratio 0.3 here)."""
   import collections  # pylint: disable=g-import-not-at-top
-  import metatest  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import metatest_run  # pylint: disable=g-import-not-at-top
   d = np.array([1., 2., 3., 10., 0.5], np.float32)
   dataset = collections.namedtuple("Data", ["data", "labels"])(
       np.zeros((4, 2), np.float32), np.zeros(4, np.int64))
-  values = metatest.flatness(_DiagonalQuadratic(d),
-                             [tf.constant(np.ones(5, np.float32))], dataset,
-                             num_probes=3)
+  values = metatest_run.flatness(_DiagonalQuadratic(d),
+                                 [tf.constant(np.ones(5, np.float32))],
+                                 dataset, num_probes=3)
   assert values["hessian_trace"] == pytest.approx(d.sum(), rel=1e-6)
   assert values["hessian_top_eigenvalue"] == pytest.approx(10., rel=1e-4)
   assert values["flatness_probes"] == 3

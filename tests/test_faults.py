@@ -21,6 +21,9 @@ import pytest
 
 import metatest
 from l2o_scale import keras_optimizer
+from l2o_scale.meta_testing import metatest_config
+from l2o_scale.meta_testing import metatest_run
+from l2o_scale.meta_testing import tested_optimizer
 from l2o_scale import pretrained
 from l2o_scale.runs import checkpoints
 from l2o_scale.runs import dir_lock
@@ -34,6 +37,11 @@ SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 TINY = ["--fix_unroll=True", "--fix_num_steps=20", "--fix_num_steps_eval=20",
         "--evaluation_epochs=1", "--mini_batch_size=200", "--summaries=False"]
 FLAGS = metatest.FLAGS
+
+
+def _metatest_config():
+  """The config of metatest.py's parsed flags (parse_metatest)."""
+  return metatest.build_config(FLAGS)
 
 
 def _env():
@@ -376,7 +384,7 @@ def test_checkpoint_faults_refuse_resuming_and_testing(refusals, tmp_path,
   for how in ["garbled_index", "empty_index", "missing_data"]:
     parse_metatest("--train_dir={}".format(dirs[how][0]))
     with pytest.raises(checkpoints.DamagedCheckpointError) as error:
-      metatest.build_optimizer(FLAGS)
+      tested_optimizer.build(_metatest_config())
     assert error.value.filename == dirs[how][2]
     assert "\n" not in str(error.value)
     with pytest.raises(checkpoints.DamagedCheckpointError,
@@ -388,7 +396,7 @@ def test_checkpoint_faults_refuse_resuming_and_testing(refusals, tmp_path,
   for how in ["garbled_state", "no_state", "state_of_other_folder"]:
     parse_metatest("--train_dir={}".format(dirs[how][0]))
     with pytest.raises(checkpoints.CheckpointStateError, match=dirs[how][1]):
-      metatest.build_optimizer(FLAGS)
+      tested_optimizer.build(_metatest_config())
 
 
 # ------------------------------------------------------------ run records
@@ -463,16 +471,12 @@ def test_run_record_faults(refusals, trained, parse_metatest):
   parse_metatest("--pretrained=nope")
   with pytest.raises(ValueError, match="no pretrained optimizer 'nope'; the "
                      "shipped ones are: l2o-entropy-reg"):
-    metatest.build_optimizer(FLAGS)
-  parse_metatest("--pretrained=l2o-scale", "--train_dir=" + no_record)
-  with pytest.raises(ValueError, match="--pretrained=l2o-scale names the "
-                     "checkpoint; drop --train_dir"):
-    metatest.build_optimizer(FLAGS)
+    tested_optimizer.build(_metatest_config())
   shutil.copytree(no_record, no_record + "_")
   os.remove(run_record.path(os.path.join(no_record + "_", SUBDIR)))
   parse_metatest("--train_dir=" + no_record + "_")
   with pytest.raises(run_record.MissingRunRecordError) as error:
-    metatest.build_optimizer(FLAGS)
+    tested_optimizer.build(_metatest_config())
   assert str(error.value).endswith(
       "has no run_record.json, so the optimizer flags it was trained with are "
       "unknown (other flags than those run silently wrong). Copy the "
@@ -480,7 +484,7 @@ def test_run_record_faults(refusals, trained, parse_metatest):
       "it was trained with and --assume_optimizer_flags.".format(
           os.path.join(no_record + "_", SUBDIR)))
   parse_metatest("--train_dir=" + no_record + "_", "--assume_optimizer_flags")
-  assert metatest.build_optimizer(FLAGS)[1].endswith("model.ckpt-2")
+  assert tested_optimizer.build(_metatest_config())[1].endswith("model.ckpt-2")
   with pytest.raises(run_record.MissingRunRecordError,
                      match="pass the options it was trained with as "
                      "optimizer_kwargs"):
@@ -607,7 +611,7 @@ def test_disk_faults(tmp_path, data_dir, parse_metatest):
                  "--save_dir={}".format(a_file))
   with pytest.raises(ValueError, match="--save_dir={} is a file, not a "
                      "folder; give a folder.".format(a_file)):
-    metatest.run(FLAGS)
+    metatest_run.run(_metatest_config())
   assert a_file.read_text() == "keep"
 
 
@@ -647,7 +651,7 @@ def test_every_numeric_flag_of_both_programs_refuses_non_finite_values(
     if item.flag_type() != "float":
       continue
     parse_metatest("--{}=nan".format(name))
-    errors = [e for e in metatest.check_flags(FLAGS)
+    errors = [e for e in metatest_config.flag_errors(_metatest_config())
               if e.startswith("--{} ".format(name))]
     assert errors == ["--{} must be a finite number (got nan)".format(
         name)], (name, errors)
@@ -669,10 +673,10 @@ def test_every_numeric_flag_of_both_programs_refuses_non_finite_values(
 ])
 def test_metatest_out_of_range_flags_are_one_line(parse_metatest, args, line):
   parse_metatest(*args)
-  errors = metatest.check_flags(FLAGS)
+  errors = metatest_config.flag_errors(_metatest_config())
   assert [e for e in errors if e.startswith(line)], errors
   with pytest.raises(ValueError, match="invalid flags: "):
-    metatest.run(FLAGS)
+    metatest_run.run(_metatest_config())
 
 
 def test_recipe_given_twice_is_refused(tmp_path):
@@ -700,14 +704,14 @@ def test_metatest_keeps_results_and_warns_on_identical_splits(
           "--num_testing_itrs=4", "--heldout_every=2", "--seeds=6",
           "--progress_every=0", "--save_dir={}".format(tmp_path / "out")]
   parse_metatest(*args, "--data_dir={}".format(data_dir))
-  written = metatest.run(FLAGS)
+  written = metatest_run.run(_metatest_config())
   assert len(written) == 2
   assert "Warning: the train and held-out" not in capsys.readouterr().out
   before = _files(tmp_path / "out")
   with pytest.raises(ValueError, match=r"2 result file\(s\) of "
                      r"--model_name=mt are in --save_dir=.* already \(e.g. "
                      r"seed6_eval_loss_record.pickle-mt\); add --overwrite"):
-    metatest.run(FLAGS)
+    metatest_run.run(_metatest_config())
   assert _files(tmp_path / "out") == before
   same = tmp_path / "same_mnist"
   same.mkdir()
@@ -716,7 +720,7 @@ def test_metatest_keeps_results_and_warns_on_identical_splits(
     shutil.copy(source, same / "train-{}-ubyte.gz".format(kind))
     shutil.copy(source, same / "t10k-{}-ubyte.gz".format(kind))
   parse_metatest(*args, "--data_dir={}".format(same), "--overwrite")
-  assert metatest.run(FLAGS) == written
+  assert metatest_run.run(_metatest_config()) == written
   assert ("Warning: the train and held-out splits of "
           "include_mnist_mlp_problems hold the same 5000 rows" in
           capsys.readouterr().out)

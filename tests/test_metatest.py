@@ -12,7 +12,10 @@ import pytest
 
 import metatest
 from l2o_scale import results
+from l2o_scale.meta_testing import metatest_config
+from l2o_scale.meta_testing import metatest_run
 from l2o_scale.meta_testing import result_files
+from l2o_scale.meta_testing import tested_optimizer
 from l2o_scale.runs import checkpoints
 from problems import datasets
 
@@ -24,6 +27,16 @@ def _parse(*args):
   FLAGS.unparse_flags()
   FLAGS(["metatest.py"] + list(args))
   return FLAGS
+
+
+def _config(*args):
+  """The config of ``metatest.py *args``."""
+  return metatest.build_config(_parse(*args))
+
+
+def _run():
+  """metatest.py's work for the parsed flags, as its main() does it."""
+  return metatest_run.run(metatest.build_config(FLAGS))
 
 
 @pytest.fixture
@@ -63,7 +76,7 @@ def test_l2o_from_tf1_checkpoint_writes_five_pickles(train_dir, data_dir,
          "--include_mnist_mlp_relu_problems", "--num_testing_itrs=200",
          "--data_dir=" + data_dir, "--save_dir=" + save_dir,
          "--model_name=mnist-relu", "--progress_every=100")
-  written = metatest.run(FLAGS)
+  written = _run()
   expected = ["seed{}_eval_loss_record.pickle-mnist-relu".format(s)
               for s in (6, 12, 18, 24, 30)]
   assert sorted(os.listdir(save_dir)) == sorted(
@@ -95,7 +108,7 @@ def test_baselines_run_without_checkpoint(name, data_dir, tmp_path):
   _parse("--test_optimizer=" + name, "--train_dir=" + str(tmp_path / "none"),
          "--include_mnist_mlp_relu_problems", "--num_testing_itrs=30",
          "--seeds=6", "--data_dir=" + data_dir, "--save_dir=" + save_dir)
-  metatest.run(FLAGS)
+  _run()
   with open(os.path.join(save_dir, "seed6_eval_loss_record.pickle-mt"),
             "rb") as f:
     values = pickle.load(f)
@@ -104,19 +117,19 @@ def test_baselines_run_without_checkpoint(name, data_dir, tmp_path):
 
 def test_heldout_record(train_dir, data_dir, tmp_path, monkeypatch):
   measured = []
-  real_flatness = metatest.flatness
+  real_flatness = metatest_run.flatness
 
   def recording_flatness(*args, **kwargs):
     measured.append(real_flatness(*args, **kwargs))
     return measured[-1]
-  monkeypatch.setattr(metatest, "flatness", recording_flatness)
+  monkeypatch.setattr(metatest_run, "flatness", recording_flatness)
   save_dir = str(tmp_path / "gen")
   _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-0",
          "--include_mnist_mlp_problems", "--num_testing_itrs=40",
          "--seeds=6", "--heldout_every=20", "--data_dir=" + data_dir,
          "--save_dir=" + save_dir, "--model_name=gen", "--flatness_probes=2",
          "--step_schedule=cosine")
-  metatest.run(FLAGS)
+  _run()
   assert os.path.exists(os.path.join(save_dir,
                                      "seed6_eval_loss_record.pickle-gen"))
   with open(os.path.join(save_dir, "seed6_heldout_record-gen.json")) as f:
@@ -129,9 +142,9 @@ def test_heldout_record(train_dir, data_dir, tmp_path, monkeypatch):
   for key in ("train_loss", "train_accuracy", "heldout_loss",
               "heldout_accuracy"):
     assert len(report[key]) == 3 and np.all(np.isfinite(report[key]))
-  # The report holds what metatest.flatness measured at the final parameters
-  # (its closed-form check: tests/test_curvature.py); cross-entropy: a
-  # positive curvature.
+  # The report holds what metatest_run.flatness measured at the final
+  # parameters (its closed-form check: tests/test_curvature.py);
+  # cross-entropy: a positive curvature.
   assert len(measured) == 1
   assert report["hessian_trace"] == measured[0]["hessian_trace"] > 0.
   assert report["hessian_top_eigenvalue"] == (
@@ -144,27 +157,20 @@ def test_step_schedule_is_one_of_the_named():
   assert FLAGS.step_schedule == "none"  # the original: constant steps
   with pytest.raises(flags.IllegalFlagValueError):
     _parse("--step_schedule=exponential")
-  errors = metatest.check_flags(_parse("--step_schedule=cosine",
-                                       "--step_decay_start=1"))
+  errors = metatest_config.flag_errors(_config("--step_schedule=cosine",
+                                               "--step_decay_start=1"))
   assert any("--step_decay_start" in e for e in errors)
-
-
-def test_flatness_needs_heldout_every():
-  _parse("--test_optimizer=Adam", "--include_mnist_mlp_problems",
-         "--flatness_probes=3")
-  with pytest.raises(ValueError, match="pass --heldout_every"):
-    metatest.run(FLAGS)
 
 
 def test_missing_checkpoint_lists_existing(train_dir, tmp_path):
   _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-5",
          "--include_mnist_mlp_relu_problems", "--save_dir=" + str(tmp_path))
   with pytest.raises(FileNotFoundError, match=r"model\.ckpt-5.*model\.ckpt-0"):
-    metatest.run(FLAGS)
+    _run()
   _parse("--train_dir=" + str(tmp_path / "empty"),
          "--include_mnist_mlp_relu_problems")
   with pytest.raises(FileNotFoundError, match=SUBDIR):
-    metatest.run(FLAGS)
+    _run()
 
 
 def test_other_configuration_names_variable(train_dir, tmp_path):
@@ -173,7 +179,7 @@ def test_other_configuration_names_variable(train_dir, tmp_path):
          "--use_lr_shortcut", "--save_dir=" + str(tmp_path))
   with pytest.raises(checkpoints.CheckpointMismatchError,
                      match=r"LOL/PerTensor/Layer0_RNN.*shape"):
-    metatest.run(FLAGS)
+    _run()
 
 
 def test_missing_data_says_how_to_provide_it(train_dir, tmp_path):
@@ -183,12 +189,6 @@ def test_missing_data_says_how_to_provide_it(train_dir, tmp_path):
          "--data_dir=" + str(empty), "--save_dir=" + str(tmp_path))
   with pytest.raises(datasets.DataNotFoundError, match="--data_dir"):
     metatest.main(["metatest.py"])
-
-
-def test_no_problem_selected():
-  _parse("--test_optimizer=Adam")
-  with pytest.raises(ValueError, match="include_mnist_mlp_relu_problems"):
-    metatest.run(FLAGS)
 
 
 def _final_losses(save_dir, model_name):
@@ -203,12 +203,13 @@ def test_baseline_learning_rate_overrides_the_original(data_dir, tmp_path):
   common = ["--test_optimizer=SGD", "--include_mnist_mlp_relu_problems",
             "--num_testing_itrs=60", "--seeds=6", "--data_dir=" + data_dir,
             "--save_dir=" + save_dir]
-  _parse(*common, "--model_name=orig")
-  assert metatest.build_optimizer(FLAGS)[0].learning_rate == 1e-3
-  metatest.run(FLAGS)
-  _parse(*common, "--model_name=tuned", "--baseline_learning_rate=0.1")
-  assert metatest.build_optimizer(FLAGS)[0].learning_rate == 0.1
-  metatest.run(FLAGS)
+  assert tested_optimizer.build(_config(
+      *common, "--model_name=orig"))[0].learning_rate == 1e-3
+  _run()
+  assert tested_optimizer.build(_config(
+      *common, "--model_name=tuned",
+      "--baseline_learning_rate=0.1"))[0].learning_rate == 0.1
+  _run()
   orig, tuned = (_final_losses(save_dir, m) for m in ("orig", "tuned"))
   # Same seed: same start point and batches, so the first loss is equal; a
   # 100x larger SGD step then trains much further in 60 steps.
@@ -216,47 +217,25 @@ def test_baseline_learning_rate_overrides_the_original(data_dir, tmp_path):
   assert tuned[-10:].mean() < orig[-10:].mean() - 0.05
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--test_optimizer=L2o", "--baseline_learning_rate=0.1"],
-     "--test_optimizer=L2o has none"),
-    (["--test_optimizer=Adam", "--baseline_learning_rate=0"],
-     "--baseline_learning_rate must be > 0"),
-])
-def test_baseline_learning_rate_errors(args, message):
-  _parse(*args)
-  with pytest.raises(ValueError, match=message):
-    metatest.build_optimizer(FLAGS)
-
-
 def test_recorded_flags_come_from_the_run_record_unless_given(tmp_path,
                                                               capsys):
   """run_record.json rebuilds the optimizer; an explicit flag wins, noted."""
   from l2o_scale.runs import run_record
   ckpt = str(tmp_path / "model.ckpt-0")
-  assert metatest.recorded_flags(_parse(), ckpt,
-                                 "tf1").num_gradient_scales == 4
+  assert tested_optimizer.recorded_flags(_config(), ckpt,
+                                         "tf1").num_gradient_scales == 4
   assert "is a TF1 checkpoint of the original" in capsys.readouterr().out
   run_record.write(str(tmp_path), "HierarchicalRNN",
                    {"num_gradient_scales": 3, "max_log_lr": -4.6}, {}, "t")
-  values = metatest.recorded_flags(_parse(), ckpt, "tf2")
+  values = tested_optimizer.recorded_flags(_config(), ckpt, "tf2")
   assert (values.num_gradient_scales, values.max_log_lr) == (3, -4.6)
   assert capsys.readouterr().out == ""
-  values = metatest.recorded_flags(_parse("--num_gradient_scales=5"), ckpt,
-                                   "tf2")
+  values = tested_optimizer.recorded_flags(
+      _config("--num_gradient_scales=5"), ckpt, "tf2")
   assert (values.num_gradient_scales, values.max_log_lr) == (5, -4.6)
   assert capsys.readouterr().out == (
       "Note: --num_gradient_scales=5 differs from the run record's "
       "--num_gradient_scales=3; using the command line's.\n")
-
-
-def test_bad_testing_flags_are_named_before_any_work():
-  errors = metatest.check_flags(_parse("--num_testing_itrs=0", "--seeds=6,x",
-                                       "--cell_cls=LSTMFoo"))
-  assert errors == ["--num_testing_itrs must be >= 1 (got 0)",
-                    "--seeds must be a comma-separated list of integers "
-                    "(got '6,x')",
-                    "--cell_cls='LSTMFoo' is not one of GRUCell, LSTMCell, "
-                    "BasicLSTMCell"]
 
 
 def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
@@ -281,29 +260,14 @@ def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
           disk / "res"))
 
 
-def test_a_pretrained_run_without_the_cards_long_run_settings_is_told():
-  """--pretrained without its card's settings for long runs gets one note
-  naming them; with them, or for a baseline, none."""
-  note = metatest.long_run_note(_parse("--pretrained=l2o-scale"))
-  assert note == (
-      "Note: the card of l2o-scale gives settings for runs of thousands of "
-      "steps: --step_decay_start=0.8 --step_schedule=cosine "
-      "--weight_decay=0.001 (docs/meta-testing.md); this run uses "
-      "--step_decay_start=0.0 --step_schedule=none --weight_decay=0.0.")
-  assert metatest.long_run_note(_parse(
-      "--pretrained=l2o-scale", "--weight_decay=1e-3",
-      "--step_schedule=cosine", "--step_decay_start=0.8")) is None
-  assert metatest.long_run_note(_parse("--test_optimizer=Adam")) is None
-
-
 def test_hold_zero_gradients_flag_builds_its_step_transform():
   """--hold_zero_gradients puts the hold first in the chain, before the
   weight decay; without it the chain is the original's update."""
-  chain = metatest.step_transforms(_parse("--hold_zero_gradients",
-                                          "--weight_decay=1e-3"))
+  chain = _config("--hold_zero_gradients",
+                  "--weight_decay=1e-3").step_transforms()
   assert [type(t).__name__ for t in chain.transforms] == [
       "HoldZeroGradients", "DecoupledWeightDecay"]
-  assert metatest.step_transforms(_parse()).is_identity
+  assert _config().step_transforms().is_identity
 
 
 @pytest.mark.parametrize("name,message", [
@@ -325,7 +289,7 @@ def test_unsafe_or_ambiguous_model_names_are_refused_before_any_work(
          "--model_name=" + name, "--save_dir={}".format(save_dir))
   with pytest.raises(ValueError, match=r"^invalid flags: .*" +
                      re.escape(message)):
-    metatest.run(FLAGS)
+    _run()
   assert not save_dir.exists()
 
 
@@ -347,7 +311,7 @@ def test_problems_are_printed_recorded_and_read_back_by_label(
          "--heldout_every=2", "--seeds=6", "--progress_every=0",
          "--data_dir=" + data_dir, "--save_dir=" + save_dir,
          "--model_name=adam-p")
-  metatest.run(FLAGS)
+  _run()
   out = capsys.readouterr().out
   assert ("testing include_mnist_mlp_problems (MNIST MLP 784-20-10, sigmoid) "
           "with Adam using seed 6") in out

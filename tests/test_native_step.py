@@ -182,6 +182,7 @@ def test_metatest_falls_back_where_the_kernel_cannot_be_built(
   from absl.testing import flagsaver  # pylint: disable=g-import-not-at-top
   import metatest  # pylint: disable=g-import-not-at-top
   from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import tested_optimizer  # pylint: disable=g-import-not-at-top
   blocker = tmp_path / "file"
   blocker.write_text("")
   monkeypatch.setenv("L2O_SCALE_CACHE", str(blocker / "cache"))
@@ -191,8 +192,8 @@ def test_metatest_falls_back_where_the_kernel_cannot_be_built(
     flags.unparse_flags()
     flags(["metatest.py", "--pretrained=l2o-scale", "--jit_compile",
            "--native_step", "--include_mnist_mlp_problems"])
-    opt, _ = metatest._restored(  # pylint: disable=protected-access
-        flags, pretrained.checkpoint("l2o-scale"))
+    opt, _ = tested_optimizer.restored(
+        metatest.build_config(flags), pretrained.checkpoint("l2o-scale"))
   finally:
     flagsaver.restore_flag_values(saved, flags)
     if not was_parsed:

@@ -158,13 +158,14 @@ def test_the_generalist_runs_by_name_with_its_benchmark_on_its_card(
   assert long.weight_decay == plain.weight_decay
   assert float(long.learning_rate) == float(plain.learning_rate)
   import metatest  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import metatest_run  # pylint: disable=g-import-not-at-top
   metatest.FLAGS.unparse_flags()
   metatest.FLAGS(["metatest.py", "--pretrained=" + GENERALIST,
                   "--include_mnist_mlp_problems", "--num_testing_itrs=100",
                   "--seeds=6", "--data_dir=" + data_dir,
                   "--save_dir=" + str(tmp_path), "--model_name=g"])
   try:
-    written = metatest.run(metatest.FLAGS)
+    written = metatest_run.run(metatest.build_config(metatest.FLAGS))
   finally:
     metatest.FLAGS.unparse_flags()
     metatest.FLAGS(["metatest.py"])

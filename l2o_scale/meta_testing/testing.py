@@ -242,70 +242,67 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
   """Tests an optimization algorithm on a given problem.
 
   Port of ``metaopt.test_optimizer`` (evaluation metaopt.py l.606-745), same
-  arguments (but the TF1 ``graph``) and results; long only for documenting
-  them.
+  arguments (but the TF1 ``graph``) and results.
 
   Args:
     optimizer: a learned optimizer (``optimizer/``) or a baseline
       (:mod:`l2o_scale.meta_testing.baselines`).
-    problem: a ``problems.problem_generator.Problem``.
-    num_iter: number of optimizer steps.
-    dataset: the problem's training data (``data``, ``labels``), or None.
-    batch_size: samples per minibatch; None means the full dataset.
+    problem, num_iter: a ``problems.problem_generator.Problem``; the steps.
+    dataset, batch_size: the problem's training data (``data``,
+      ``labels``) or None; samples per minibatch (None: the whole dataset).
     seed: int/None (random initial parameters) or a list of arrays (explicit
       initial parameters, in ``problem.param_shapes`` order).
-    logdir: checkpoint folder of the learned optimizer; restored from
-      ``logdir/restore_model_name`` (latest checkpoint if the name is empty).
-      Ignored for baselines. None: use the optimizer's current meta-params.
+    logdir: checkpoint folder of the learned optimizer, restored from
+      ``logdir/restore_model_name`` (e.g. ``model.ckpt-0``; empty: the latest
+      checkpoint). Ignored for baselines; None: the current meta-params.
     record_every: if an int, every ``record_every`` steps store (before the
       step) the full-data objective, per-tensor gradient and parameter norms,
       gradients, parameters and optimizer state in ``records``.
-    restore_model_name: checkpoint name in ``logdir`` (e.g. ``model.ckpt-0``).
     batches: optional ``[num_iter, batch_size]`` row indices replacing the
       random minibatch schedule (:func:`batch_schedule`).
-    heldout_dataset: optional other split to measure generalization on.
-    heldout_every: with ``heldout_dataset``: every ``heldout_every`` steps
-      (and after the last step) record ``heldout_loss``/``heldout_accuracy``
-      and, on the full training split, ``train_loss``/``train_accuracy``
-      under ``records`` (with ``heldout_iter``: number of updates done).
+    heldout_dataset, heldout_every: another split; every ``heldout_every``
+      steps and after the last, records ``heldout_loss``/``_accuracy``,
+      ``train_loss``/``_accuracy`` (whole train split), ``heldout_iter``.
     progress: callable receiving a dict (iteration, num_iter, objective,
       steps_per_second, includes_compile, elapsed) every ``progress_every``
-      steps; default prints a line; False silences it. ``steps_per_second``
-      counts the steps after the first chunk (which compiles the loop);
-      while only that chunk has run it includes the compilation and
-      ``includes_compile`` is True.
-    jit_compile: compile the chunk with XLA.
-    run_cache: a :class:`RunCache` to reuse the compiled loop of the
-      previous call with the same optimizer, problem and data (new in the
-      port; default: compile afresh).
+      steps (default: prints a line; False: none); the speed counts the
+      steps after the compiling first chunk (else ``includes_compile``).
+    jit_compile: compile the chunk with XLA. ``run_cache``: a
+      :class:`RunCache` reusing the compiled loop of an earlier call with
+      the same optimizer, problem and data (new in the port).
     step_transforms: a chain of step transforms applied to every update
-      (:mod:`l2o_scale.steps`; new in the port), with per-step inputs over
-      the ``num_iter`` steps; None: the original update.
-    **step_settings: instead of ``step_transforms``, metatest.py's
-      ``step_schedule`` (None/``"none"``, ``"cosine"``, ``"linear"``),
+      (:mod:`l2o_scale.steps`; new in the port); None: the original update.
+      Or, instead, ``**step_settings``: metatest.py's ``step_schedule``,
       ``step_decay_start``, ``weight_decay`` and ``hold_zero_gradients``
       (:func:`l2o_scale.steps.settings.step_transforms_from`).
 
   Returns:
-    objective_values: list (``num_iter``) of the objective on each step's
-      minibatch before that step's update (np.float32).
-    parameters: list of numpy arrays, the parameters after the last step.
-    records: dict of lists (empty unless ``record_every``/``heldout_every``).
+    (objective_values, parameters, records): per step, the objective on its
+    minibatch before its update (np.float32); the parameters after the last
+    step (numpy); dict of lists (empty unless record_every/heldout_every).
   """
   num_iter = int(num_iter)
   transforms = _step_transforms(step_transforms, step_settings)
   run, schedule, data, labels = _prepare(
       optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
       restore_model_name, batches, jit_compile, run_cache, transforms)
-  inputs = transforms.step_inputs(num_iter)
   recorder = _Recorder(run, data, labels, record_every, heldout_dataset,
                        heldout_every)
   report = _Progress(_print_progress if progress is None else progress,
                      progress_every, num_iter)
+  return (_run_chunks(run, schedule, transforms.step_inputs(num_iter),
+                      recorder, report),
+          [v.numpy() for v in run.param_vars], recorder.records)
+
+
+def _run_chunks(run, schedule, inputs, recorder, report):
+  """Runs every step of ``schedule`` in compiled chunks that end where the
+  recorder or the progress report needs them to; returns the objectives."""
+  num_iter = report.num_iter
   objective_values = []
   start = 0
   for end in _boundaries(num_iter, recorder.record_every,
-                         recorder.heldout_every, progress_every):
+                         recorder.heldout_every, report.every):
     recorder.before_chunk(start, schedule[start])
     objs = run.run_chunk(tf.constant(schedule[start:end]), *(
         [{k: tf.constant(v[start:end]) for k, v in inputs.items()}]
@@ -315,8 +312,7 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
     start = end
   if recorder.heldout_every:
     recorder.heldout_record(num_iter)
-  return (objective_values, [v.numpy() for v in run.param_vars],
-          recorder.records)
+  return objective_values
 
 
 def _step_transforms(step_transforms, step_settings):
