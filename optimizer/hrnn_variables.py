@@ -121,29 +121,30 @@ def readout_init(hrnn):
 
 def scale_decay(hrnn, scaled_init):
   """(weights, bias) of the RMS decay readout (l.243-261)."""
-  shape = (hrnn.level_sizes[0], 1)
-  if not hrnn.learnable_decay:
-    return tf.zeros(shape), tf.constant(math.log(0.93 / (1. - 0.93)))
-  weights = hrnn._meta_variable(SCOPE + "/scl_decay_weights",
-                                scaled_init(shape))
-  bias = hrnn._meta_variable(
-      SCOPE + "/scl_decay_bias",
-      tf.fill([1], hrnn.init_scales["scale_decay_bias_init"]))
-  return weights, bias
+  return _decay_readout(hrnn, scaled_init, hrnn.learnable_decay, "scl_decay",
+                        hrnn.init_scales["scale_decay_bias_init"], 0.93)
 
 
 def input_decay(hrnn, scaled_init):
   """(weights, bias) of the input (accumulator) decay readout
   (l.263-282)."""
+  learnable = (hrnn.learnable_decay and hrnn.num_gradient_scales > 1 and
+               hrnn.learnable_inp_decay)
+  return _decay_readout(hrnn, scaled_init, learnable, "inp_decay",
+                        hrnn.init_scales["hrnn_default_decay_var_init"], 0.89)
+
+
+def _decay_readout(hrnn, scaled_init, learnable, name, bias_init, fixed):
+  """(weights, bias) of a decay readout: meta-parameters ``<name>_weights``
+  and ``<name>_bias`` where ``learnable``, else zero weights and the bias
+  of the fixed decay ``fixed``."""
   shape = (hrnn.level_sizes[0], 1)
-  if not (hrnn.learnable_decay and hrnn.num_gradient_scales > 1 and
-          hrnn.learnable_inp_decay):
-    return tf.zeros(shape), tf.constant(math.log(0.89 / (1. - 0.89)))
-  weights = hrnn._meta_variable(SCOPE + "/inp_decay_weights",
+  if not learnable:
+    return tf.zeros(shape), tf.constant(math.log(fixed / (1. - fixed)))
+  weights = hrnn._meta_variable("{}/{}_weights".format(SCOPE, name),
                                 scaled_init(shape))
-  bias = hrnn._meta_variable(
-      SCOPE + "/inp_decay_bias",
-      tf.fill([1], hrnn.init_scales["hrnn_default_decay_var_init"]))
+  bias = hrnn._meta_variable("{}/{}_bias".format(SCOPE, name),
+                             tf.fill([1], bias_init))
   return weights, bias
 
 
