@@ -209,37 +209,9 @@ def read_dir(directory, skipped=None):
       raise ValueError("{}: {}".format(path, why))
     skipped.append((path, why))
 
-  records = {}
-  for name in names:
-    match = RUN_RECORD_FILE.match(name)
-    if match:
-      try:
-        records[match.group(1)] = _load_run_record(
-            os.path.join(directory, name), match.group(1))
-      except (ValueError, OSError) as e:
-        damaged(name, "{}; the model's problems are named from its files "
-                "instead".format(getattr(e, "strerror", None) or e))
-  parts = []  # (name, kind, seed, rest)
-  for name in names:
-    for kind, pattern in (("loss", LOSS_FILE), ("heldout", HELDOUT_FILE),
-                          ("heldout", OLD_HELDOUT_FILE)):
-      match = pattern.match(name)
-      if name.endswith(PARTIAL_SUFFIX) and pattern.match(
-          name[:-len(PARTIAL_SUFFIX)]):
-        damaged(name, "a partly written file left by an interrupted "
-                "metatest run")
-        break
-      if match:
-        parts.append((name, kind, int(match.group(1)),
-                      "".join(match.groups()[1:])))
-        break
-  problems_of = collections.defaultdict(set)
-  for _, _, _, rest in parts:
-    match = PROBLEM_SUFFIX.match(rest)
-    if match and rest not in records:
-      problems_of[match.group(1)].add(match.group(2))
-  suffixed = {base for base, found in problems_of.items() if len(found) > 1}
-
+  records = _run_records(directory, names, damaged)
+  parts = _result_files(names, damaged)
+  suffixed = _suffixed_bases(parts, records)
   seeds = collections.defaultdict(dict)
   labels = {}
   for name, kind, seed, rest in parts:
@@ -263,6 +235,54 @@ def read_dir(directory, skipped=None):
         (model, problem))
     runs[Run(directory, model, problem, label)] = by_seed
   return runs
+
+
+def _run_records(directory, names, damaged):
+  """{model: run record} of the dir's files ``names``; a damaged record is
+  reported to ``damaged(name, why)`` and left out."""
+  records = {}
+  for name in names:
+    match = RUN_RECORD_FILE.match(name)
+    if match:
+      try:
+        records[match.group(1)] = _load_run_record(
+            os.path.join(directory, name), match.group(1))
+      except (ValueError, OSError) as e:
+        damaged(name, "{}; the model's problems are named from its files "
+                "instead".format(getattr(e, "strerror", None) or e))
+  return records
+
+
+def _result_files(names, damaged):
+  """(name, kind, seed, rest of the name) of each loss (``kind`` "loss")
+  and held-out ("heldout") file among ``names``; a partly written one is
+  reported to ``damaged(name, why)`` and left out."""
+  parts = []
+  for name in names:
+    for kind, pattern in (("loss", LOSS_FILE), ("heldout", HELDOUT_FILE),
+                          ("heldout", OLD_HELDOUT_FILE)):
+      match = pattern.match(name)
+      if name.endswith(PARTIAL_SUFFIX) and pattern.match(
+          name[:-len(PARTIAL_SUFFIX)]):
+        damaged(name, "a partly written file left by an interrupted "
+                "metatest run")
+        break
+      if match:
+        parts.append((name, kind, int(match.group(1)),
+                      "".join(match.groups()[1:])))
+        break
+  return parts
+
+
+def _suffixed_bases(parts, records):
+  """The names that, without a run record, have files of several
+  ``-problem<k>`` suffixes (:func:`_model_and_problem`)."""
+  problems_of = collections.defaultdict(set)
+  for _, _, _, rest in parts:
+    match = PROBLEM_SUFFIX.match(rest)
+    if match and rest not in records:
+      problems_of[match.group(1)].add(match.group(2))
+  return {base for base, found in problems_of.items() if len(found) > 1}
 
 
 def _spread(values):

@@ -6,7 +6,7 @@ ops is bound by memory traffic, not arithmetic. XLA's CPU code writes each of th
 memory and reads it back, about 1 KB per parameter per step, because it
 fuses no matrix product with the code around it. ``native/learned_step.cc``
 takes 8 coordinates at a time from their state to their new state in
-registers (:meth:`HierarchicalRNN._packed_core`'s per-coordinate part:
+registers (:func:`optimizer.hrnn_step.packed_core`'s per-coordinate part:
 accumulators, mean squares, input features, the per-parameter GRU,
 readouts, learning rate) and returns the per-tensor sums the rest of the
 step needs; the per-tensor RNN and the update's normalisation stay
@@ -33,6 +33,8 @@ import sys
 
 import numpy as np
 import tensorflow as tf
+
+from optimizer import hrnn_variables
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "native",
                       "learned_step.cc")
@@ -213,7 +215,7 @@ def per_coordinate_step(learned, grads, packed, injected_bias, lr_mean):
   if injected_bias is not None:
     bias = bias + injected_bias
   bias = tf.transpose(tf.broadcast_to(bias, [count, 3 * UNITS]))
-  readout, readout_bias, _, _ = learned._stacked_readout()  # pylint: disable=protected-access
+  readout, readout_bias, _, _ = hrnn_variables.stacked_readout(learned)
   scalars = tf.stack([
       tf.cast(lr_mean, tf.float32),
       tf.nn.sigmoid(tf.reshape(learned.lr_momentum_logit, [])),

@@ -67,7 +67,7 @@ class BiasGRUCell(tf.Module):
     assembles the inputs). ``bias`` is None, [1, 3 num_units] (one injected
     bias for every column) or [T, 3 num_units] with ``spread``, a function
     that maps per-tensor columns [k, T] to per-coordinate columns [k, N]
-    (:meth:`optimizer.hierarchical_rnn._Segments.spread`): coordinates of T
+    (:meth:`optimizer.hrnn_segments.Segments.spread`): coordinates of T
     tensors with different injected biases go through one matmul. Returns
     the new state as [num_units, N].
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from optimizer import hierarchical_rnn
+from optimizer import hrnn_segments
 from optimizer import utils
 
 from tests import hrnn_reference
@@ -383,13 +384,13 @@ def test_seeded_initial_learning_rates_depend_on_the_seed_alone():
                  ["log_learning_rate"].numpy()[0]) > 0.99
 
 
-@pytest.mark.parametrize("count", [3, hierarchical_rnn.SELECT_MAX_TENSORS + 2])
+@pytest.mark.parametrize("count", [3, hrnn_segments.SELECT_MAX_TENSORS + 2])
 def test_segments_spread_and_its_gradient(count):
   # Both forms of the spread (selects up to SELECT_MAX_TENSORS tensors, the
   # concat of broadcasts beyond): each tensor's value on its coordinates;
   # the gradient is the per-tensor sum of the upstream gradient.
   sizes = [1 + (7 * t) % 5 for t in range(count)]
-  seg = hierarchical_rnn._Segments(sizes)  # pylint: disable=protected-access
+  seg = hrnn_segments.Segments(sizes)
   rng = np.random.RandomState(0)
   values = tf.constant(rng.randn(2, count).astype(np.float32))
   upstream = rng.randn(2, sum(sizes)).astype(np.float32)
