@@ -18,6 +18,8 @@ from l2o_scale.meta_training import selection
 from l2o_scale.meta_training import stability
 from l2o_scale.steps import tf1_optimizers
 from l2o_scale.meta_training import config as training_config
+from l2o_scale.meta_training import meta_learner
+from l2o_scale.meta_training import train_state
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import reporting
 from optimizer import hierarchical_rnn
@@ -233,8 +235,6 @@ def test_the_train_state_owns_whether_the_next_series_restarts(tmp_path):
   """A rollback makes the next series start from a fresh optimizer state
   (the carried one is stale); a series that ran clears it; nothing else
   can set it."""
-  from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import train_state  # pylint: disable=g-import-not-at-top
   optimizer = hierarchical_rnn.HierarchicalRNN([4, 5, 5])
   state = train_state.TrainState(
       str(tmp_path), optimizer, meta_learner.build_meta_optimizer(

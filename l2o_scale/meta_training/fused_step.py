@@ -257,8 +257,8 @@ def _after(upstream, tensors, values):
 
 
 def _check_no_variables(function, optimizer):
-  """A meta-variable :class:`MetaSlots` missed would be read inside the step and get
-  no meta-gradient: refuse loudly instead."""
+  """A meta-variable :class:`MetaSlots` missed would be read inside the
+  step and get no meta-gradient: refuse loudly instead."""
   captured = {v.ref() for c in function._list_all_concrete_functions()  # pylint: disable=protected-access
               for v in c.graph.variables}
   missed = [v.name for v in optimizer.meta_variables if v.ref() in captured]

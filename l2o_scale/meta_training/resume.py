@@ -52,9 +52,10 @@ class ResumePoint(object):
       self.start_problem, self.start_k = self.start_problem + 1, 0
       self.starts_next_problem = True
       self._refuse_unrepeatable_start(self.start_problem)
-    return "Resuming from {} ({} checkpoint) at meta-iteration {} of {}{}.".format(
-        self.latest, checkpoints.checkpoint_format(self.latest).upper(),
-        self.start_k, n, self._sub_problem_text())
+    return ("Resuming from {} ({} checkpoint) at meta-iteration {} of {}{}."
+            .format(self.latest,
+                    checkpoints.checkpoint_format(self.latest).upper(),
+                    self.start_k, n, self._sub_problem_text()))
 
   def _check_sub_problem(self):
     """Refuses a checkpoint of a sub-problem this run does not have."""

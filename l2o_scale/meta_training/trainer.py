@@ -156,13 +156,13 @@ class MetaTrainer(object):
     of them keep their compiled functions
     (:class:`~l2o_scale.meta_training.mixing.CompiledTasks`)."""
     self.resume_point.begin_problem(0)
-    built = [self.build_task(*p) for p in problems_and_data]
+    built = [self._build_task(*p) for p in problems_and_data]
     compiled = mixing.CompiledTasks(self.training.max_compiled_problems)
     resuming = self.resume_point.resumed
     for k in range(self.start_k, self.schedule.num_meta_iterations):
       index = mixing.mixed_problem_index(k, len(built))
       compiled.use(index, built[index][0])
-      self.use_task(built[index], 0, resuming=resuming, load_carried=False)
+      self._use_task(built[index], 0, resuming=resuming, load_carried=False)
       resuming = False
       self.state.restart_next_series()
       self.run_meta_iteration(self.plan(k))
@@ -176,11 +176,11 @@ class MetaTrainer(object):
     ``(trainer) -> series runner``, default a
     :class:`~l2o_scale.meta_training.series.LocalSeries`."""
     self.resume_point.begin_problem(problem_itr)
-    self.use_task(self.build_task(problem_spec, dataset, batch_size),
+    self._use_task(self._build_task(problem_spec, dataset, batch_size),
                   problem_itr, series)
 
-  def build_task(self, problem_spec, dataset, batch_size):
-    """The problem's task and reporter (what :meth:`use_task` takes)."""
+  def _build_task(self, problem_spec, dataset, batch_size):
+    """The problem's task and reporter (what :meth:`_use_task` takes)."""
     problem = problem_spec.build()
     name = getattr(problem_spec.callable, "__name__", "problem")
     task = task_lib.MetaTrainingTask(problem, name, dataset, batch_size,
@@ -199,12 +199,12 @@ class MetaTrainer(object):
     """``--selection_set``: the problems the robust score runs on instead
     of the current one. Built once, before any training problem's state is
     attached, so that a resumed run draws its numbers in the same order."""
-    self.evaluator.selection_tasks = [self.build_task(*p)[0]
+    self.evaluator.selection_tasks = [self._build_task(*p)[0]
                                       for p in problems_and_data]
 
-  def use_task(self, built, problem_itr, series=None, resuming=None,
+  def _use_task(self, built, problem_itr, series=None, resuming=None,
                load_carried=True):
-    """Meta-trains on ``built`` (from :meth:`build_task`) from now on.
+    """Meta-trains on ``built`` (from :meth:`_build_task`) from now on.
     ``resuming`` (default: the first problem of a resumed run) applies the
     restored checkpoint's random streams and, with ``load_carried``, its
     carried optimizee and optimizer state."""

@@ -263,6 +263,15 @@ class UnrollMethod:
   memory_budget: float = None
   recompute_budget: float = None
 
+  @classmethod
+  def from_config(cls, config):
+    """The method a :class:`~l2o_scale.meta_training.config.TrainingConfig`
+    asks for (``--jit_compile``, ``--time_parallel``,
+    ``--time_parallel_memory_gib``, ``--recompute_memory_gib``)."""
+    return cls(config.jit_compile, config.time_parallel,
+               config.time_parallel_memory_gib * 2**30,
+               config.recompute_memory_gib * 2**30)
+
   def update(self, optimizer, copies=None):
     """The step of an unroll whose meta-gradient holds ``copies`` steps
     (None: no meta-gradient)."""
