@@ -13,6 +13,7 @@ import pytest
 
 from l2o_scale.config import recipes
 from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import mixing
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import selection
 from l2o_scale.meta_training import task as task_lib
@@ -50,8 +51,8 @@ def _config(logdir, iterations, **training):
 
 
 def test_the_mixture_is_a_fixed_draw_per_meta_iteration():
-  draws = [training.mixed_problem_index(k, 5) for k in range(200)]
-  assert draws == [training.mixed_problem_index(k, 5) for k in range(200)]
+  draws = [mixing.mixed_problem_index(k, 5) for k in range(200)]
+  assert draws == [mixing.mixed_problem_index(k, 5) for k in range(200)]
   assert set(draws) == set(range(5))
   # Each problem gets its share (200 draws of 5: 40 expected each).
   assert min(np.bincount(draws)) > 20
@@ -64,7 +65,7 @@ def test_a_mixed_run_trains_on_each_drawn_problem_and_resumes_exactly(
   after two meta-iterations and resumed ends bit for bit where the
   uninterrupted one does."""
   problems = [_quadratic(5, 3), _quadratic(7, 4)]
-  picks = [training.mixed_problem_index(k, 2) for k in range(3)]
+  picks = [mixing.mixed_problem_index(k, 2) for k in range(3)]
   assert len(set(picks)) == 2  # Both problems are trained on.
 
   def train(logdir, n):
@@ -96,12 +97,12 @@ def test_at_most_max_compiled_problems_keep_their_compiled_functions():
   """--max_compiled_problems: using one task more than the bound releases
   the compiled functions of the task used least recently; 0: no bound."""
   tasks = [_Task() for _ in range(4)]
-  kept = training.CompiledTasks(2)
+  kept = mixing.CompiledTasks(2)
   for i in (0, 1, 0, 2, 3, 0):
     kept.use(i, tasks[i])
   # 2 pushes out 1 (0 was used after it), 3 pushes out 0, 0 pushes out 2.
   assert [t.released for t in tasks] == [1, 1, 1, 0]
-  unbounded = training.CompiledTasks(0)
+  unbounded = mixing.CompiledTasks(0)
   for i in (0, 1, 2, 3):
     unbounded.use(i, tasks[i])
   assert [t.released for t in tasks] == [1, 1, 1, 0]

@@ -22,6 +22,7 @@ from l2o_scale.meta_training import meta_step as meta_step_lib
 from l2o_scale.meta_training import parallel_eval
 from l2o_scale.meta_training import recompute
 from l2o_scale.meta_training import reporting
+from l2o_scale.meta_training import step_update
 from l2o_scale.meta_training import unroll as unroll_lib
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
@@ -258,3 +259,49 @@ def test_the_step_is_recomputed_where_its_estimate_exceeds_the_budget():
     recompute.choose_update(kept, recomputed, optimizer, budget, steps)(
         *args, None, None)
   assert taken == ["kept"] * 3 + ["recomputed"] * 2
+
+
+def test_one_place_picks_how_the_optimizers_step_runs():
+  """unroll.optimizer_update: XLA gives the fused step, a recompute budget
+  with a known number of steps the budgeted choice, else the optimizer's
+  own step; only a fused step bound to an unroll fuses the batch
+  gradients."""
+  optimizer = _hrnn()
+  plain = unroll_lib.optimizer_update(optimizer)
+  assert isinstance(plain, step_update.PlainUpdate)
+  assert plain.bind() is plain and not plain.fuses_gradients
+  fused = unroll_lib.optimizer_update(optimizer, jit_compile=True)
+  assert isinstance(fused, fused_step.FusedUpdate)
+  assert fused.bind().fuses_gradients
+  budgeted = unroll_lib.optimizer_update(optimizer, recompute_budget=1,
+                                         copies=10)
+  assert isinstance(budgeted, recompute.BudgetedUpdate)
+  assert not budgeted.bind().fuses_gradients
+  for copies in (None, 0):
+    assert isinstance(unroll_lib.optimizer_update(
+        optimizer, recompute_budget=1, copies=copies),
+                      step_update.PlainUpdate)
+
+
+def test_the_meta_slots_are_every_place_the_step_reads_a_meta_variable():
+  """Traced with the meta-slots swapped for tensors, the optimizer's step
+  reads no meta-variable; after the block the variables are back."""
+  optimizer = _hrnn()
+  problem = pg.FullyConnected(6, 3, hidden_sizes=(5,))
+  state = unroll_lib.zero_loop_state(problem, optimizer)
+  slots = fused_step.MetaSlots(optimizer)
+  meta = optimizer.meta_variables
+  assert sorted({i for _, _, i in slots.slots}) == list(range(len(meta)))
+
+  def step(values):
+    with slots.swapped(values):
+      return optimizer.compute_updates_packed(
+          state.params, state.params, state.states, state.global_state)
+
+  graph = tf.function(step, autograph=False).get_concrete_function(
+      [tf.TensorSpec(v.shape, v.dtype) for v in meta]).graph
+  assert not {v.ref() for v in graph.variables} & {v.ref() for v in meta}
+  for container, key, i in slots.slots:
+    held = (container[key] if isinstance(key, int)
+            else getattr(container, key))
+    assert held is meta[i]

@@ -18,6 +18,8 @@ from l2o_scale.meta_training import selection
 from l2o_scale.meta_training import stability
 from l2o_scale.steps import tf1_optimizers
 from l2o_scale.meta_training import config as training_config
+from l2o_scale.meta_training import meta_learner
+from l2o_scale.meta_training import train_state
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import reporting
 from optimizer import hierarchical_rnn
@@ -227,3 +229,23 @@ def test_optimizee_init_problem_uses_the_problems_initialisation(data_dir):
   assert 0.009 < np.std(small[0]) < 0.011
   for a, b in zip(small, small_again):
     np.testing.assert_array_equal(a, b)
+
+
+def test_the_train_state_owns_whether_the_next_series_restarts(tmp_path):
+  """A rollback makes the next series start from a fresh optimizer state
+  (the carried one is stale); a series that ran clears it; nothing else
+  can set it."""
+  optimizer = hierarchical_rnn.HierarchicalRNN([4, 5, 5])
+  state = train_state.TrainState(
+      str(tmp_path), optimizer, meta_learner.build_meta_optimizer(
+          optimizer.meta_variables, 1e-3, training_config.TrainingConfig()))
+  assert not state.reset_next_series
+  state.take_snapshot()
+  state.roll_back(0.5)
+  assert state.reset_next_series
+  state.series_ran()
+  assert not state.reset_next_series
+  state.restart_next_series()
+  assert state.reset_next_series
+  with pytest.raises(AttributeError):
+    state.reset_next_series = False

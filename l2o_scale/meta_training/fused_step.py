@@ -28,50 +28,62 @@ import contextlib
 
 import tensorflow as tf
 
-
-@contextlib.contextmanager
-def meta_values(optimizer, values):
-  """Within the block, the optimizer reads its meta-variables as ``values``
-  (tensors, in the order of ``optimizer.meta_variables``).
-
-  Swaps every attribute (and list entry) of the optimizer's own objects that
-  holds a meta-variable for the matching tensor, and restores them on exit.
-  Only tracing uses it (the swapped objects are Python objects).
-  """
-  by_ref = {v.ref(): t for v, t in zip(optimizer.meta_variables, values)}
-  undo, seen = [], set()
-
-  def owned(obj):
-    return (type(obj).__module__ or "").split(".")[0] == "optimizer"
-
-  def swap(container, key, value, setter):
-    if isinstance(value, tf.Variable) and value.ref() in by_ref:
-      undo.append((container, key, value, setter))
-      setter(container, key, by_ref[value.ref()])
-    elif isinstance(value, list) or owned(value):
-      walk(value)
-
-  def walk(obj):
-    if id(obj) in seen:
-      return
-    seen.add(id(obj))
-    if isinstance(obj, list):
-      for i, item in enumerate(obj):
-        swap(obj, i, item, lambda c, k, v: c.__setitem__(k, v))
-      return
-    for name, value in list(vars(obj).items()):
-      if name != "meta":  # The registry of names keeps its variables.
-        swap(obj, name, value, setattr)
-
-  walk(optimizer)
-  try:
-    yield
-  finally:
-    for container, key, value, setter in reversed(undo):
-      setter(container, key, value)
+from l2o_scale.meta_training import step_update
 
 
-class FusedUpdate(object):
+class MetaSlots(object):
+  """Where the optimizer's step reads its meta-variables: each attribute
+  or list entry of the optimizer and its sub-modules that holds one, as
+  ``tf.Module`` records its variables' paths (the ``meta`` registry of TF1
+  names aside: the step does not read it). Listed once, when the step is
+  made; :meth:`swapped` replaces them for a trace."""
+
+  def __init__(self, optimizer):
+    index = {v.ref(): i for i, v in enumerate(optimizer.meta_variables)}
+    paths = optimizer._flatten(  # pylint: disable=protected-access
+        predicate=lambda v: isinstance(v, tf.Variable) and v.ref() in index,
+        with_path=True)
+    # (container, key, position in meta_variables) per place holding one.
+    self.slots = [(_container(optimizer, path[:-1]), path[-1],
+                   index[variable.ref()])
+                  for path, variable in paths if path[0] != "meta"]
+
+  @contextlib.contextmanager
+  def swapped(self, values):
+    """Within the block, the step reads its meta-variables as ``values``
+    (tensors, in the order of ``optimizer.meta_variables``); the variables
+    are back on exit. Only tracing uses it (the slots are Python
+    attributes)."""
+    undo = []
+    for container, key, i in self.slots:
+      undo.append((container, key, _get(container, key)))
+      _set(container, key, values[i])
+    try:
+      yield
+    finally:
+      for container, key, value in reversed(undo):
+        _set(container, key, value)
+
+
+def _container(root, path):
+  """The object at ``path`` (attribute names and list indices) of ``root``."""
+  for key in path:
+    root = _get(root, key)
+  return root
+
+
+def _get(container, key):
+  return container[key] if isinstance(key, int) else getattr(container, key)
+
+
+def _set(container, key, value):
+  if isinstance(key, int):
+    container[key] = value
+  else:
+    setattr(container, key, value)
+
+
+class FusedUpdate(step_update.StepUpdate):
   """``update(params, grads, states, global_state, mode_mt, teacher_steps)``
   as :func:`l2o_scale.meta_training.unroll.optimizer_update` returns it,
   compiled as described in the module doc. Call :meth:`bind` once per
@@ -80,6 +92,7 @@ class FusedUpdate(object):
   def __init__(self, optimizer, jit_compile=True):
     self.optimizer = optimizer
     self.jit_compile = jit_compile
+    self.meta_slots = MetaSlots(optimizer)
 
   def __call__(self, *args):
     return self.bind()(*args)
@@ -88,16 +101,24 @@ class FusedUpdate(object):
     """The step for one unroll, with the meta-parameters read here."""
     meta_vars = list(self.optimizer.meta_variables)
     values = [tf.convert_to_tensor(v) for v in meta_vars]
-    return _BoundUpdate(self.optimizer, values, self.jit_compile)
+    return _BoundUpdate(self, values)
 
 
-class _BoundUpdate(object):
-  """The step on fixed meta-parameter values (see :class:`FusedUpdate`)."""
+class _BoundUpdate(step_update.StepUpdate):
+  """The step on fixed meta-parameter values (see :class:`FusedUpdate`);
+  it also runs the batch gradients in the same XLA calls
+  (:meth:`with_gradients`)."""
 
-  def __init__(self, optimizer, values, jit_compile):
-    self.optimizer = optimizer
+  fuses_gradients = True
+
+  def __init__(self, fused, values):
+    self.optimizer = fused.optimizer
+    self.meta_slots = fused.meta_slots
     self.values = values
-    self.jit_compile = jit_compile
+    self.jit_compile = fused.jit_compile
+
+  def bind(self):
+    return self
 
   def __call__(self, params, grads, states, global_state, mode_mt=None,
                teacher_steps=None):
@@ -131,48 +152,19 @@ class _BoundUpdate(object):
   def _fused(self, function, args, constants):
     """``function(*args, *constants)`` as one XLA call, with a gradient with
     respect to the floating-point tensors of ``args`` (a nest; None entries
-    stay None) and the meta-parameters that recomputes it in one XLA call.
-    ``constants`` get no gradient.
-
-    Long on purpose: the forward call, the recomputing backward call and
-    the custom gradient share the flattened layout of ``args``; apart they
-    would hand it around."""
-    optimizer = self.optimizer
-    flat = tf.nest.flatten(args)
-    slots = [i for i, t in enumerate(flat) if t is not None]
-    inputs = [tf.convert_to_tensor(flat[i]) for i in slots]
-    floats = [j for j, t in enumerate(inputs) if t.dtype.is_floating]
+    stay None) and the meta-parameters that recomputes it in one XLA call
+    (:func:`_compiled_calls`). ``constants`` get no gradient."""
+    layout = _Layout(args)
     constants = [tf.convert_to_tensor(c) for c in constants]
+    meta_slots = self.meta_slots
 
     def call(tensors, values, constants):
-      full = list(flat)
-      for j, i in enumerate(slots):
-        full[i] = tensors[j]
-      with meta_values(optimizer, values):
-        return function(*tf.nest.pack_sequence_as(args, full), *constants)
+      with meta_slots.swapped(values):
+        return function(*layout.packed(tensors), *constants)
 
-    def forward(tensors, values, constants):
-      return call(list(tensors), list(values), list(constants))
-
-    jit_compile = self.jit_compile
-
-    def backward(tensors, values, constants, upstream):
-      tensors, values = list(tensors), list(values)
-      if not jit_compile:
-        tensors, values = _after(upstream, tensors, values)
-      sources = [tensors[j] for j in floats] + values
-      with tf.GradientTape() as tape:
-        tape.watch(sources)
-        outs = tf.nest.flatten(call(tensors, values, list(constants)))
-      return tape.gradient(outs, sources, output_gradients=list(upstream),
-                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
-
-    forward = tf.function(forward, jit_compile=self.jit_compile,
-                          autograph=False)
-    backward = tf.function(backward, jit_compile=self.jit_compile,
-                           autograph=False)
+    forward, backward = _compiled_calls(call, layout.floats, self.jit_compile)
     structure = []
-    count = len(inputs)
+    count = len(layout.inputs)
 
     @tf.custom_gradient
     def fused(*tensors):
@@ -185,15 +177,66 @@ class _BoundUpdate(object):
         upstream = [tf.zeros_like(o) if u is None else u
                     for u, o in zip(upstream, outs)]
         grads = backward(tensors, values, constants, upstream)
-        per_input = [None] * count
-        for k, j in enumerate(floats):
-          per_input[j] = grads[k]
-        return per_input + list(grads[len(floats):])
+        return layout.per_input(grads) + list(grads[len(layout.floats):])
       return outs, gradient
 
-    outs = fused(*(inputs + list(self.values)))
-    _check_no_variables(forward, optimizer)
+    outs = fused(*(layout.inputs + list(self.values)))
+    _check_no_variables(forward, self.optimizer)
     return tf.nest.pack_sequence_as(structure[0], list(outs))
+
+
+class _Layout(object):
+  """A step's arguments ``args`` (a nest; None entries stay None),
+  flattened: ``inputs``, its tensors, and ``floats``, the positions in
+  ``inputs`` of those with a gradient (floating point)."""
+
+  def __init__(self, args):
+    self.args = args
+    self.flat = tf.nest.flatten(args)
+    self.slots = [i for i, t in enumerate(self.flat) if t is not None]
+    self.inputs = [tf.convert_to_tensor(self.flat[i]) for i in self.slots]
+    self.floats = [j for j, t in enumerate(self.inputs)
+                   if t.dtype.is_floating]
+
+  def packed(self, tensors):
+    """``args`` with ``tensors`` in place of :attr:`inputs`."""
+    full = list(self.flat)
+    for j, i in enumerate(self.slots):
+      full[i] = tensors[j]
+    return tf.nest.pack_sequence_as(self.args, full)
+
+  def per_input(self, grads):
+    """Gradients of the floating-point inputs (the first of ``grads``), as
+    one entry per input (None for the others)."""
+    per_input = [None] * len(self.inputs)
+    for k, j in enumerate(self.floats):
+      per_input[j] = grads[k]
+    return per_input
+
+
+def _compiled_calls(call, floats, jit_compile):
+  """(forward, backward): ``call(tensors, values, constants)`` compiled
+  (with XLA if ``jit_compile``), and its vector-Jacobian product with
+  respect to ``tensors[j]`` for ``j`` in ``floats`` and ``values``
+  (the meta-parameters), recomputing the call in the same compiled
+  function."""
+
+  def forward(tensors, values, constants):
+    return call(list(tensors), list(values), list(constants))
+
+  def backward(tensors, values, constants, upstream):
+    tensors, values = list(tensors), list(values)
+    if not jit_compile:
+      tensors, values = _after(upstream, tensors, values)
+    sources = [tensors[j] for j in floats] + values
+    with tf.GradientTape() as tape:
+      tape.watch(sources)
+      outs = tf.nest.flatten(call(tensors, values, list(constants)))
+    return tape.gradient(outs, sources, output_gradients=list(upstream),
+                         unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+  return (tf.function(forward, jit_compile=jit_compile, autograph=False),
+          tf.function(backward, jit_compile=jit_compile, autograph=False))
 
 
 def _after(upstream, tensors, values):
@@ -214,8 +257,8 @@ def _after(upstream, tensors, values):
 
 
 def _check_no_variables(function, optimizer):
-  """A meta-variable the swap missed would be read inside the step and get
-  no meta-gradient: refuse loudly instead."""
+  """A meta-variable :class:`MetaSlots` missed would be read inside the
+  step and get no meta-gradient: refuse loudly instead."""
   captured = {v.ref() for c in function._list_all_concrete_functions()  # pylint: disable=protected-access
               for v in c.graph.variables}
   missed = [v.name for v in optimizer.meta_variables if v.ref() in captured]

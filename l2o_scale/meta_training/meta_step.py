@@ -22,36 +22,8 @@ step's inputs instead (:mod:`l2o_scale.meta_training.recompute` chooses,
 
 import tensorflow as tf
 
-from l2o_scale.meta_training import fused_step
-from l2o_scale.meta_training import recompute
 from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
-
-
-def _with_fallback(parallel, sequential):
-  """Calls ``parallel``; where its unroll reports an early stop, returns
-  ``sequential``'s result instead (eagerly: a second call, traced the first
-  time it is needed; inside a graph: a ``tf.cond``)."""
-  if parallel is None:
-    return sequential
-
-  def call(*args):
-    result = parallel(*args)
-    outs = result if hasattr(result, "early_stop") else result[0]
-    stops = [o.early_stop for o in _instances(outs)]
-    stop = stops[0] if len(stops) == 1 else tf.reduce_any(tf.stack(stops))
-    if tf.executing_eagerly():
-      return sequential(*args) if bool(stop) else result
-    return tf.cond(stop, lambda: sequential(*args), lambda: result)
-
-  return call
-
-
-def _instances(value):
-  """The instances of a meta-batch (a plain tuple), or ``[value]``."""
-  if isinstance(value, tuple) and not hasattr(value, "_fields"):
-    return list(value)
-  return [value]
 
 
 def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
@@ -66,9 +38,9 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
 
   ``grads`` follow ``optimizer.meta_variables`` (sorted TF1 names); a
   meta-parameter the objective does not depend on gets a zero gradient.
-  ``jit_compile``: the optimizer's step inside the unroll compiled with XLA
-  (:func:`unroll.optimizer_update`). ``time_parallel``, ``memory_budget``,
-  ``recompute_budget``: see the module doc.
+  ``jit_compile``, ``time_parallel``, ``memory_budget``,
+  ``recompute_budget``: how the unroll runs
+  (:class:`~l2o_scale.meta_training.unroll.UnrollMethod`; the module doc).
 
   ``regularizer_share``: in an unroll whose objective holds the optimizer
   regularizer (:func:`~l2o_scale.meta_training.regularizer.
@@ -82,42 +54,65 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
   in every unroll where the regularizer does not act) the function is the
   one of a run that never measures.
   """
-  meta_vars = optimizer.meta_variables
-  kept = unroll_lib.optimizer_update(optimizer, jit_compile)
-  # With jit_compile the fused step already recomputes its values in the
-  # meta-gradient (fused_step), so the budget has nothing to choose.
-  recomputed = (None if jit_compile else
-                fused_step.FusedUpdate(optimizer, jit_compile=False))
+  method = unroll_lib.UnrollMethod(jit_compile, time_parallel, memory_budget,
+                                   recompute_budget)
+  gradient = _MetaGradient(problem, optimizer, reg, l2_reg, method,
+                           regularizer_share)
 
   def compiled(parallel):
     @tf.function(autograph=False)
     def meta_step(inputs, carried, mode_mt):
-      steps = _instances(inputs)[0].obj_weights.shape[0]
-      update = recompute.choose_update(
-          kept, recomputed, optimizer, recompute_budget,
-          steps and steps * len(_instances(inputs)))
-      measure = regularizer_share and regularizer_lib.acts_in_meta_objective(
-          reg, [i.jacob_switch for i in _instances(inputs)], mode_mt)
-      with tf.GradientTape(persistent=measure) as tape:
-        outs = [unroll_lib.unroll(problem, optimizer, i, c, mode_mt, reg,
-                                  update, time_parallel=parallel,
-                                  budget_bytes=memory_budget)
-                for i, c in zip(_instances(inputs), _instances(carried))]
-        loss = _mean([o.metaobjmt if mode_mt else o.metaobj for o in outs])
-        if l2_reg:
-          loss += l2_reg * tf.add_n([tf.reduce_sum(v ** 2)
-                                     for v in meta_vars])
-        regular = _mean([o.regular for o in outs]) if measure else None
-      grads = _dense(tape.gradient(loss, meta_vars), meta_vars)
-      if measure:
-        share = regularizer_lib.gradient_share(
-            grads, _dense(tape.gradient(regular, meta_vars), meta_vars))
-        outs = [o._replace(regularizer_share=share) for o in outs]
-      return (outs[0] if hasattr(inputs, "_fields") else tuple(outs)), grads
+      return gradient(inputs, carried, mode_mt, parallel)
     return meta_step
 
-  return _with_fallback(compiled(True) if time_parallel else None,
-                        compiled(False))
+  return method.compile(compiled, outputs=lambda result: result[0])
+
+
+class _MetaGradient(object):
+  """The body of :func:`make_meta_step`'s compiled function."""
+
+  def __init__(self, problem, optimizer, reg, l2_reg, method,
+               regularizer_share):
+    self.problem = problem
+    self.optimizer = optimizer
+    self.reg = reg
+    self.l2_reg = l2_reg
+    self.method = method
+    self.regularizer_share = regularizer_share
+
+  def __call__(self, inputs, carried, mode_mt, parallel):
+    meta_vars = self.optimizer.meta_variables
+    instances = unroll_lib.instances(inputs)
+    steps = instances[0].obj_weights.shape[0]
+    # With jit_compile the fused step already recomputes its values in the
+    # meta-gradient (fused_step), so the budget has nothing to choose.
+    update = self.method.update(self.optimizer,
+                                steps and steps * len(instances))
+    measure = self.regularizer_share and (
+        regularizer_lib.acts_in_meta_objective(
+            self.reg, [i.jacob_switch for i in instances], mode_mt))
+    with tf.GradientTape(persistent=measure) as tape:
+      outs = [unroll_lib.unroll(self.problem, self.optimizer, i, c, mode_mt,
+                                self.reg, update, time_parallel=parallel,
+                                budget_bytes=self.method.memory_budget)
+              for i, c in zip(instances, unroll_lib.instances(carried))]
+      loss = self._loss(outs, mode_mt, meta_vars)
+      regular = _mean([o.regular for o in outs]) if measure else None
+    grads = _dense(tape.gradient(loss, meta_vars), meta_vars)
+    if measure:
+      share = regularizer_lib.gradient_share(
+          grads, _dense(tape.gradient(regular, meta_vars), meta_vars))
+      outs = [o._replace(regularizer_share=share) for o in outs]
+    return (outs[0] if hasattr(inputs, "_fields") else tuple(outs)), grads
+
+  def _loss(self, outs, mode_mt, meta_vars):
+    """The differentiated objective: the instances' mean (imitation)
+    objective plus ``l2_reg * sum(theta^2)``."""
+    loss = _mean([o.metaobjmt if mode_mt else o.metaobj for o in outs])
+    if self.l2_reg:
+      loss += self.l2_reg * tf.add_n([tf.reduce_sum(v ** 2)
+                                      for v in meta_vars])
+    return loss
 
 
 def _mean(values):
@@ -135,7 +130,8 @@ def make_eval_unroll(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
                      jit_compile=False, time_parallel=False,
                      memory_budget=None):
   """Compiled unroll without gradients (validation, original ``validate``)."""
-  update = unroll_lib.optimizer_update(optimizer, jit_compile)
+  method = unroll_lib.UnrollMethod(jit_compile, time_parallel, memory_budget)
+  update = method.update(optimizer)
 
   def compiled(parallel):
     @tf.function(autograph=False)
@@ -146,5 +142,4 @@ def make_eval_unroll(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
                                differentiable=False)
     return eval_unroll
 
-  return _with_fallback(compiled(True) if time_parallel else None,
-                        compiled(False))
+  return method.compile(compiled)

@@ -145,57 +145,14 @@ def _chunked_objectives(problem, params_stack, data, labels, chunk,
   meta-gradient then keeps one parameter-sized gradient per step instead of
   the activations, at the cost of the same forward and backward passes.
   Its gradient is first-order only (the meta-gradient takes one).
-
-  Long on purpose: the padding, the forward pass and its custom gradient
-  share the chunk's shapes and closures; apart they would hand them around.
   """
-  num_steps = params_stack[0].shape[0]
-  num_chunks = math.ceil(num_steps / chunk)
-  chunk = math.ceil(num_steps / num_chunks)
-  padded = num_chunks * chunk
-
-  def chunked(stack):
-    """[num_chunks, chunk, ...]: the last step repeated up to ``padded``."""
-    if padded > num_steps:
-      stack = tf.concat([stack, tf.repeat(stack[-1:], padded - num_steps,
-                                          axis=0)], 0)
-    return tf.reshape(stack, [num_chunks, chunk] + stack.shape.as_list()[1:])
-
-  def values(params):
-    if chunk == 1:
-      return tf.reshape(problem.objective([p[0] for p in params], data,
-                                          labels), [1])
-    return _vectorized(problem, params, data, labels)
-
-  def with_gradients(params):
-    with tf.GradientTape() as tape:
-      tape.watch(params)
-      objs = values(params)
-    # Of the sum: each step's objective depends on its own parameters only.
-    grads = tape.gradient(objs, params)
-    return objs, [tf.zeros_like(p) if g is None else g
-                  for g, p in zip(grads, params)]
-
-  def unchunked(stack):
-    return tf.reshape(stack, [padded] + stack.shape.as_list()[2:])[:num_steps]
-
-  def evaluate(*stack):
-    chunks = [chunked(s) for s in stack]
-    if not differentiable:
-      objs = tf.map_fn(values, chunks, parallel_iterations=1,
-                       fn_output_signature=tf.float32)
-      return unchunked(objs), None
-    objs, grads = tf.map_fn(
-        with_gradients, chunks, parallel_iterations=1,
-        fn_output_signature=(tf.float32, [tf.float32] * len(chunks)))
-    return unchunked(objs), [unchunked(g) for g in grads]
-
+  chunks = _Chunks(problem, data, labels, params_stack[0].shape[0], chunk)
   if not differentiable:
-    return evaluate(*params_stack)[0]
+    return chunks.evaluate(params_stack, False)[0]
 
   @tf.custom_gradient
   def objectives(*stack):
-    objs, grads = evaluate(*stack)
+    objs, grads = chunks.evaluate(stack, True)
 
     def gradient(upstream):
       return [g * tf.reshape(upstream, [-1] + [1] * (g.shape.rank - 1))
@@ -203,6 +160,61 @@ def _chunked_objectives(problem, params_stack, data, labels, chunk,
     return objs, gradient
 
   return objectives(*params_stack)
+
+
+class _Chunks(object):
+  """The ``num_steps`` steps in chunks of equal size (at most ``chunk``),
+  the last step repeated to fill the last chunk."""
+
+  def __init__(self, problem, data, labels, num_steps, chunk):
+    self.problem, self.data, self.labels = problem, data, labels
+    self.num_steps = num_steps
+    self.num_chunks = math.ceil(num_steps / chunk)
+    self.chunk = math.ceil(num_steps / self.num_chunks)
+    self.padded = self.num_chunks * self.chunk
+
+  def chunked(self, stack):
+    """[num_chunks, chunk, ...]: the last step repeated up to ``padded``."""
+    if self.padded > self.num_steps:
+      stack = tf.concat([stack, tf.repeat(
+          stack[-1:], self.padded - self.num_steps, axis=0)], 0)
+    return tf.reshape(stack, [self.num_chunks, self.chunk] +
+                      stack.shape.as_list()[1:])
+
+  def unchunked(self, stack):
+    return tf.reshape(stack, [self.padded] +
+                      stack.shape.as_list()[2:])[:self.num_steps]
+
+  def values(self, params):
+    """The objectives of one chunk's steps."""
+    if self.chunk == 1:
+      return tf.reshape(self.problem.objective(
+          [p[0] for p in params], self.data, self.labels), [1])
+    return _vectorized(self.problem, params, self.data, self.labels)
+
+  def with_gradients(self, params):
+    """:meth:`values` and their gradients with respect to ``params``."""
+    with tf.GradientTape() as tape:
+      tape.watch(params)
+      objs = self.values(params)
+    # Of the sum: each step's objective depends on its own parameters only.
+    grads = tape.gradient(objs, params)
+    return objs, [tf.zeros_like(p) if g is None else g
+                  for g, p in zip(grads, params)]
+
+  def evaluate(self, stack, with_gradients):
+    """(the objectives at all steps, their gradients with respect to the
+    steps' parameters ``stack`` with ``with_gradients``, else None), a
+    chunk at a time."""
+    chunks = [self.chunked(s) for s in stack]
+    if not with_gradients:
+      objs = tf.map_fn(self.values, chunks, parallel_iterations=1,
+                       fn_output_signature=tf.float32)
+      return self.unchunked(objs), None
+    objs, grads = tf.map_fn(
+        self.with_gradients, chunks, parallel_iterations=1,
+        fn_output_signature=(tf.float32, [tf.float32] * len(chunks)))
+    return self.unchunked(objs), [self.unchunked(g) for g in grads]
 
 
 def regularizer_at(problem, reg, eval_stack, inputs):

@@ -20,6 +20,8 @@ import weakref
 
 import tensorflow as tf
 
+from l2o_scale.meta_training import step_update
+
 
 def _spec(tensor):
   tensor = tf.convert_to_tensor(tensor)
@@ -93,25 +95,38 @@ def _kept_bytes(optimizer, params, grads, states, global_state):
 
 def choose_update(kept, recomputed, optimizer, budget_bytes, copies):
   """The step the unroll calls: ``kept`` (the original's meta-gradient,
-  which keeps the step's values), or ``recomputed`` (the step recomputed in
-  the meta-gradient, a :class:`~l2o_scale.meta_training.fused_step.
-  FusedUpdate`) where ``copies`` (steps x optimizee instances
-  of the meta-gradient) times the step's estimated kept bytes
-  (:func:`step_bytes`) exceed ``budget_bytes``. ``kept`` where
-  ``recomputed`` or the budget is None, the budget <= 0 or the number of
-  steps is not known while tracing."""
+  which keeps the step's values), or a :class:`BudgetedUpdate` that takes
+  ``recomputed`` (the step recomputed in the meta-gradient, a
+  :class:`~l2o_scale.meta_training.fused_step.FusedUpdate`) where
+  ``copies`` (steps x optimizee instances of the meta-gradient) times the
+  step's estimated kept bytes (:func:`step_bytes`) exceed
+  ``budget_bytes``. ``kept`` where ``recomputed`` or the budget is None,
+  the budget <= 0 or the number of steps is not known while tracing."""
   if recomputed is None or not budget_bytes or budget_bytes <= 0 or (
       not copies):
     return kept
+  return BudgetedUpdate(kept, recomputed, optimizer, budget_bytes, copies)
 
-  def update(params, grads, states, global_state, mode_mt, teacher_steps):
+
+class BudgetedUpdate(step_update.StepUpdate):
+  """:func:`choose_update`'s choice, made per step's inputs while tracing
+  (where their shapes are known)."""
+
+  def __init__(self, kept, recomputed, optimizer, budget_bytes, copies):
+    self.kept = kept
+    self.recomputed = recomputed
+    self.optimizer = optimizer
+    self.budget_bytes = budget_bytes
+    self.copies = copies
+
+  def __call__(self, params, grads, states, global_state, mode_mt=None,
+               teacher_steps=None):
     inputs = (params, grads, states, global_state)
-    chosen, size = kept, _nbytes(inputs)
-    if size is not None and copies * _SURELY_BELOW * size > budget_bytes:
-      per_step = _kept_bytes(optimizer, *inputs)
-      if per_step is not None and copies * per_step > budget_bytes:
-        chosen = recomputed
+    chosen, size = self.kept, _nbytes(inputs)
+    copies, budget = self.copies, self.budget_bytes
+    if size is not None and copies * _SURELY_BELOW * size > budget:
+      per_step = _kept_bytes(self.optimizer, *inputs)
+      if per_step is not None and copies * per_step > budget:
+        chosen = self.recomputed
     return chosen(params, grads, states, global_state, mode_mt,
                   teacher_steps)
-
-  return update

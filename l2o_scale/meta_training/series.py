@@ -147,7 +147,7 @@ class LocalSeries(object):
         self.reporter.divergence(k, u, plan.num_unrolls, reason,
                                  config.on_divergence)
       applied, last_out, switch = u + 1, outs[0], plan.switches[u]
-    self.state.reset_next_series = False
+    self.state.series_ran()
     first_state = None
     if last_out is not None:
       per_tensor = unroll_lib.per_tensor_states(task.optimizer,

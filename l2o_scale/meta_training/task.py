@@ -113,26 +113,22 @@ class MetaTrainingTask(object):
     """The compiled meta-gradient of an unroll
     (:func:`~l2o_scale.meta_training.meta_step.make_meta_step`)."""
     if self._meta_step is None:
-      config = self.config
+      method = unroll_lib.UnrollMethod.from_config(self.config)
       self._meta_step = meta_step_lib.make_meta_step(
-          self.problem, self.optimizer, self.reg, config.l2_reg,
-          config.jit_compile, config.time_parallel, self._budget(),
-          config.recompute_memory_gib * 2**30,
-          config.record_regularizer_share)
+          self.problem, self.optimizer, self.reg, self.config.l2_reg,
+          method.jit_compile, method.time_parallel, method.memory_budget,
+          method.recompute_budget, self.config.record_regularizer_share)
     return self._meta_step
 
   @property
   def eval_unroll(self):
     """The compiled unroll without gradients (evaluation series)."""
     if self._eval_unroll is None:
-      config = self.config
+      method = unroll_lib.UnrollMethod.from_config(self.config)
       self._eval_unroll = meta_step_lib.make_eval_unroll(
-          self.problem, self.optimizer, self.reg, config.jit_compile,
-          config.time_parallel, self._budget())
+          self.problem, self.optimizer, self.reg, method.jit_compile,
+          method.time_parallel, method.memory_budget)
     return self._eval_unroll
-
-  def _budget(self):
-    return self.config.time_parallel_memory_gib * 2**30
 
   @property
   def holds_compiled(self):

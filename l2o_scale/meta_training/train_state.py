@@ -163,7 +163,7 @@ class TrainState(object):
     self.values = LoopValues()
     self.carried = []  # A CarriedState per optimizee instance, once a
                        # problem is attached.
-    self.reset_next_series = False  # After a rollback: the carried is stale.
+    self._reset_next_series = False
     # Where the run's random draws began, saved with every checkpoint so
     # that a resumed run redraws what the interrupted one drew before it
     # (whatever its own streams were when it started): the streams when
@@ -379,8 +379,26 @@ class TrainState(object):
       checkpoints.restore_optimizer(best, self.optimizer)
     self.meta_optimizer.set_learning_rate(
         self.meta_optimizer.learning_rate * lr_decay)
-    self.reset_next_series = True
+    self.restart_next_series()
     return best
+
+  # ------------------------------------------------------ carried state
+  @property
+  def reset_next_series(self):
+    """Whether the next series starts from a fresh optimizer state
+    instead of the carried one (stale after a rollback, and in a
+    ``--mix_problems`` meta-iteration the carried one is of another
+    problem). Set by :meth:`restart_next_series`, cleared by
+    :meth:`series_ran`."""
+    return self._reset_next_series
+
+  def restart_next_series(self):
+    """The next series starts from a fresh optimizer state."""
+    self._reset_next_series = True
+
+  def series_ran(self):
+    """A series ran to its end: the next one continues its carried state."""
+    self._reset_next_series = False
 
   # ----------------------------------------------------------- curriculum
   def curriculum_state(self):

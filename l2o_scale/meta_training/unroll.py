@@ -34,6 +34,7 @@ the objective exceeds ``obj_train_max_multiplier`` times the initial one.
 """
 
 import collections
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
@@ -41,7 +42,9 @@ import tensorflow as tf
 from l2o_scale.meta_testing import inner_step
 from l2o_scale.meta_training import fused_step
 from l2o_scale.meta_training import parallel_eval
+from l2o_scale.meta_training import recompute
 from l2o_scale.meta_training import regularizer
+from l2o_scale.meta_training import step_update
 
 class LoopState(collections.namedtuple(
     "LoopState",
@@ -200,29 +203,101 @@ def initial_loop_state(problem, optimizer, init_tensors, obj_data, obj_labels,
                               global_state)
 
 
-def optimizer_update(optimizer, jit_compile=False):
-  """The optimizer's packed step as the unroll calls it
-  (``compute_updates_packed``), compiled with XLA on its own if
-  ``jit_compile``.
+def optimizer_update(optimizer, jit_compile=False, recompute_budget=None,
+                     copies=None):
+  """The optimizer's packed step as the unroll calls it (a
+  :class:`~l2o_scale.meta_training.step_update.StepUpdate`): the one place
+  that picks how it runs.
 
-  Why only the step: its ~100 small element-wise ops on [k, N] rows cost op
-  dispatch, not arithmetic, and XLA fuses them into a few loops, forward and
-  backward (the gradient of a ``jit_compile`` function is compiled too).
-  The rest of the unroll (the objective's large matmuls on the mini
-  dataset, the while loop and its accumulators) stays in TensorFlow's
-  executor: XLA has little to fuse there and compiles the whole loop for
-  long (docs/performance.md). The regularizer
-  cannot be compiled this way in TF 2.21 (its gradient inside the while
-  loop fails). The numbers differ from the uncompiled ones by float
-  rounding. Its meta-gradient keeps the step's values at every step;
-  ``fused_step.FusedUpdate(optimizer, jit_compile=False)`` is the same step
-  recomputed in the meta-gradient instead, which
-  :func:`~l2o_scale.meta_training.recompute.choose_update` takes above a
-  memory budget.
+  * ``jit_compile``: compiled with XLA on its own
+    (:class:`~l2o_scale.meta_training.fused_step.FusedUpdate`). Why only
+    the step: its ~100 small element-wise ops on [k, N] rows cost op
+    dispatch, not arithmetic, and XLA fuses them into a few loops, forward
+    and backward. The rest of the unroll (the objective's large matmuls on
+    the mini dataset, the while loop and its accumulators) stays in
+    TensorFlow's executor: XLA has little to fuse there and compiles the
+    whole loop for long (docs/performance.md). The regularizer cannot be
+    compiled this way in TF 2.21 (its gradient inside the while loop
+    fails).
+  * else the optimizer's own step
+    (:class:`~l2o_scale.meta_training.step_update.PlainUpdate`), whose
+    meta-gradient keeps the step's values at every step; with a
+    ``recompute_budget`` (bytes) and ``copies`` (steps x optimizee
+    instances of the meta-gradient) the same step recomputed in the
+    meta-gradient instead where the kept values would exceed the budget
+    (:func:`~l2o_scale.meta_training.recompute.choose_update`).
+
+  The numbers differ by float rounding only.
   """
-  if not jit_compile:
-    return optimizer.compute_updates_packed
-  return fused_step.FusedUpdate(optimizer)
+  if jit_compile:
+    return fused_step.FusedUpdate(optimizer)
+  plain = step_update.PlainUpdate(optimizer)
+  if not recompute_budget or not copies:
+    return plain
+  return recompute.choose_update(
+      plain, fused_step.FusedUpdate(optimizer, jit_compile=False), optimizer,
+      recompute_budget, copies)
+
+
+def instances(value):
+  """The instances of a meta-batch (a plain tuple), or ``[value]``."""
+  if isinstance(value, tuple) and not hasattr(value, "_fields"):
+    return list(value)
+  return [value]
+
+
+@dataclasses.dataclass(frozen=True)
+class UnrollMethod:
+  """How the unrolls of a meta-training task run: ways that give the
+  original's unroll up to float rounding, chosen here.
+
+  ``jit_compile``, ``recompute_budget`` (bytes): the optimizer's step
+  (:func:`optimizer_update`). ``time_parallel``: the objective on the mini
+  dataset evaluated at all steps after the trajectory (:func:`unroll`), an
+  unroll the original's stop rules end early run again sequentially
+  (:meth:`compile`); ``memory_budget`` (bytes) bounds that evaluation
+  (:func:`~l2o_scale.meta_training.parallel_eval.steps_per_chunk`).
+  """
+  jit_compile: bool = False
+  time_parallel: bool = False
+  memory_budget: float = None
+  recompute_budget: float = None
+
+  @classmethod
+  def from_config(cls, config):
+    """The method a :class:`~l2o_scale.meta_training.config.TrainingConfig`
+    asks for (``--jit_compile``, ``--time_parallel``,
+    ``--time_parallel_memory_gib``, ``--recompute_memory_gib``)."""
+    return cls(config.jit_compile, config.time_parallel,
+               config.time_parallel_memory_gib * 2**30,
+               config.recompute_memory_gib * 2**30)
+
+  def update(self, optimizer, copies=None):
+    """The step of an unroll whose meta-gradient holds ``copies`` steps
+    (None: no meta-gradient)."""
+    return optimizer_update(optimizer, self.jit_compile,
+                            self.recompute_budget, copies)
+
+  def compile(self, build, outputs=lambda result: result):
+    """The compiled function ``build(time_parallel)`` makes (a callable
+    whose result's ``outputs`` are :class:`UnrollOutput` s): time-parallel
+    where it is on, with the sequential one's result instead where its
+    unroll reports an early stop (eagerly: a second call, traced the first
+    time it is needed; inside a graph: a ``tf.cond``)."""
+    sequential = build(False)
+    if not self.time_parallel:
+      return sequential
+    parallel = build(True)
+
+    def call(*args):
+      result = parallel(*args)
+      stops = [o.early_stop for o in instances(outputs(result))]
+      stop = stops[0] if len(stops) == 1 else tf.reduce_any(tf.stack(stops))
+      if tf.executing_eagerly():
+        return sequential(*args) if bool(stop) else result
+      return tf.cond(stop, lambda: sequential(*args), lambda: result)
+
+    return call
 
 
 class StepCarry(collections.namedtuple(
@@ -296,7 +371,7 @@ class _UnrollStep(object):
     # The batch gradients join the fused step where nothing else acts on
     # them in the loop: no gradient noise, no regularizer in the loop.
     self.fuse_gradients = (
-        hasattr(update, "with_gradients") and
+        update.fuses_gradients and
         not getattr(problem, "noise_stdev", 0.) and
         not reg.reg_optimizee and (not reg.reg_optimizer or self.defer_reg))
 
@@ -398,8 +473,9 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
     carried: LoopState from the previous unroll, or None.
     mode_mt: Python bool: imitation mode.
     reg: regularizer.RegularizerConfig.
-    update: the optimizer's step (default: :func:`optimizer_update`,
-      uncompiled).
+    update: the optimizer's step, a
+      :class:`~l2o_scale.meta_training.step_update.StepUpdate` (default:
+      :func:`optimizer_update`, uncompiled).
     time_parallel: evaluate the objective on the mini dataset (and a
       regularizer that only enters the meta-objective,
       :func:`~l2o_scale.meta_training.regularizer.defers_regularizer`) at all steps after the trajectory, in one
@@ -423,9 +499,8 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
   start_obj, state = initial_loop_state(
       problem, optimizer, inputs.init_tensors, obj_data, obj_labels, carried,
       inputs.first_unroll, inputs.reset_state, inputs.state_seed)
-  update = update or optimizer_update(optimizer)
-  if isinstance(update, fused_step.FusedUpdate):
-    update = update.bind()  # The meta-parameters read once, outside the loop.
+  # A fused step reads the meta-parameters here, once, outside the loop.
+  update = (update or optimizer_update(optimizer)).bind()
   step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg, update,
                      state.initial_obj, time_parallel)
   end = _run_loop(step, start_obj, state)
