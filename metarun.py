@@ -42,7 +42,7 @@ from l2o_scale.config import config_flags
 from l2o_scale.config import optimizer_flags
 from l2o_scale.config import programs
 from l2o_scale.config import recipes
-from l2o_scale.meta_training import config as training_lib
+from l2o_scale.meta_training import training_config as training_lib
 from l2o_scale.meta_training import distributed
 from l2o_scale.meta_training import training as training_run
 from l2o_scale.meta_training import validation
@@ -80,10 +80,10 @@ DEFAULT_SET = "mnist_mlp_problems"
 
 
 def run_config(flag_values, cluster=None):
-  """The :class:`~l2o_scale.meta_training.config.RunConfig` of parsed
+  """The :class:`~l2o_scale.meta_training.training_config.RunConfig` of parsed
   metarun.py flags (``flag_values``: this program's, or a set holding
   them): every flag is read here, once. ``cluster``: this process's
-  :class:`~l2o_scale.meta_training.config.ClusterTask` (TF_CONFIG), None
+  :class:`~l2o_scale.meta_training.training_config.ClusterTask` (TF_CONFIG), None
   for a single process.
 
   The schedule's objective-growth stop is the optimizer's
@@ -115,7 +115,7 @@ def run_config(flag_values, cluster=None):
 
 
 def parse_config(argv, cluster=None):
-  """The :class:`~l2o_scale.meta_training.config.RunConfig` of the
+  """The :class:`~l2o_scale.meta_training.training_config.RunConfig` of the
   metarun.py command line ``argv`` (program name first; a ``--recipe``
   expands first, as when metarun.py runs), parsed into flags of its own:
   this module's ``FLAGS`` stay as they are. ``cluster``: as for

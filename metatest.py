@@ -61,7 +61,7 @@ from l2o_scale.config import optimizer_flags
 from l2o_scale.config import programs
 from l2o_scale.meta_testing import metatest_config
 from l2o_scale.meta_testing import metatest_run
-from l2o_scale.meta_training import config as training_lib
+from l2o_scale.meta_training import training_config as training_lib
 
 MetatestConfig = metatest_config.MetatestConfig
 

@@ -14,9 +14,9 @@ import sys
 # pylint: disable=unused-import
 from l2o_scale.meta_testing.testing import run_wall_clock_test  # noqa: F401
 from l2o_scale.meta_testing.testing import test_optimizer  # noqa: F401
-from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.meta_training import training
-from l2o_scale.meta_training.config import TrainingConfig  # noqa: F401
+from l2o_scale.meta_training.training_config import TrainingConfig  # noqa: F401
 from l2o_scale.meta_training.plan import regularizer_switch  # noqa: F401
 from l2o_scale.meta_training.plan import sample_numiter  # noqa: F401
 from l2o_scale.meta_training.plan import sigmoid_weights  # noqa: F401

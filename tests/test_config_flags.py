@@ -61,7 +61,7 @@ def test_metarun_training_config_is_the_dataclass_defaults():
   given on the command line reaches the config (parsed into flags of its
   own: metarun.FLAGS stay as they are)."""
   import metarun  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import config as training  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import training_config as training  # pylint: disable=g-import-not-at-top
   assert (metarun.parse_config(["metarun.py"]).training ==
           training.TrainingConfig())
   given = metarun.parse_config(["metarun.py", "--alpha=0.25",
@@ -159,7 +159,7 @@ def test_each_program_has_its_own_flags_and_defaults():
   assert "train_dir" in horizon_check.FLAGS
   assert horizon_check.FLAGS["train_dir"] is not metatest_flags["train_dir"]
   # The schedule's defaults are metarun's, in the flags and the dataclass.
-  from l2o_scale.meta_training import config as training  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import training_config as training  # pylint: disable=g-import-not-at-top
   schedule = training.Schedule()
   assert (schedule.learning_rate, schedule.gradient_clip,
           schedule.fix_unroll) == (1e-6, 1e4, False)

@@ -15,7 +15,7 @@ import pytest
 from l2o_scale import cluster as cluster_lib
 from l2o_scale import metaopt
 from l2o_scale.config import optimizer_flags
-from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.meta_training import distributed
 from l2o_scale.meta_training import training
 from l2o_scale.meta_training import validation

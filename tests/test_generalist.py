@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from l2o_scale.config import recipes
-from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.meta_training import mixing
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import selection

@@ -10,7 +10,7 @@ import tensorflow as tf
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import stability
 from l2o_scale.steps import tf1_optimizers
-from l2o_scale.meta_training import config as training
+from l2o_scale.meta_training import training_config as training
 
 GRADS = [np.array([0.5, -2., 1e-3], np.float32),
          np.array([0.25, 1., -4.], np.float32),

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import metarun
-from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import task as task_lib

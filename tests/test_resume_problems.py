@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.meta_training import train_state
 from l2o_scale.meta_training import training
 from l2o_scale.runs import checkpoints

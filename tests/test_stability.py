@@ -17,7 +17,7 @@ from l2o_scale.config import optimizer_flags
 from l2o_scale.meta_training import selection
 from l2o_scale.meta_training import stability
 from l2o_scale.steps import tf1_optimizers
-from l2o_scale.meta_training import config as training_config
+from l2o_scale.meta_training import training_config as training_config
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import train_state
 from l2o_scale.meta_training import plan as plan_lib

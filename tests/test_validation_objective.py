@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from l2o_scale import metaopt
 from l2o_scale.meta_testing import testing
-from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.meta_training import selection
 from l2o_scale.meta_training import task as task_lib
 from optimizer import hierarchical_rnn

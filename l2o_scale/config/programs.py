@@ -2,8 +2,8 @@
 
 Each program defines its flags from configuration dataclasses (this
 module's :class:`MetarunConfig`, metatest.py's ``MetatestConfig``, and
-:class:`~l2o_scale.meta_training.config.Schedule`,
-:class:`~l2o_scale.meta_training.config.TrainingConfig` and
+:class:`~l2o_scale.meta_training.training_config.Schedule`,
+:class:`~l2o_scale.meta_training.training_config.TrainingConfig` and
 :class:`~l2o_scale.config.optimizer_flags.OptimizerConfig`) into a fresh
 ``FlagValues`` of its own, so both programs can live in one process with
 their own defaults (``--num_unroll_scale`` is 40 for metarun.py, 10 for

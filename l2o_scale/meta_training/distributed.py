@@ -52,7 +52,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
 
-from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.meta_training import meta_learner
 from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import series as series_lib
@@ -64,7 +64,7 @@ from l2o_scale.meta_training import validation
 
 
 def cluster_task():
-  """This process's :class:`~l2o_scale.meta_training.config.ClusterTask`
+  """This process's :class:`~l2o_scale.meta_training.training_config.ClusterTask`
   from TF_CONFIG, or None without it (a single process)."""
   raw = os.environ.get("TF_CONFIG", "")
   if not raw.strip():
@@ -92,7 +92,7 @@ def server_config(num_workers):
 
 def serve(task, out=sys.stdout):
   """Starts the server of this ps/worker (``task``: its
-  :class:`~l2o_scale.meta_training.config.ClusterTask`) and blocks (the
+  :class:`~l2o_scale.meta_training.training_config.ClusterTask`) and blocks (the
   chief drives it).
 
   ``tf.distribute.Server`` listens on all interfaces at the port TF_CONFIG
@@ -310,7 +310,7 @@ def run_distributed_meta_training(config, optimizer_spec, problems_and_data,
                                   closures_per_worker=2):
   """``training.run_meta_training`` on a parameter-server cluster (the chief).
 
-  Same ``config`` (:class:`~l2o_scale.meta_training.config.TrainerConfig`)
+  Same ``config`` (:class:`~l2o_scale.meta_training.training_config.TrainerConfig`)
   and result dict, plus ``cluster_resolver`` (default: from TF_CONFIG) and
   ``closures_per_worker``; the result adds ``workers``, ``closure_runs``
   (meta-iteration closures executed on workers, counted on the ps: more

@@ -159,7 +159,7 @@ class Planner(object):
 
   Holds what the draws depend on: the problem's parameter shapes and
   initialisation, the size of its data, the batch sizes and the
-  :class:`~l2o_scale.meta_training.config.TrainingConfig`.
+  :class:`~l2o_scale.meta_training.training_config.TrainingConfig`.
   """
 
   def __init__(self, problem, data_size, batch_size, mini_batch_size,

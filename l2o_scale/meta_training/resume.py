@@ -18,7 +18,7 @@ class ResumePoint(object):
   checkpoint, or None), ``start_problem`` and ``start_k`` (its sub-problem
   and meta-iteration). ``num_problems``: the run's sub-problems (1 with
   ``--mix_problems``); ``training``: the
-  :class:`~l2o_scale.meta_training.config.TrainingConfig`."""
+  :class:`~l2o_scale.meta_training.training_config.TrainingConfig`."""
 
   def __init__(self, state, schedule, training, num_problems):
     self.state = state

@@ -40,7 +40,7 @@ from l2o_scale.runs import summaries as summaries_lib
 
 class MetaTrainer(object):
   """Meta-trains the optimizer of ``optimizer_spec`` as ``config``
-  (:class:`~l2o_scale.meta_training.config.TrainerConfig`) says.
+  (:class:`~l2o_scale.meta_training.training_config.TrainerConfig`) says.
 
   Use: :meth:`start` (restore; False when the run already finished), then
   :meth:`train_problem` for each sub-problem from :attr:`start_problem` on

@@ -62,9 +62,9 @@ def problem_sequence(trainer, problems_and_data, num_problems,
 def run_meta_training(config, optimizer_spec, problems_and_data,
                       out=sys.stdout, selection_problems=None):
   """Trains the meta-parameters of an optimizer, as ``config``
-  (:class:`~l2o_scale.meta_training.config.TrainerConfig`: the log dir, the
-  :class:`~l2o_scale.meta_training.config.Schedule`, the
-  :class:`~l2o_scale.meta_training.config.TrainingConfig`, resume and
+  (:class:`~l2o_scale.meta_training.training_config.TrainerConfig`: the log dir, the
+  :class:`~l2o_scale.meta_training.training_config.Schedule`, the
+  :class:`~l2o_scale.meta_training.training_config.TrainingConfig`, resume and
   summaries) says. ``l2o_scale.metaopt.train_optimizer`` takes the
   original's arguments instead. Returns :meth:`MetaTrainer.close`'s dict:
   the best evaluation, the last checkpoint, the final meta learning rate

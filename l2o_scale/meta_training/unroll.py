@@ -265,7 +265,7 @@ class UnrollMethod:
 
   @classmethod
   def from_config(cls, config):
-    """The method a :class:`~l2o_scale.meta_training.config.TrainingConfig`
+    """The method a :class:`~l2o_scale.meta_training.training_config.TrainingConfig`
     asks for (``--jit_compile``, ``--time_parallel``,
     ``--time_parallel_memory_gib``, ``--recompute_memory_gib``)."""
     return cls(config.jit_compile, config.time_parallel,

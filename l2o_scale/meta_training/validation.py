@@ -1,6 +1,6 @@
 """The rules that combine a meta-training run's settings, in one place.
 
-:func:`validate` takes a :class:`~l2o_scale.meta_training.config.RunConfig`
+:func:`validate` takes a :class:`~l2o_scale.meta_training.training_config.RunConfig`
 and returns its errors (one line each, naming the flags: a setting out of
 its declared bounds or non-finite, a combination the original would crash
 on or silently misuse, a mode the distributed chief does not run) and its
@@ -18,7 +18,7 @@ the cluster) applies only where that part is known.
 from l2o_scale.config import config_flags
 from l2o_scale.config import optimizer_flags
 from l2o_scale.config import programs
-from l2o_scale.meta_training import config as config_lib
+from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.runs import run_record
 from problems import problem_sets
 
@@ -65,7 +65,7 @@ def validate(run, bounds=True):
 
 def require_valid(config, chief=False):
   """Raises ValueError naming every combination rule that ``config`` (a
-  :class:`~l2o_scale.meta_training.config.TrainerConfig`, as the library's
+  :class:`~l2o_scale.meta_training.training_config.TrainerConfig`, as the library's
   entry points get it) breaks; ``chief``: it is run by a distributed
   chief.
 

@@ -128,7 +128,7 @@ def bench_meta_iteration(data_dir, cfg, jit_compile=False,
   as its data, without the evaluation that follows every
   ``evaluation_period``."""
   import io  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import config as config_lib  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_training import training_config as config_lib  # pylint: disable=g-import-not-at-top
   from l2o_scale.meta_training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
   from problems import problem_spec  # pylint: disable=g-import-not-at-top
   spec, _, batch_size = core.mlp_problem(data_dir)
