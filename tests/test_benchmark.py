@@ -460,6 +460,24 @@ def test_the_readme_claims_are_generated_from_the_cards():
   assert text[start:end].splitlines() == report.shipped_claims()
 
 
+def test_the_readme_data_rich_claims_are_generated_from_the_results():
+  """README's lines on the data-rich regime are exactly what ``report
+  --regime_claims`` makes of the committed results its marker names."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  text = open(os.path.join(root, "README.md"), encoding="utf-8").read()
+  marker = text.index("<!-- data-rich claims:")
+  paths = text[marker:text.index("-->", marker)].split(
+      "--regime_claims", 1)[1].split()
+  assert paths and all(p.endswith("results.json") for p in paths)
+  start = text.index("\n", marker) + 1
+  end = text.index("<!-- end of data-rich claims -->")
+  results = [json.load(open(os.path.join(root, p), encoding="utf-8"))
+             for p in paths]
+  assert text[start:end].splitlines() == report.regime_claims(results)
+  assert report.main(["--regime_claims"] + [os.path.join(root, p)
+                                            for p in paths]) == 0
+
+
 def test_a_changed_shipped_optimizer_never_reuses_stored_runs(monkeypatch):
   """The stored runs of a shipped optimizer are keyed by its checkpoint and
   card settings, not its name alone."""

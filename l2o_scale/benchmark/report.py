@@ -205,9 +205,11 @@ def counts_sentence(c, budget):
               c["both"], c["tasks"], _num(c["median_speedup"], 2)))
 
 
-def regime_lines(results, budget):
+def regime_lines(results, budget, detail=False):
   """Per data regime, and for the bare variant beside the optimizer as
-  configured, the verdict in numbers (:func:`counts`)."""
+  configured, the verdict in numbers (:func:`counts`); ``detail``: each
+  line also says the budget, seeds and date (the README's claims,
+  :func:`regime_claims`)."""
   names = [("optimizer", "`{}`".format(results["config"]["optimizer"]))]
   if has_bare(results):
     names.append(("bare", "`{}` (without its card's settings)".format(
@@ -216,14 +218,25 @@ def regime_lines(results, budget):
   for which, name in names:
     for r in regimes(results):
       c = counts(results, budget, which=which, in_regime=r)
-      lines.append("- {}, {} tasks: loss at or below tuned Adam's on {} of "
-                   "{}, test metric within tolerance on {}, both on {}; "
+      lines.append("- {}, {} tasks{}: loss at or below tuned Adam's on {} "
+                   "of {}, test metric within tolerance on {}, both on {}; "
                    "median speedup {}{}.".format(
-                       name, r, c["loss_ok"], c["tasks"], c["metric_ok"],
+                       name, r, " ({:,} steps, {} seeds, measured {})".format(
+                           budget, results["config"]["seeds"],
+                           results["date"][:10]) if detail else "",
+                       c["loss_ok"], c["tasks"], c["metric_ok"],
                        c["both"], _num(c["median_speedup"], 2),
                        "; diverged on " + ", ".join(c["diverged"])
                        if c["diverged"] else ""))
   return lines
+
+
+def regime_claims(results_list):
+  """The README's lines on a regime's results: :func:`regime_lines` of
+  each results, at each of its budgets, with budget, seeds and date."""
+  return [line for results in results_list
+          for budget in results["config"]["budgets"]
+          for line in regime_lines(results, budget, detail=True)]
 
 
 def summary_lines(results, budget):
@@ -518,7 +531,17 @@ def main(argv=None):
                  "sections of their cards, and exit")
   p.add_argument("--against", help="results.json of another optimizer on "
                  "the same tasks: the page compares the two task by task")
+  p.add_argument("--regime_claims", nargs="+", metavar="RESULTS_JSON",
+                 help="print the README's lines on these results, per data "
+                 "regime and for each bare variant, and exit")
   args = p.parse_args(argv)
+  if args.regime_claims:
+    try:
+      print("\n".join(regime_claims([_read(path)
+                                      for path in args.regime_claims])))
+    except (OSError, ValueError, KeyError) as e:
+      return _refuse("cannot read the results: {}".format(e))
+    return 0
   if args.claims:
     try:
       print("\n".join(shipped_claims()))
