@@ -90,7 +90,8 @@ RUNNER = textwrap.dedent("""
         if result is None:
           rc = metarun.main(["metarun.py"])
         else:
-          rc = metarun.report_end(result, "logdir")
+          rc = metarun.report_end(
+              metarun.parse_config(["metarun.py"] + args), result, "logdir")
       out[name] = [rc, err.getvalue(), std.getvalue()]
     print("RESULTS " + json.dumps(out))
     """)

@@ -418,30 +418,27 @@ register(Task(
 
 # The data-rich regime: generated tasks whose training split a 2,000-step run
 # of batch 128 passes about twice (module doc).
-register(Task(
-    "regression_synthetic_rich", "regression (generated data)",
-    "the 16-64-64-1 ELU MLP of regression_synthetic on 131,072 fresh "
-    "examples of its teacher",
-    lambda tiny: _mlp((16,), [_pick(tiny, 8, 64)] * 2, "elu", 1),
-    regression_rich_data, "mse", "mse", regime="data-rich",
-    train_eval_size=RICH_TRAIN_EVAL_SIZE))
-register(Task(
-    "teacher_mlp_rich", "MLP (generated data)",
-    "32-128-128-10 ReLU MLP classifying Gaussian inputs labelled by a fixed "
-    "random ReLU network (5% label noise), 131,072 training examples",
-    lambda tiny: _mlp((TEACHER_INPUTS,), [_pick(tiny, 8, 128)] * 2, "relu",
-                      TEACHER_CLASSES),
-    teacher_classes_data, "sparse_ce", "accuracy", regime="data-rich",
-    train_eval_size=RICH_TRAIN_EVAL_SIZE))
-register(Task(
-    "text_topics_rich", "embedding / text (generated data)",
-    "the embedding model of text_topics on 131,072 documents of its topic "
-    "model",
-    _text, text_rich_data, "sparse_ce", "accuracy", regime="data-rich",
-    train_eval_size=RICH_TRAIN_EVAL_SIZE))
-register(Task(
-    "attention_topics_rich", "attention (generated data)",
-    "the transformer block of attention_topics on 131,072 documents of its "
-    "topic model",
-    _attention, text_rich_data, "sparse_ce", "accuracy", regime="data-rich",
-    train_eval_size=RICH_TRAIN_EVAL_SIZE))
+def _rich(name, family, description, build, data, loss, metric):
+  return register(Task(name, family, description, build, data, loss, metric,
+                       regime="data-rich",
+                       train_eval_size=RICH_TRAIN_EVAL_SIZE))
+
+
+_rich("regression_synthetic_rich", "regression (generated data)",
+      "the 16-64-64-1 ELU MLP of regression_synthetic on 131,072 fresh "
+      "examples of its teacher",
+      lambda tiny: _mlp((16,), [_pick(tiny, 8, 64)] * 2, "elu", 1),
+      regression_rich_data, "mse", "mse")
+_rich("teacher_mlp_rich", "MLP (generated data)",
+      "32-128-128-10 ReLU MLP classifying Gaussian inputs labelled by a "
+      "fixed random ReLU network (5% label noise), 131,072 training "
+      "examples",
+      lambda tiny: _mlp((TEACHER_INPUTS,), [_pick(tiny, 8, 128)] * 2, "relu",
+                        TEACHER_CLASSES),
+      teacher_classes_data, "sparse_ce", "accuracy")
+_rich("text_topics_rich", "embedding / text (generated data)",
+      "the embedding model of text_topics on 131,072 documents of its topic "
+      "model", _text, text_rich_data, "sparse_ce", "accuracy")
+_rich("attention_topics_rich", "attention (generated data)",
+      "the transformer block of attention_topics on 131,072 documents of "
+      "its topic model", _attention, text_rich_data, "sparse_ce", "accuracy")
