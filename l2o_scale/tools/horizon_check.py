@@ -141,17 +141,17 @@ def learned_dir(out, problem, horizon, schedule, decay_start=0.):
   return os.path.join(folder, "{}{}".format(schedule, horizon))
 
 
-def _metatest(problem_flag, out_dir, model_name, extra, steps=None):
+def _metatest(config, problem_flag, out_dir, model_name, extra, steps=None):
   command = [sys.executable, os.path.join(ROOT, "metatest.py"),
              "--" + problem_flag,
-             "--num_testing_itrs={}".format(steps or FLAGS.steps),
-             "--seeds=" + ",".join(FLAGS.seeds),
-             "--heldout_every={}".format(FLAGS.heldout_every),
+             "--num_testing_itrs={}".format(steps or config.steps),
+             "--seeds=" + ",".join(config.seeds),
+             "--heldout_every={}".format(config.heldout_every),
              "--overwrite",  # A check run again replaces its runs.
              "--jit_compile", "--model_name=" + model_name,
              "--save_dir=" + out_dir, "--progress_every=0"] + extra
-  if FLAGS.data_dir:
-    command.append("--data_dir=" + FLAGS.data_dir)
+  if config.data_dir:
+    command.append("--data_dir=" + config.data_dir)
   done = subprocess.run(command, stdout=subprocess.DEVNULL,
                         stderr=subprocess.PIPE, text=True, check=False)
   if done.returncode:
@@ -237,55 +237,70 @@ def markdown(rows, name):
   return "\n".join(lines)
 
 
-def main(argv):
-  del argv
-  FLAGS.mark_as_parsed()
-  errors = config_flags.validate(HorizonCheckConfig, FLAGS)
-  unknown = [p for p in FLAGS.problems if p not in registry.names()]
+def build_config(flag_values):
+  """The check's configuration from its parsed flags; a UsageError names
+  the first flag (or combination) that cannot run."""
+  errors = config_flags.validate(HorizonCheckConfig, flag_values)
+  unknown = [p for p in flag_values.problems if p not in registry.names()]
   if unknown:
     errors.append("--problems: unknown {} (known: {})".format(
         ", ".join(unknown), ", ".join(registry.names())))
   if errors:
     raise app.UsageError("; ".join(errors))
-  if bool(FLAGS.train_dir) == bool(FLAGS.pretrained):
+  if bool(flag_values.train_dir) == bool(flag_values.pretrained):
     raise app.UsageError("give one of --train_dir and --pretrained")
-  if not FLAGS.out:
+  if not flag_values.out:
     raise app.UsageError("--out is required")
-  horizons = [int(h) for h in FLAGS.horizons]
-  if any(h > FLAGS.steps or h % FLAGS.heldout_every for h in horizons):
+  horizons = [int(h) for h in flag_values.horizons]
+  if any(h > flag_values.steps or h % flag_values.heldout_every
+         for h in horizons):
     raise app.UsageError("each of --horizons must be <= --steps and a "
                          "multiple of --heldout_every")
-  source = learned_source(FLAGS)
+  return config_flags.from_flags(HorizonCheckConfig, flag_values)
+
+
+def main(argv):
+  del argv
+  FLAGS.mark_as_parsed()
+  return run(build_config(FLAGS))
+
+
+def run(config):
+  """Runs the check's meta-tests (those not run yet) and writes its
+  report into ``config.out``; 1 when a check fails."""
+  horizons = [int(h) for h in config.horizons]
+  source = learned_source(config)
   flag_of = dict(PROBLEMS)
-  for problem in FLAGS.problems:
-    out_dir = os.path.join(FLAGS.out, problem)
-    if FLAGS.step_schedule == "none":
-      _metatest(flag_of[problem], out_dir, FLAGS.name, source)
+  for problem in config.problems:
+    out_dir = os.path.join(config.out, problem)
+    if config.step_schedule == "none":
+      _metatest(config, flag_of[problem], out_dir, config.name, source)
     else:
       for horizon in horizons:
-        _metatest(flag_of[problem],
-                  learned_dir(FLAGS.out, problem, horizon, FLAGS.step_schedule,
-                              FLAGS.step_decay_start),
-                  FLAGS.name, source + [
-                      "--step_schedule=" + FLAGS.step_schedule,
-                      "--step_decay_start={}".format(FLAGS.step_decay_start)],
+        _metatest(config, flag_of[problem],
+                  learned_dir(config.out, problem, horizon,
+                              config.step_schedule, config.step_decay_start),
+                  config.name, source + [
+                      "--step_schedule=" + config.step_schedule,
+                      "--step_decay_start={}".format(config.step_decay_start)],
                   steps=horizon)
     if not os.path.exists(os.path.join(out_dir, "seed{}_heldout_record-{}"
-                                       ".json".format(FLAGS.seeds[-1], ADAM))):
-      _metatest(flag_of[problem], out_dir, ADAM,
+                                       ".json".format(config.seeds[-1], ADAM))):
+      _metatest(config, flag_of[problem], out_dir, ADAM,
                 ["--test_optimizer=Adam", "--baseline_learning_rate=1e-3"])
-  rows = check(FLAGS.out, FLAGS.problems, [int(s) for s in FLAGS.seeds],
-               horizons, FLAGS.name, FLAGS.drift_limit, FLAGS.accuracy_margin,
-               FLAGS.step_schedule, FLAGS.step_decay_start)
-  table = markdown(rows, FLAGS.name)
-  with open(os.path.join(FLAGS.out, "horizon_check.md"), "w") as f:
+  rows = check(config.out, config.problems, [int(s) for s in config.seeds],
+               horizons, config.name, config.drift_limit,
+               config.accuracy_margin, config.step_schedule,
+               config.step_decay_start)
+  table = markdown(rows, config.name)
+  with open(os.path.join(config.out, "horizon_check.md"), "w") as f:
     f.write(table + "\n")
-  with open(os.path.join(FLAGS.out, "horizon_check.json"), "w") as f:
+  with open(os.path.join(config.out, "horizon_check.json"), "w") as f:
     json.dump(rows, f, indent=1)
   print(table)
   failed = sum(bool(r["failures"]) for r in rows)
   print("{}: {} of {} (problem, horizon, seed) checks fail".format(
-      FLAGS.name, failed, len(rows)))
+      config.name, failed, len(rows)))
   return 1 if failed else 0
 
 
