@@ -73,6 +73,21 @@ RULES = [
      r"--restore_model_name$"),
     # The learned optimizer's flags count for L2o only; the bad ones are
     # all named, in the order of their flags.
+    (["--test_optimizer=Adam", "--schedule_head=h.npz", "--" + MLP],
+     dict(test_optimizer="Adam", schedule_head="h.npz", problems=(MLP,)),
+     r"^--schedule_head goes with the learned optimizer "
+     r"\(--test_optimizer=L2o\), not --test_optimizer=Adam$"),
+    (["--pretrained=l2o-scale", "--schedule_head=h.npz",
+      "--step_schedule=cosine", "--" + MLP],
+     dict(pretrained="l2o-scale", schedule_head="h.npz",
+          step_schedule="cosine", problems=(MLP,)),
+     r"^--schedule_head decides the step's scale and the weight decay: "
+     r"drop --step_schedule and --weight_decay$"),
+    (["--pretrained=l2o-scale", "--schedule_head=no/such/head.npz",
+      "--" + MLP],
+     dict(pretrained="l2o-scale", schedule_head="no/such/head.npz",
+          problems=(MLP,)),
+     r"^--schedule_head=no/such/head\.npz: no such file"),
     (["--num_testing_itrs=0", "--seeds=6,x", "--cell_cls=LSTMFoo", "--" + MLP],
      dict(num_testing_itrs=0, seeds=("6", "x"), problems=(MLP,),
           optimizer_config=optimizer_flags.OptimizerConfig(
@@ -150,3 +165,30 @@ def test_notes_of_allowed_combinations():
   assert metatest_config.validate(MetatestConfig(
       test_optimizer="Adam", native_step=True, save_dir="res",
       problems=(MLP,))) == []
+
+
+def test_a_schedule_head_runs_in_the_meta_test(tmp_path, data_dir):
+  """A zero head changes no step: the run's losses equal the run without
+  it, bit for bit. A head that takes a thousandth of every step leaves the
+  optimizee above the run without it."""
+  import pickle  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
+  zero, shrinking = str(tmp_path / "zero.npz"), str(tmp_path / "small.npz")
+  learned_schedule.ScheduleHead().save(zero)
+  theta = learned_schedule.initial_theta()
+  theta[-2] = -20.  # the multiplier's output bias: the smallest multiplier
+  learned_schedule.ScheduleHead(theta).save(shrinking)
+  losses = {}
+  for name, head in (("none", None), ("zero", zero), ("small", shrinking)):
+    save_dir = tmp_path / name
+    metatest_run.run(MetatestConfig(
+        pretrained="l2o-scale", problems=(MLP,), num_testing_itrs=30,
+        seeds=("6",), save_dir=str(save_dir), data_dir=data_dir,
+        progress_every=0, schedule_head=head))
+    with open(save_dir / "seed6_eval_loss_record.pickle-mt", "rb") as f:
+      losses[name] = np.asarray(pickle.load(f), np.float64).reshape(-1)
+  assert losses["zero"].tobytes() == losses["none"].tobytes()
+  # The same minibatches at each step: the run that barely moves keeps the
+  # higher losses on them.
+  assert losses["small"][-10:].mean() > losses["none"][-10:].mean()

@@ -21,7 +21,9 @@ from l2o_scale.config import optimizer_flags
 from l2o_scale.config import programs
 from l2o_scale.meta_testing import baselines
 from l2o_scale.meta_testing import result_files
+from l2o_scale.steps import learned_schedule
 from l2o_scale.steps import settings as step_settings
+from l2o_scale.steps import transform
 from l2o_scale.steps import step_schedule
 from problems import registry
 
@@ -119,6 +121,12 @@ class MetatestConfig:
       "parameters the data no longer reaches (weights of always-zero "
       "inputs, of dead ReLU units), which held-out data can then excite "
       "(docs/meta-testing.md).")
+  schedule_head: str = flag(
+      None, "A trained schedule head (head.npz of python -m "
+      "l2o_scale.head_training) on the learned optimizer: from the run's "
+      "progress and gradient norms it scales each tensor's step and decays "
+      "its weights (docs/schedule-head.md), so it goes without "
+      "--step_schedule and --weight_decay. Not in the original.")
   progress_every: int = flag(500, "Print progress every N steps (0: never).",
                              ge=0)
   jit_compile: bool = flag(
@@ -166,11 +174,16 @@ class MetatestConfig:
     return [int(s) for s in self.seeds]
 
   def step_transforms(self):
-    """The step transforms (:mod:`l2o_scale.steps`) the flags ask for."""
-    return step_settings.step_transforms_from(
+    """The step transforms (:mod:`l2o_scale.steps`) the flags ask for: the
+    schedule head, where given, after the others."""
+    transforms = step_settings.step_transforms_from(
         weight_decay=self.weight_decay, step_schedule=self.step_schedule,
         step_decay_start=self.step_decay_start,
         hold_zero_gradients=self.hold_zero_gradients)
+    if not self.schedule_head:
+      return transforms
+    return transform.chain(transforms, learned_schedule.ScheduleHead.load(
+        self.schedule_head))
 
   def checkpoint_subdir(self):
     """``<optimizer>_<cell_cls>_<cell_size>_<num_cells>`` of the optimizer
@@ -228,8 +241,27 @@ def validate(config):
                      "folder.".format(config.save_dir))
   _check_problems(config)
   _check_optimizer_choice(config)
+  _check_schedule_head(config)
   return [note for note in (_native_step_note(config), long_run_note(config),
                             _save_dir_note(config)) if note]
+
+
+def _check_schedule_head(config):
+  """--schedule_head: a head file, on the learned optimizer, without the
+  hand-set schedule and decay it replaces."""
+  if not config.schedule_head:
+    return
+  if config.test_optimizer != "L2o":
+    raise ValueError("--schedule_head goes with the learned optimizer "
+                     "(--test_optimizer=L2o), not --test_optimizer={}".format(
+                         config.test_optimizer))
+  if config.step_schedule != "none" or config.weight_decay:
+    raise ValueError("--schedule_head decides the step's scale and the "
+                     "weight decay: drop --step_schedule and --weight_decay")
+  if not os.path.isfile(config.schedule_head):
+    raise ValueError("--schedule_head={}: no such file (a head.npz of "
+                     "python -m l2o_scale.head_training)".format(
+                         config.schedule_head))
 
 
 def _check_problems(config):
@@ -308,8 +340,9 @@ def _native_step_note(config):
 def long_run_note(config):
   """A note line when ``--pretrained``'s card gives settings for long runs
   that this command does not use (None otherwise): without them the
-  learned steps never shrink and held-out accuracy falls in long runs."""
-  if config.pretrained is None:
+  learned steps never shrink and held-out accuracy falls in long runs. A
+  schedule head replaces those settings: no note then."""
+  if config.pretrained is None or config.schedule_head:
     return None
   settings = pretrained.long_run_settings(config.pretrained)
   used = {k: getattr(config, k) for k in settings or ()}
