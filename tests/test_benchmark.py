@@ -21,6 +21,7 @@ from l2o_scale.benchmark import __main__ as cli
 from l2o_scale.benchmark import config as bench_config
 from l2o_scale.benchmark import optimizers
 from l2o_scale.benchmark import report
+from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import suite
 from l2o_scale.benchmark import tasks
@@ -487,3 +488,50 @@ def test_a_changed_shipped_optimizer_never_reuses_stored_runs(monkeypatch):
   monkeypatch.setattr(optimizers.shipped, "long_run_settings",
                       lambda name: {"weight_decay": 0.})
   assert optimizers.identity("l2o-scale") != before
+
+
+def test_tuned_baselines_are_taken_from_an_earlier_run_with_the_same_settings(
+    tmp_path, data_dir, capsys):
+  """``--reuse_baselines``: a second optimizer compared with the tuned
+  baselines of an earlier run gets exactly those baselines without running
+  them (its folder stores only its own runs), the page says where they come
+  from; an earlier run with other settings gives none; a file that is not
+  a benchmark's results is one line naming the flag."""
+  first = bench_config.Config.for_size(
+      "small", out=str(tmp_path / "first"), data_dir=data_dir,
+      tasks=("regression_synthetic",), baselines=("adam",), bare=False,
+      optimizer="sgd:0.05")
+  earlier = suite.run(first, log=lambda line: None)
+  path = os.path.join(first.out, "results.json")
+  second = bench_config.Config.for_size(
+      "small", out=str(tmp_path / "second"), data_dir=data_dir,
+      tasks=("regression_synthetic",), baselines=("adam",),
+      optimizer="adam:1e-3", reuse_baselines=path)
+  results = suite.run(second, log=lambda line: None)
+  entry, = results["entries"]
+  assert entry["baselines"] == earlier["entries"][0]["baselines"]
+  assert results["baselines_from"]["blocks"] == 1
+  # One stored run: the optimizer under test's (seed 0); no baseline ran.
+  assert len(os.listdir(os.path.join(second.out, "runs"))) == 1
+  assert entry["speedup"] is not None
+  assert "those of an earlier run" in report.page(results, "")
+  # Another minibatch size: the earlier baselines do not apply.
+  stored = reuse.load(path)
+  key = dict(task="regression_synthetic", budget=50,
+             eval_every=entry["eval_every"], loss=entry["loss"],
+             metric=entry["metric"])
+  sizes = {k: entry["sizes"][k] for k in ("train", "validation", "test")}
+  assert stored.block("adam", key, second, sizes, entry["data"])
+  other = bench_config.Config.for_size("small", batch_size=16)
+  assert stored.block("adam", key, other, sizes, entry["data"]) is None
+  assert stored.block("adam", key, second, sizes, "another digest") is None
+  assert stored.block("sgd", key, second, sizes, entry["data"]) is None
+  # Not a benchmark's results: one line, nothing run.
+  bad = tmp_path / "bad.json"
+  bad.write_text("{}")
+  assert cli.main(["--size=small", "--reuse_baselines=" + str(bad),
+                   "--out=" + str(tmp_path / "third"),
+                   "--data_dir=" + data_dir]) == 2
+  err = capsys.readouterr().err.strip()
+  assert "--reuse_baselines=" in err and len(err.splitlines()) == 1
+  assert not os.path.exists(tmp_path / "third")

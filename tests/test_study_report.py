@@ -18,6 +18,7 @@ import pytest
 
 from reproduce import medium
 from reproduce import seed_stats
+from reproduce import study_benchmark
 from reproduce import study_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -409,3 +410,55 @@ def test_the_page_reports_each_arms_recorded_share(tmp_path):
   rows = [l for l in text.splitlines() if l.startswith("| hess")]
   assert rows == ["| hess-5pct-always | 5% | 12.0% | t1: 4.0%, t2: 20.0% |",
                   "| hess-25pct-always | 25% | — | no run recorded yet |"]
+
+
+def _train_run(root, arm, tseed, scores):
+  """A meta-training folder with its selection scores and a best
+  checkpoint's index file."""
+  sub = os.path.join(root, "train", "{}.t{}".format(arm, tseed), "sub")
+  os.makedirs(sub)
+  with open(os.path.join(sub, "meta_training_events.jsonl"), "w") as f:
+    for k, score in enumerate(scores, 1):
+      f.write(json.dumps(dict(event="selection", meta_iteration=k,
+                              number=k, score=score)) + "\n")
+  open(os.path.join(sub, "model.ckpt-0.index"), "w").close()
+
+
+def test_the_benchmark_stage_takes_the_best_arm_and_best_validation_seeds(
+    tmp_path, capsys):
+  """Across model families (the protocol): the regularized arm with the
+  highest mean over the primary endpoints and the control, each its
+  training seed with the lowest validation score; refused before the
+  study is finished, shown with --dry_run."""
+  values = {p: {"accuracy": {}, "loss": {}} for p in study_report.PROBLEMS}
+  for arm, acc in (("l2o-scale", 89.), ("hess-5pct-always", 89.5),
+                   ("reg-cl-mt", 89.7)):
+    for p in study_report.PROBLEMS:
+      values[p]["accuracy"][arm] = {t: acc for t in (1, 2)}
+      values[p]["loss"][arm] = {t: 0.01 for t in (1, 2)}
+  records = {"l2o-scale": {1: {"selections": [(1, 0.4)]},
+                           2: {"selections": [(1, 0.5), (2, 0.3)]}},
+             "reg-cl-mt": {1: {"selections": [(1, 0.2)]},
+                           2: {"selections": [(1, float("nan"))]}}}
+  best, seeds = study_benchmark.choose(values, records,
+                                       list(study_report.ARMS))
+  assert best == "reg-cl-mt" and seeds == {"reg-cl-mt": 1, "l2o-scale": 2}
+  root = _study(str(tmp_path / "runs"), seeds=range(1, 4))
+  for arm in study_report.ARMS:
+    for t in range(1, 4):
+      _train_run(root, arm, t, [0.5 - 0.1 * (t == 2)])
+  with pytest.raises(SystemExit) as e:
+    study_benchmark.main(["--study_dir", root])
+  assert e.value.code == 2 and "the study is unfinished" in (
+      capsys.readouterr().err)
+  out = str(tmp_path / "bench")
+  assert study_benchmark.main(["--study_dir", root, "--out", out,
+                               "--dry_run"]) == 0
+  printed = capsys.readouterr().out
+  assert "(provisional: the study is unfinished)" in printed
+  assert "--optimizer=checkpoint:" + os.path.join(
+      root, "train", "l2o-scale.t2", "sub", "model.ckpt-0") in printed
+  assert "--reuse_baselines=" + study_benchmark.BASELINES in printed
+  assert os.path.exists(os.path.join(study_report.ROOT,
+                                     study_benchmark.BASELINES))
+  assert not os.path.exists(out)

@@ -72,6 +72,10 @@ class Config:
   grid_extension: int = flag(
       2, "half-decade steps a baseline's learning-rate grid may grow past an "
       "end where the best learning rate lies (--size sets it)", ge=0)
+  reuse_baselines: str = flag(
+      None, "results.json of an earlier benchmark run: per task and budget, "
+      "each tuned baseline it ran with the same settings is taken from it "
+      "instead of run again (the optimizer under test always runs)")
   jit_compile: bool = flag(
       True, "XLA-compile the training steps of the tasks that allow it "
       "(Task.jit_compile; the small size runs without: its runs are too "

@@ -458,7 +458,21 @@ def _header(results):
           _plural(results.get("runs_reused", 0), "stored run"),
           ", {} damaged and run again".format(len(rerun)) if rerun else "",
           results.get("runs_wall_s_sum", 0.), results["peak_memory_mib"]),
-      ""]
+      ""] + _baselines_from(results)
+
+
+def _baselines_from(results):
+  """Where tuned baselines taken from an earlier run were measured."""
+  source = results.get("baselines_from")
+  if not source or not source.get("blocks"):
+    return []
+  return ["The tuned baselines ({}, one per task, budget and baseline) "
+          "are those of an earlier run, measured {} on {} ({} CPU cores), "
+          "taken from its results.json and not run again; the optimizers "
+          "under test ran here.".format(
+              _plural(source["blocks"], "block"),
+              (source.get("date") or "?")[:10], source.get("cpu"),
+              source.get("cpu_count")), ""]
 
 
 def page(results, prefix, against=None):

@@ -25,6 +25,9 @@ bare (``NAME+bare``, :func:`optimizers.bare_variant`; ``--nobare`` skips it):
 each entry then holds a ``bare`` block beside ``optimizer``, with its runs,
 summary and speedup.
 
+``--reuse_baselines`` takes tuned baselines from an earlier run's
+results.json where it ran a task with the same settings (:mod:`reuse`).
+
 The configuration (:class:`l2o_scale.benchmark.config.Config`) is checked
 before any work: the optimizer, the tasks' data, then the output folder
 (``--out``: a folder that can be written).
@@ -47,6 +50,7 @@ import tensorflow as tf
 
 from l2o_scale.benchmark import config as config_module
 from l2o_scale.benchmark import optimizers
+from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
 from l2o_scale.benchmark import training
@@ -307,15 +311,27 @@ def check_data(task, config):
                          else ""))
 
 
-def run_task(task, budget, config, factories, store, log):
+def run_task(task, budget, config, factories, store, log, stored=None):
   """One task at one budget: ``factories`` maps each optimizer under test's
   spec to its :func:`optimizers.factory` (the first the optimizer under
-  test, a second its bare variant)."""
+  test, a second its bare variant); ``stored``, a
+  :class:`reuse.StoredBaselines`, supplies tuned baselines run earlier."""
   runner = TaskRunner(task, budget, config, store, log)
   under_test = {spec: runner.under_test(make, spec, name)
                 for spec, (make, name) in factories.items()}
-  baselines = {name: runner.tuned(optimizers.baseline(name))
-               for name in config.baselines}
+  sizes = dict(train=len(runner.splits.train[0]),
+               validation=len(runner.splits.validation[0]),
+               test=len(runner.splits.test[0]))
+  baselines = {}
+  for name in config.baselines:
+    block = stored and stored.block(
+        name, dict(task=task.name, budget=budget, eval_every=runner.eval_every,
+                   loss=task.loss, metric=task.metric), config, sizes,
+        runner.data)
+    if block:
+      log("  {}: taken from {} (learning rate {})".format(
+          block["label"], stored.path, block["chosen_lr"]))
+    baselines[name] = block or runner.tuned(optimizers.baseline(name))
   adam = baselines.get("adam")
 
   def block(spec, runs):
@@ -327,11 +343,8 @@ def run_task(task, budget, config, factories, store, log):
                description=task.description, budget=budget,
                metric=task.metric, higher_is_better=task.higher_is_better,
                loss=task.loss, eval_every=runner.eval_every,
-               sizes=dict(train=len(runner.splits.train[0]),
-                          validation=len(runner.splits.validation[0]),
-                          test=len(runner.splits.test[0]),
-                          train_loss_measured_on=task.train_eval_size or
-                          len(runner.splits.train[0])),
+               sizes=dict(sizes, train_loss_measured_on=task.train_eval_size
+                          or sizes["train"]), data=runner.data,
                optimizer=blocks[0], baselines=baselines,
                speedup=blocks[0]["speedup"])
   if len(blocks) > 1:
@@ -358,6 +371,7 @@ def run(config, log=print):
   :class:`config.OutError` naming the file, with nothing half-written left."""
   start = time.perf_counter()
   factories = factories_of(config)
+  stored = reuse.load(config.reuse_baselines)
   for name in config.tasks:
     check_data(task_registry.get(name), config)
   config_module.check_out(config.out)
@@ -371,7 +385,9 @@ def run(config, log=print):
   for i, (budget, name) in enumerate(jobs):
     log("[{}/{}] {} at {} steps".format(i + 1, len(jobs), name, budget))
     results["entries"].append(run_task(task_registry.get(name), budget, config,
-                                       factories, store, log))
+                                       factories, store, log, stored))
+  if stored:
+    results["baselines_from"] = stored.source()
   results.update(wall_time_s=time.perf_counter() - start,
                  runs_reused=store.reused, runs_rerun=store.rerun,
                  peak_memory_mib=peak_memory_mib(),

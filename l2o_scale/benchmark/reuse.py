@@ -1,0 +1,91 @@
+"""Tuned baselines taken from an earlier benchmark's ``results.json``.
+
+Tuning the baselines is most of a benchmark's cost (per task, 5 or more
+learning rates of each baseline, then every seed at the chosen one), and
+it does not depend on the optimizer under test. ``--reuse_baselines=PATH``
+takes, per task and budget, each tuned baseline's block (its grid, the
+chosen learning rate, every seed's run) from ``PATH`` instead of running it
+again, where the earlier run trained that task with the same settings: the
+budget, the seeds, the minibatch size, the measurement points, the grid
+and how it grows, what selection reads, XLA on or off, the sizes of the
+splits and, where both runs recorded it, the digest of the data. A task or
+baseline the earlier file lacks, or ran otherwise, is run as usual.
+
+The optimizer under test is never taken from the earlier file: it runs
+here, so the page compares it with baselines measured on the machine and
+date the page names (``baselines_from`` in ``results.json``).
+"""
+
+import json
+
+FORMAT = "l2o-scale task-suite benchmark"
+
+# The Config fields that shape a tuned baseline's runs.
+CONFIG_FIELDS = ("seeds", "batch_size", "tiny", "grid", "select_on",
+                 "grid_extension", "jit_compile", "eval_points")
+# The entry fields (per task and budget) that must agree.
+ENTRY_FIELDS = ("task", "budget", "eval_every", "loss", "metric")
+
+
+class StoredBaselines:
+  """The tuned-baseline blocks of an earlier ``results.json``."""
+
+  def __init__(self, path):
+    """Reads ``path``; ValueError with one line naming
+    ``--reuse_baselines`` when it cannot be read or is not a benchmark's
+    results."""
+    flag = "--reuse_baselines={}".format(path)
+    try:
+      with open(path, encoding="utf-8") as f:
+        results = json.load(f)
+    except OSError as e:
+      raise ValueError("{}: cannot read it ({})".format(
+          flag, e.strerror or e)) from None
+    except ValueError:
+      raise ValueError("{}: not JSON; give the results.json of an earlier "
+                       "benchmark run".format(flag)) from None
+    if not isinstance(results, dict) or results.get("format") != FORMAT:
+      raise ValueError("{}: not the results.json of a task-suite "
+                       "benchmark".format(flag))
+    self.path, self.results = path, results
+    self.taken = 0  # baseline blocks taken, for the page
+
+  def source(self):
+    """Where the baselines come from, for ``results.json`` and the page."""
+    m = self.results.get("machine", {})
+    return dict(path=self.path, date=self.results.get("date"),
+                cpu=m.get("cpu"), cpu_count=m.get("cpu_count"),
+                blocks=self.taken)
+
+  def _entry(self, entry_key, config, sizes, data):
+    """The earlier entry run with the settings of this one, or None."""
+    old_config = self.results.get("config", {})
+    if any(old_config.get(k) != getattr(config, k) for k in CONFIG_FIELDS):
+      return None
+    for e in self.results.get("entries", []):
+      if any(e.get(k) != entry_key[k] for k in ENTRY_FIELDS):
+        continue
+      old_sizes = e.get("sizes", {})
+      if any(old_sizes.get(k) != sizes[k] for k in
+             ("train", "validation", "test")):
+        continue
+      if e.get("data") and data and e["data"] != data:
+        continue
+      return e
+    return None
+
+  def block(self, name, entry_key, config, sizes, data):
+    """The earlier tuned block of baseline ``name`` for this task and
+    budget, or None where it must run here."""
+    e = self._entry(entry_key, config, sizes, data)
+    block = e and e.get("baselines", {}).get(name)
+    if not block or not block.get("runs"):
+      return None
+    self.taken += 1
+    return block
+
+
+def load(path):
+  """:class:`StoredBaselines` of ``path``, None for none."""
+  return StoredBaselines(path) if path else None
+

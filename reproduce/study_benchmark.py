@@ -1,0 +1,164 @@
+"""The flatness study across model families: its best regularized arm and
+``l2o-scale`` on the task-suite benchmark (docs/flatness-study.md, "Across
+model families").
+
+Why: the study's endpoints are two MNIST MLPs; whether what it finds holds
+for other model families is the benchmark's question. The protocol fixes
+what runs: the best arm (the highest mean over the two primary endpoints
+among the regularized arms) and the control, each its training seed with
+the best validation score, bare, 2,000 steps, 3 seeds, against the tuned
+baselines of the shipped optimizers' benchmark (taken from its
+results.json, ``--reuse_baselines``), so the two are compared with the same
+baselines as every shipped optimizer.
+
+  python -m reproduce.study_benchmark --data_dir=../shared/data/mnist
+
+It runs once the study is finished (every arm with all its training
+seeds); ``--dry_run`` prints the choice and the commands at any time.
+Each benchmark resumes from its stored runs, so the command can be
+interrupted and run again.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from reproduce import medium
+from reproduce import study_report
+
+ROOT = study_report.ROOT
+# The shipped optimizers' small-data benchmark: the same task list, budget,
+# seeds and measurement points; its tuned baselines are reused.
+BASELINES = "reproduce/results/benchmark/l2o-scale/results.json"
+TASKS = ("logreg_mnist", "mlp_sigmoid_mnist", "mlp_tanh_mnist",
+         "mlp_relu_bn_mnist", "cnn_mnist", "gru_mnist_rows",
+         "autoencoder_mnist", "regression_synthetic", "text_topics",
+         "attention_topics")
+BENCHMARK_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
+                   "--eval_points=25", "--grid_extension=2",
+                   "--tasks=" + ",".join(TASKS))
+
+
+def primary_mean(values, arm):
+  """The arm's mean over the two primary endpoints (each the mean over its
+  training seeds)."""
+  return float(np.mean([
+      np.mean(list(study_report.endpoint_values(values, e, arm).values()))
+      for e in study_report.ENDPOINTS if e.primary]))
+
+
+def choose(values, train_records, arms):
+  """``(best regularized arm, {arm: training seed})`` for the best arm and
+  the control; ValueError naming what is missing."""
+  regularized = [a for a in arms if a != study_report.CONTROL and
+                 study_report.complete_seeds(values, a)]
+  if not regularized:
+    raise ValueError("no regularized arm has a finished training seed")
+  best = max(regularized, key=lambda a: primary_mean(values, a))
+  seeds = {}
+  for arm in (best, study_report.CONTROL):
+    chosen = study_report.best_validation(train_records, arm)
+    if chosen is None:
+      raise ValueError("no validation score recorded for {}".format(arm))
+    seeds[arm] = chosen[1]
+  return best, seeds
+
+
+def checkpoint(study_dir, arm, seed):
+  """The optimizer meta-testing used: the best evaluated checkpoint
+  (``model.ckpt-0``) of the arm's run at ``seed``."""
+  run = os.path.join(study_dir, "train", "{}.t{}".format(arm, seed))
+  found = [os.path.join(run, d) for d in sorted(os.listdir(run))
+           if os.path.exists(os.path.join(run, d, "model.ckpt-0.index"))]
+  if not found:
+    raise ValueError("no model.ckpt-0 under {}".format(run))
+  return os.path.join(found[0], "model.ckpt-0")
+
+
+def _shown(path):
+  """``path`` relative to the repository (the commands run there), so the
+  results name no folder of this machine."""
+  rel = os.path.relpath(os.path.abspath(path), ROOT)
+  return path if rel.startswith("..") else rel
+
+
+def commands(study_dir, out_root, data_dir, best, seeds, python=None):
+  """One benchmark command per chosen optimizer, ``{arm: argv}``."""
+  out = {}
+  for arm, seed in seeds.items():
+    out[arm] = [python or sys.executable, "-m", "l2o_scale.benchmark",
+                "--optimizer=checkpoint:" + _shown(checkpoint(
+                    study_dir, arm, seed)),
+                "--reuse_baselines=" + BASELINES,
+                "--out=" + _shown(os.path.join(out_root, arm))] + list(
+                    BENCHMARK_FLAGS) + (
+                        ["--data_dir=" + data_dir] if data_dir else [])
+  return out
+
+
+def _parser():
+  parser = argparse.ArgumentParser(
+      prog="python -m reproduce.study_benchmark",
+      description=__doc__.split("\n\n")[0])
+  parser.add_argument("--study_dir", default=os.path.join(
+      ROOT, study_report.sizes.STUDY_OUT), help="the study's output folder")
+  parser.add_argument("--out", default=os.path.join(
+      ROOT, "reproduce/results/study/benchmark"),
+                      help="one benchmark folder per optimizer goes here")
+  parser.add_argument("--data_dir", default=os.environ.get(
+      "L2O_SCALE_DATA_DIR"), help="MNIST IDX files")
+  parser.add_argument("--dry_run", action="store_true",
+                      help="print the choice and the commands, run nothing "
+                      "(allowed before the study is finished)")
+  return parser
+
+
+def main(argv=None):
+  parser = _parser()
+  args = parser.parse_args(argv)
+  test_dir = os.path.join(args.study_dir, "test")
+  if not os.path.isdir(test_dir):
+    parser.error("no meta-tests under {}: run the study first".format(
+        test_dir))
+  values, runs = study_report.collect(test_dir)
+  arms = study_report.arms_of(runs)
+  unfinished = [a for a in study_report.ARMS if len(
+      study_report.complete_seeds(values, a)) < study_report.SEEDS_PER_ARM]
+  if unfinished and not args.dry_run:
+    parser.error("the study is unfinished ({} without all {} training "
+                 "seeds): the protocol picks the best arm from the "
+                 "finished study; --dry_run shows the current choice".format(
+                     ", ".join(unfinished), study_report.SEEDS_PER_ARM))
+  train_records = medium.load_train_records(os.path.join(args.study_dir,
+                                                         "train"))
+  try:
+    best, seeds = choose(values, train_records, arms)
+    argvs = commands(args.study_dir, args.out, args.data_dir, best, seeds)
+  except ValueError as e:
+    parser.error(str(e))
+  print("best arm: {} (mean over the primary endpoints {:.2f}); control "
+        "{}{}".format(best, primary_mean(values, best), study_report.CONTROL,
+                      " (provisional: the study is unfinished)"
+                      if unfinished else ""))
+  for arm, argv in argvs.items():
+    print("{} (training seed {}):\n  {}".format(arm, seeds[arm],
+                                               " ".join(argv)))
+    if not args.dry_run:
+      subprocess.run(argv, check=True, cwd=ROOT)
+  # The best arm's page holds its comparison with the control.
+  out = _shown(args.out)
+  compare = [sys.executable, "-m", "l2o_scale.benchmark.report",
+             os.path.join(out, best, "results.json"), "--against",
+             os.path.join(out, study_report.CONTROL, "results.json"),
+             "--out", os.path.join(out, best)]
+  print("comparison:\n  " + " ".join(compare))
+  if not args.dry_run:
+    subprocess.run(compare, check=True, cwd=ROOT)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
