@@ -515,6 +515,15 @@ def test_tuned_baselines_are_taken_from_an_earlier_run_with_the_same_settings(
   assert len(os.listdir(os.path.join(second.out, "runs"))) == 1
   assert entry["speedup"] is not None
   assert "those of an earlier run" in report.page(results, "")
+  assert results["baselines_from"]["date"] == earlier["date"]
+  # Taken again from the second run, they still name where they were
+  # measured: the first run's date and machine.
+  chained = dict(results, date="2099-01-01", machine=dict(
+      results["machine"], cpu="another CPU"))
+  (tmp_path / "chained.json").write_text(json.dumps(chained))
+  origin = reuse.load(str(tmp_path / "chained.json")).source()
+  assert (origin["date"], origin["cpu"]) == (
+      earlier["date"], earlier["machine"]["cpu"])
   # Another minibatch size: the earlier baselines do not apply.
   stored = reuse.load(path)
   key = dict(task="regression_synthetic", budget=50,

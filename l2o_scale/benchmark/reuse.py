@@ -51,7 +51,12 @@ class StoredBaselines:
     self.taken = 0  # baseline blocks taken, for the page
 
   def source(self):
-    """Where the baselines come from, for ``results.json`` and the page."""
+    """Where the baselines were measured, for ``results.json`` and the
+    page: the earlier run's date and machine, or, where that run took its
+    baselines from a still earlier one, that one's."""
+    origin = self.results.get("baselines_from")
+    if origin:
+      return dict(origin, path=self.path, blocks=self.taken)
     m = self.results.get("machine", {})
     return dict(path=self.path, date=self.results.get("date"),
                 cpu=m.get("cpu"), cpu_count=m.get("cpu_count"),
