@@ -24,8 +24,6 @@ import os
 import subprocess
 import sys
 
-import numpy as np
-
 from reproduce import medium
 from reproduce import study_report
 
@@ -42,14 +40,6 @@ BENCHMARK_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
                    "--tasks=" + ",".join(TASKS))
 
 
-def primary_mean(values, arm):
-  """The arm's mean over the two primary endpoints (each the mean over its
-  training seeds)."""
-  return float(np.mean([
-      np.mean(list(study_report.endpoint_values(values, e, arm).values()))
-      for e in study_report.ENDPOINTS if e.primary]))
-
-
 def choose(values, train_records, arms):
   """``(best regularized arm, {arm: training seed})`` for the best arm and
   the control; ValueError naming what is missing."""
@@ -57,7 +47,7 @@ def choose(values, train_records, arms):
                  study_report.complete_seeds(values, a)]
   if not regularized:
     raise ValueError("no regularized arm has a finished training seed")
-  best = max(regularized, key=lambda a: primary_mean(values, a))
+  best = max(regularized, key=lambda a: study_report.primary_mean(values, a))
   seeds = {}
   for arm in (best, study_report.CONTROL):
     chosen = study_report.best_validation(train_records, arm)
@@ -125,8 +115,7 @@ def main(argv=None):
         test_dir))
   values, runs = study_report.collect(test_dir)
   arms = study_report.arms_of(runs)
-  unfinished = [a for a in study_report.ARMS if len(
-      study_report.complete_seeds(values, a)) < study_report.SEEDS_PER_ARM]
+  unfinished = study_report.unfinished_arms(values, study_report.ARMS)
   if unfinished and not args.dry_run:
     parser.error("the study is unfinished ({} without all {} training "
                  "seeds): the protocol picks the best arm from the "
@@ -140,7 +129,8 @@ def main(argv=None):
   except ValueError as e:
     parser.error(str(e))
   print("best arm: {} (mean over the primary endpoints {:.2f}); control "
-        "{}{}".format(best, primary_mean(values, best), study_report.CONTROL,
+        "{}{}".format(best, study_report.primary_mean(values, best),
+                      study_report.CONTROL,
                       " (provisional: the study is unfinished)"
                       if unfinished else ""))
   for arm, argv in argvs.items():

@@ -257,6 +257,19 @@ def complete_seeds(values, arm):
   return set.intersection(*sets) if sets else set()
 
 
+def unfinished_arms(values, arms):
+  """The arms with fewer than the protocol's training seeds with every
+  endpoint measured."""
+  return [a for a in arms if len(complete_seeds(values, a)) < SEEDS_PER_ARM]
+
+
+def primary_mean(values, arm):
+  """The arm's mean over the primary endpoints (each the mean over its
+  training seeds): the protocol's ranking of arms."""
+  return float(np.mean([np.mean(list(endpoint_values(values, e, arm).values()))
+                        for e in ENDPOINTS if e.primary]))
+
+
 def best_validation(train_records, arm):
   """``(score, training seed)``: the lowest selection score (the
   validation loss under --selection_objective=validation) over the arm's
@@ -365,9 +378,7 @@ def ship_section(rows, arms, values, train_records, finished):
   if qualify:
     # The protocol's tie-break among arms: the highest mean over the two
     # primary endpoints (its "Across model families").
-    primary = [e for e in ENDPOINTS if e.primary]
-    best = max(qualify, key=lambda a: np.mean([np.mean(list(
-        endpoint_values(values, e, a).values())) for e in primary]))
+    best = max(qualify, key=lambda a: primary_mean(values, a))
     seed = best_validation(train_records, best)
     lines.append("{}: {} qualif{} under the rule. {} would ship as "
                  "`l2o-entropy`{}.".format(
@@ -615,8 +626,7 @@ def page(values, runs, train_records, shares=None):
   """results.md's text."""
   arms = arms_of(runs)
   rows = compare_all(values, arms)
-  finished = bool(arms) and all(len(complete_seeds(values, a)) >=
-                                SEEDS_PER_ARM for a in arms)
+  finished = bool(arms) and not unfinished_arms(values, arms)
   sections = [
       ("Status", status_section(values, runs, arms)),
       ("Verdicts", "Each regularized arm against `{}`; Holm's correction "

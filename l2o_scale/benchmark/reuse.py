@@ -18,8 +18,6 @@ date the page names (``baselines_from`` in ``results.json``).
 
 import json
 
-FORMAT = "l2o-scale task-suite benchmark"
-
 # The Config fields that shape a tuned baseline's runs.
 CONFIG_FIELDS = ("seeds", "batch_size", "tiny", "grid", "select_on",
                  "grid_extension", "jit_compile", "eval_points")
@@ -44,7 +42,10 @@ class StoredBaselines:
     except ValueError:
       raise ValueError("{}: not JSON; give the results.json of an earlier "
                        "benchmark run".format(flag)) from None
-    if not isinstance(results, dict) or results.get("format") != FORMAT:
+    # Imported here: suite, which owns the results format, imports this
+    # module.
+    from l2o_scale.benchmark import suite  # pylint: disable=g-import-not-at-top
+    if not isinstance(results, dict) or results.get("format") != suite.FORMAT:
       raise ValueError("{}: not the results.json of a task-suite "
                        "benchmark".format(flag))
     self.path, self.results = path, results
