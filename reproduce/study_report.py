@@ -401,6 +401,53 @@ def ship_section(rows, arms, values, train_records, finished):
   return "\n".join(lines) + "\n"
 
 
+def rules_out_section(rows, arms):
+  """What the data exclude: per regularized arm and endpoint the effects
+  outside its 95% interval (per comparison, before Holm's correction,
+  which only widens them), and the largest gain in held-out accuracy that
+  any arm's interval still allows."""
+  measured = [r for r in rows if math.isfinite(r["lo"])]
+  if not measured:
+    return "No comparison has two training seeds on both sides yet.\n"
+  lines = ["Each comparison's {:.0%} interval (per comparison; Holm's "
+           "correction only widens it) leaves out every effect beyond its "
+           "ends: held-out accuracy in points, training loss as the ratio "
+           "to `{}`'s.".format(LEVEL, CONTROL), ""]
+  lines.append("| arm | " + " | ".join(
+      "{} ({}) excluded".format(e.name, e.what) for e in ENDPOINTS) + " |")
+  lines.append("|---|" + "---|" * len(ENDPOINTS))
+  for arm in arms:
+    cells = []
+    for e in ENDPOINTS:
+      r = next((r for r in measured if r["arm"] == arm and
+                r["endpoint"] == e), None)
+      if r is None:
+        cells.append("-")
+      elif e.kind == "accuracy":
+        cells.append("below {:+.2f}, above {:+.2f} points".format(
+            r["lo"], r["hi"]))
+      else:
+        cells.append("below ×{:.3g}, above ×{:.3g}".format(
+            10 ** r["lo"], 10 ** r["hi"]))
+    if any(c != "-" for c in cells):
+      lines.append("| {} | {} |".format(arm, " | ".join(cells)))
+  primary = [r for r in measured if r["endpoint"].primary]
+  if primary:
+    top = max(primary, key=lambda r: r["hi"])
+    low = min(primary, key=lambda r: r["hi"])
+    lines += ["", "Every interval on a primary endpoint excludes a gain in "
+              "held-out accuracy above {:+.2f} points (the highest upper "
+              "end: {} on {}; the lowest: {:+.2f} points, {} on {}).".format(
+                  top["hi"], top["arm"], top["endpoint"].name, low["hi"],
+                  low["arm"], low["endpoint"].name), ""]
+    inside = ["{} on {}".format(r["arm"], r["endpoint"].name)
+              for r in measured if -_margin(r["endpoint"]) < r["lo"] and
+              r["hi"] < _margin(r["endpoint"])]
+    lines.append("Intervals inside the equivalence margin: {}.".format(
+        ", ".join(inside) if inside else "none"))
+  return "\n".join(lines) + "\n"
+
+
 def flatness_section(values, arms):
   """Each arm's Hessian trace and top eigenvalue at the end of
   meta-testing, on both problems, with their intervals."""
@@ -637,6 +684,7 @@ def page(values, runs, train_records, shares=None):
                LEVEL) + verdict_section(values, rows, arms)),
       ("What ships", ship_section(rows, arms, values, train_records,
                                   finished)),
+      ("What the study rules out", rules_out_section(rows, arms)),
       ("Regularizer share", share_section(shares or {}, arms)),
       ("Flatness", "Each arm's mean over training seeds [{:.0%} "
        "t-interval].\n\n".format(LEVEL) + flatness_section(values, arms)),

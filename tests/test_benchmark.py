@@ -411,6 +411,10 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
                                               which)["loss_ok"]
   lines = report.regime_lines(mixed, 50)
   assert len(lines) == 4 and "data-rich tasks" in lines[1]
+  claims = report.regime_claims([mixed])  # one line per regime, bare beside
+  assert len(claims) == 2 and "data-rich tasks (50 steps" in claims[1]
+  assert all(line.count("both on") == 2 and "; bare (without" in line
+             for line in claims)
   section = report.card_section(mixed)["budget"]["50"]
   assert set(section["counts_by_regime"]) == {"small-data", "data-rich"}
   assert section["bare"]["counts"] == report.counts(mixed, 50, which="bare")

@@ -298,6 +298,20 @@ def test_a_finished_study_gives_verdicts_and_what_ships(tmp_path):
   assert ("| reg-cl-mt | worse than the margin on L-sigmoid, L-deeper |"
           in ships)
   assert "| higher training loss: ×2 [" in sec["Verdicts"]
+  # What the data exclude: the ends of each interval; hess-5pct-always's
+  # gain of 1 point (the highest upper end, 1 + half); the shifted arms lie
+  # inside the margin.
+  out_rules = sec["What the study rules out"]
+  assert ("| hess-5pct-always | below {:+.2f}, above {:+.2f} points | "
+          "below {:+.2f}, above {:+.2f} points | below ×".format(
+              1 - half, 1 + half, 1 - half, 1 + half) in out_rules)
+  assert ("excludes a gain in held-out accuracy above {:+.2f} points (the "
+          "highest upper end: hess-5pct-always on A-sigmoid;".format(1 + half)
+          in out_rules)
+  inside = out_rules.split("Intervals inside the equivalence margin: ")[1]
+  assert "hess-5pct-posterior on A-sigmoid" in inside
+  assert "hess-5pct-always on A-sigmoid" not in inside
+  assert "reg-cl-mt on L-sigmoid" not in inside
   # The control's traces 100 + (0, 1, -1, 0, 1, -1, 0, 1): 100.125 ±
   # t(0.975, 7) × sd / √8 on both problems.
   half = 2.3646243 * float(np.std([_offset(t) for t in range(1, 9)],

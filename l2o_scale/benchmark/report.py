@@ -205,38 +205,46 @@ def counts_sentence(c, budget):
               c["both"], c["tasks"], _num(c["median_speedup"], 2)))
 
 
-def regime_lines(results, budget, detail=False):
+def _regime_counts_text(c):
+  return ("loss at or below tuned Adam's on {} of {}, test metric within "
+          "tolerance on {}, both on {}; median speedup {}{}".format(
+              c["loss_ok"], c["tasks"], c["metric_ok"], c["both"],
+              _num(c["median_speedup"], 2),
+              "; diverged on " + ", ".join(c["diverged"])
+              if c["diverged"] else ""))
+
+
+def regime_lines(results, budget):
   """Per data regime, and for the bare variant beside the optimizer as
-  configured, the verdict in numbers (:func:`counts`); ``detail``: each
-  line also says the budget, seeds and date (the README's claims,
-  :func:`regime_claims`)."""
+  configured, the verdict in numbers (:func:`counts`)."""
   names = [("optimizer", "`{}`".format(results["config"]["optimizer"]))]
   if has_bare(results):
     names.append(("bare", "`{}` (without its card's settings)".format(
         bare_spec(results))))
-  lines = []
-  for which, name in names:
-    for r in regimes(results):
-      c = counts(results, budget, which=which, in_regime=r)
-      lines.append("- {}, {} tasks{}: loss at or below tuned Adam's on {} "
-                   "of {}, test metric within tolerance on {}, both on {}; "
-                   "median speedup {}{}.".format(
-                       name, r, " ({:,} steps, {} seeds, measured {})".format(
-                           budget, results["config"]["seeds"],
-                           results["date"][:10]) if detail else "",
-                       c["loss_ok"], c["tasks"], c["metric_ok"],
-                       c["both"], _num(c["median_speedup"], 2),
-                       "; diverged on " + ", ".join(c["diverged"])
-                       if c["diverged"] else ""))
-  return lines
+  return ["- {}, {} tasks: {}.".format(name, r, _regime_counts_text(
+      counts(results, budget, which=which, in_regime=r)))
+          for which, name in names for r in regimes(results)]
 
 
 def regime_claims(results_list):
-  """The README's lines on a regime's results: :func:`regime_lines` of
-  each results, at each of its budgets, with budget, seeds and date."""
-  return [line for results in results_list
-          for budget in results["config"]["budgets"]
-          for line in regime_lines(results, budget, detail=True)]
+  """The README's lines on a regime's results: per results, budget and
+  data regime one line with the budget, seeds and date, the optimizer as
+  configured and, where it ran, its bare variant (:func:`counts`)."""
+  lines = []
+  for results in results_list:
+    for budget in results["config"]["budgets"]:
+      for r in regimes(results):
+        text = ("- `{}`, {} tasks ({:,} steps, {} seeds, measured {}): "
+                "{}").format(
+            results["config"]["optimizer"], r, budget,
+            results["config"]["seeds"], results["date"][:10],
+            _regime_counts_text(counts(results, budget, in_regime=r)))
+        if has_bare(results):
+          text += "; bare (without its card's settings): " + (
+              _regime_counts_text(counts(results, budget, which="bare",
+                                         in_regime=r)))
+        lines.append(text + ".")
+  return lines
 
 
 def summary_lines(results, budget):
