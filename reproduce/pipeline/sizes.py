@@ -227,11 +227,10 @@ SIZES = {s.name: s for s in (
              "reproduce/results/study/calibration.json",),
          about="the [flatness study](flatness-study.md), resumable per arm "
          "and training seed into `{}/`: ".format(STUDY_OUT),
-         wall_time="one optimizer alone: 22 min (meta-training 14.6 min, "
-         "then its two meta-tests side by side 7.5 min) on a 2-core Intel "
-         "Xeon VM shared with other work (load about 10); on an idle one "
-         "about 8.5 min per optimizer with two side by side (an estimate), "
-         "about 7 h for the 48"),
+         wall_time="15 h 20 min of stage time (its `timings.tsv`: "
+         "meta-training median 9.3 min, meta-test median 2.8 min), about "
+         "8 h with two stages side by side, on a 2-core Intel Xeon VM "
+         "shared with other work"),
     # This project's protocol: 10,000 steps, 5 seeds; the variants
     # meta-trained with the long-horizon recipe, the paper's own command
     # one of its arms.
