@@ -174,6 +174,12 @@ def _margin(endpoint):
           LOG_LOSS_MARGIN)
 
 
+def inside_margin(row):
+  """Whether the comparison's interval lies inside the equivalence margin."""
+  margin = _margin(row["endpoint"])
+  return -margin < row["lo"] and row["hi"] < margin
+
+
 def format_effect(endpoint, delta, lo=math.nan, hi=math.nan):
   """``+0.42 points [-0.10, +0.94]`` or, for a loss (log10 differences),
   ``×1.08 [0.91, 1.28]``."""
@@ -200,8 +206,7 @@ def words(row):
   if not math.isfinite(row["p"]):
     return "too few training seeds ({} against {}): {}".format(
         row["n_a"], row["n_b"], effect)
-  margin = _margin(e)
-  inside = -margin < row["lo"] and row["hi"] < margin
+  inside = inside_margin(row)
   margin_text = ("{:g} points".format(ACCURACY_MARGIN) if e.kind ==
                  "accuracy" else "a factor {:g}".format(LOSS_MARGIN))
   if row["holm"] < ALPHA:
@@ -441,8 +446,7 @@ def rules_out_section(rows, arms):
                   top["hi"], top["arm"], top["endpoint"].name, low["hi"],
                   low["arm"], low["endpoint"].name), ""]
     inside = ["{} on {}".format(r["arm"], r["endpoint"].name)
-              for r in measured if -_margin(r["endpoint"]) < r["lo"] and
-              r["hi"] < _margin(r["endpoint"])]
+              for r in measured if inside_margin(r)]
     lines.append("Intervals inside the equivalence margin: {}.".format(
         ", ".join(inside) if inside else "none"))
   return "\n".join(lines) + "\n"
