@@ -16,6 +16,7 @@ import re
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from l2o_scale.benchmark import __main__ as cli
 from l2o_scale.benchmark import config as bench_config
@@ -266,6 +267,67 @@ def test_optimizer_specs():
   assert float(schedule(0)) == pytest.approx(0.1)
   assert float(schedule(50)) == pytest.approx(0.05)
   assert float(schedule(100)) == pytest.approx(0.)
+
+
+def _steps_of(optimizer, steps=4):
+  """A small dense model's weights after ``steps`` steps of ``optimizer``
+  from fixed weights on a fixed least-squares batch (and the learned
+  optimizer's random initial learning rates from a fixed seed)."""
+  keras.utils.set_random_seed(0)
+  rng = np.random.default_rng(0)
+  x = rng.standard_normal((32, 6)).astype("float32")
+  y = x @ rng.standard_normal((6, 1)).astype("float32")
+  model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, "tanh"),
+                            keras.layers.Dense(1)])
+  model.set_weights([rng.standard_normal(w.shape).astype("float32") * 0.3
+                     for w in model.get_weights()])
+  for _ in range(steps):
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean((model(x) - y) ** 2)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+  return model.get_weights()
+
+
+def test_head_spec_runs_the_optimizer_with_the_saved_head(tmp_path):
+  """``NAME+head=PATH``: a zero head leaves the bare optimizer's steps as
+  they are (the head's defining property), a trained one changes them, the
+  budget feeds the head's progress input, and the head's file is part of
+  the identity."""
+  from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
+  zero = str(tmp_path / "zero.npz")
+  learned_schedule.ScheduleHead().save(zero)
+  moved = str(tmp_path / "moved.npz")
+  theta = np.random.default_rng(1).standard_normal(
+      learned_schedule.NUM_PARAMETERS).astype("float32")
+  learned_schedule.ScheduleHead(theta).save(moved)
+  with_zero = optimizers.factory("l2o-scale+head=" + zero)[0](100)
+  assert with_zero.total_steps == 100
+  assert not with_zero.weight_decay  # no card setting beside the head
+  assert float(with_zero.learning_rate) == 1.
+  bare = _steps_of(optimizers.factory("l2o-scale+bare")[0](100))
+  for got, want in zip(_steps_of(with_zero), bare):
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+  headed = _steps_of(optimizers.factory("l2o-scale+head=" + moved)[0](100))
+  assert max(float(np.max(np.abs(a - b))) for a, b in zip(headed, bare)) > 1e-4
+  assert optimizers.bare_variant("l2o-scale+head=" + zero) is None
+  assert optimizers.parse("l2o-scale+hold_zero_gradients+head=" + zero) == (
+      optimizers.Spec("l2o-scale+hold_zero_gradients+head=" + zero,
+                      "shipped", "l2o-scale", hold=True, head=zero))
+  assert len({optimizers.identity("l2o-scale+head=" + p)
+              for p in (zero, moved)} | {optimizers.identity("l2o-scale")}
+             ) == 3
+  with pytest.raises(ValueError, match="leave out"):
+    optimizers.parse("l2o-scale+bare+head=" + zero)
+  with pytest.raises(ValueError, match="goes with a learned optimizer"):
+    optimizers.parse("adam:1e-3+head=" + zero)
+  with pytest.raises(ValueError, match="give the schedule head"):
+    optimizers.parse("l2o-scale+head=")
+  with pytest.raises(FileNotFoundError, match="no schedule head file"):
+    optimizers.factory("l2o-scale+head=" + str(tmp_path / "none.npz"))
+  (tmp_path / "text.npz").write_text("not a head")
+  with pytest.raises(ValueError, match="is not a saved schedule head"):
+    optimizers.factory("l2o-scale+head=" + str(tmp_path / "text.npz"))
 
 
 def test_help_names_it_apart_from_the_speed_benchmark(capsys):

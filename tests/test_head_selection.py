@@ -83,6 +83,17 @@ def test_a_better_candidate_is_chosen():
                       runs) == float("inf")
 
 
+def test_each_run_chooses_among_its_own_heads_and_the_zero_head():
+  found = [(select.ZERO, None), ("r1/head-20.npz", "r1/head-20.npz"),
+           ("r1/head.npz", "r1/head.npz"), ("r2/head-20.npz",
+                                            "r2/head-20.npz")]
+  scores = {select.ZERO: 0., "r1/head-20.npz": -0.3, "r1/head.npz": -0.1,
+            "r2/head-20.npz": 0.4}
+  assert select.choose(scores) == "r1/head-20.npz"
+  assert select.choose_by_run(["r1", "r2"], found, scores) == {
+      "r1": "r1/head-20.npz", "r2": select.ZERO}
+
+
 def test_refusals(tmp_path):
   with pytest.raises(ValueError, match="test tasks"):
     select.select([str(tmp_path)], str(tmp_path / "s.json"),

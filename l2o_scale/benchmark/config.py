@@ -34,7 +34,8 @@ class Config:
   the command line overrides the preset's value."""
   optimizer: str = flag(
       "l2o-scale", "optimizer under test: a shipped name (l2o-scale, "
-      "optionally NAME+hold_zero_gradients), checkpoint:PATH, a Keras "
+      "optionally NAME+hold_zero_gradients), checkpoint:PATH (either "
+      "optionally ending in +head=HEAD.npz, a schedule head), a Keras "
       "optimizer NAME[:LR] (adam:1e-3) or import:module.attr", nonempty=True)
   bare: bool = flag(
       True, "also run a shipped optimizer whose card holds long-run settings "

@@ -24,6 +24,11 @@ spec of a shipped optimizer whose card holds such settings, which the suite
 runs beside it so that a hand-set setting is never what a learned optimizer
 is credited for.
 
+A learned optimizer's spec may end in ``+head=PATH``: the same optimizer
+with the schedule head saved at ``PATH`` (docs/schedule-head.md), its
+progress input fed ``total_steps=budget``; the head takes the place of a
+card's long-run settings, so it does not go with ``+bare``.
+
 The baselines (:class:`Baseline`) are Adam, AdamW and SGD with momentum 0.9,
 each with a cosine decay of the learning rate to 0 over the budget. The
 decay's base value lives in a variable, so one compiled training step serves
@@ -38,6 +43,7 @@ import inspect
 import json
 import math
 import os
+import zipfile
 
 from l2o_scale import pretrained as shipped
 
@@ -47,6 +53,9 @@ HOLD_SUFFIX = "+hold_zero_gradients"
 # The suffix of a shipped optimizer's spec that leaves out its card's
 # long-run settings (module doc).
 BARE_SUFFIX = "+bare"
+# What starts a learned optimizer's schedule head, the last part of a spec
+# (module doc).
+HEAD_MARK = "+head="
 
 HALF_DECADES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1)
 
@@ -107,13 +116,15 @@ class Spec:
   ``shipped``, ``checkpoint``, ``keras`` or ``import``; ``target`` the name,
   path, Keras identifier or ``module.attr``; ``lr`` a Keras optimizer's
   learning rate (None: Keras' default); ``hold`` whether it ends in
-  :data:`HOLD_SUFFIX`; ``bare`` whether it ends in :data:`BARE_SUFFIX`."""
+  :data:`HOLD_SUFFIX`; ``bare`` whether it ends in :data:`BARE_SUFFIX`;
+  ``head`` the path of its schedule head (:data:`HEAD_MARK`) or None."""
   text: str
   kind: str
   target: str
   lr: float = None
   hold: bool = False
   bare: bool = False
+  head: str = None
 
 
 def _refuse(spec, why):
@@ -124,6 +135,20 @@ def parse(spec):
   """The :class:`Spec` of ``spec``; ValueError naming ``--optimizer`` for a
   malformed one (an empty path or module, a learning rate that is not a
   positive finite number). Light: imports no TensorFlow, opens no file."""
+  rest, mark, head = spec.partition(HEAD_MARK)
+  if mark:
+    parsed = parse(rest)
+    if parsed.kind not in ("shipped", "checkpoint"):
+      raise _refuse(spec, "{} goes with a learned optimizer (a shipped name "
+                    "or checkpoint:PATH) only".format(HEAD_MARK))
+    if parsed.bare:
+      raise _refuse(spec, "the schedule head takes the place of the card's "
+                    "settings; leave out {}".format(BARE_SUFFIX))
+    if not head:
+      raise _refuse(spec, "give the schedule head's file after {!r} (a "
+                    "head.npz of python -m l2o_scale.head_training)".format(
+                        HEAD_MARK))
+    return dataclasses.replace(parsed, text=spec, head=head)
   learned, hold, bare = _split_suffixes(spec)
   if learned in shipped.names():
     return Spec(spec, "shipped", learned, hold=hold, bare=bare)
@@ -227,7 +252,7 @@ def bare_variant(spec):
   """The ``+bare`` spec of a shipped optimizer whose card holds long-run
   settings (the same optimizer without them); None for any other spec."""
   parsed = parse(spec)
-  if (parsed.kind != "shipped" or parsed.bare or
+  if (parsed.kind != "shipped" or parsed.bare or parsed.head or
       not shipped.long_run_settings(parsed.target)):
     return None
   return parsed.target + BARE_SUFFIX + (HOLD_SUFFIX if parsed.hold else "")
@@ -271,17 +296,19 @@ def identity(spec, checkpoint=None):
   ``checkpoint:PATH`` a digest of the checkpoint files (``checkpoint``, the
   prefix resolved; by default resolved now) and of the optimizer flags of
   the run record beside them; for ``import:module.attr`` a digest of the
-  module's source file."""
+  module's source file; with a schedule head, also a digest of the head's
+  file."""
   parsed = parse(spec)
+  head = [parsed.head] if parsed.head else []
   if parsed.kind == "shipped":
-    digest = _digest(_checkpoint_files(shipped.checkpoint(parsed.target)),
-                     None if parsed.bare else
+    digest = _digest(_checkpoint_files(shipped.checkpoint(parsed.target)) +
+                     head, None if parsed.bare or parsed.head else
                      shipped.long_run_settings(parsed.target))
   elif parsed.kind == "checkpoint":
     from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top
     prefix = checkpoint or resolve_checkpoint(parsed)
     record = run_record.read(os.path.dirname(prefix) or ".")
-    digest = _digest(_checkpoint_files(prefix),
+    digest = _digest(_checkpoint_files(prefix) + head,
                      run_record.optimizer_flag_values(record))
   elif parsed.kind == "import":
     try:
@@ -292,8 +319,27 @@ def identity(spec, checkpoint=None):
     digest = _digest([source] if source else [], None)
   else:
     return spec
-  learned, _, _ = _split_suffixes(spec)
-  return "{}@{}{}".format(learned, digest, _suffixes(parsed))
+  learned, _, _ = _split_suffixes(spec.partition(HEAD_MARK)[0])
+  return "{}@{}{}{}".format(learned, digest, _suffixes(parsed),
+                            HEAD_MARK + parsed.head if parsed.head else "")
+
+
+def _check_head(parsed):
+  """Loads the schedule head of a spec, if it has one, to refuse it before
+  any training: FileNotFoundError or ValueError naming ``--optimizer`` when
+  its file is missing or is not a saved head."""
+  if not parsed.head:
+    return
+  from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
+  if not os.path.exists(parsed.head):
+    raise FileNotFoundError("--optimizer={!r}: no schedule head file {}"
+                            .format(parsed.text, parsed.head))
+  try:
+    learned_schedule.ScheduleHead.load(parsed.head)
+  except (ValueError, OSError, KeyError, zipfile.BadZipFile) as e:
+    raise _refuse(parsed.text, "{} is not a saved schedule head ({})".format(
+        parsed.head, str(e).splitlines()[0] if str(e) else type(e).__name__)
+                  ) from None
 
 
 def factory(spec):
@@ -302,20 +348,27 @@ def factory(spec):
 
   Checks what it can before any training: raises ``ValueError`` with one
   line for a spec that names nothing, an ``import:`` that fails or a
-  checkpoint that does not restore, ``FileNotFoundError`` for a missing
-  checkpoint. A checkpoint folder is
+  checkpoint or schedule head that does not load, ``FileNotFoundError``
+  for a missing checkpoint or head file. A checkpoint folder is
   resolved to its latest checkpoint once, here."""
   # Imported here: it restores TF checkpoints and pulls in the optimizer.
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
   parsed = parse(spec)
+  _check_head(parsed)
+  # With a head (each optimizer loads its own from the file), total_steps
+  # feeds its progress input and no card setting applies; without one, it
+  # applies the card's long-run settings.
+  head = parsed.head
+  with_head = dict(schedule_head=head) if head else {}
   if parsed.kind == "shipped":
     return (lambda total_steps: LearnedOptimizer.pretrained(
         parsed.target, total_steps=None if parsed.bare else total_steps,
-        hold_zero_gradients=parsed.hold)), identity(spec)
+        hold_zero_gradients=parsed.hold, **with_head)), identity(spec)
   if parsed.kind == "checkpoint":
     prefix = resolve_checkpoint(parsed)
     make = lambda total_steps: LearnedOptimizer.from_checkpoint(
-        prefix, hold_zero_gradients=parsed.hold)
+        prefix, hold_zero_gradients=parsed.hold,
+        **(dict(with_head, total_steps=total_steps) if head else {}))
     try:
       make(None)  # A checkpoint that does not restore is refused now.
     except (ValueError, OSError) as e:

@@ -127,11 +127,22 @@ def choose(scores):
   return min(scores, key=scores.get)
 
 
+def choose_by_run(train_dirs, found, scores):
+  """{run folder: its choice}: each run's own heads and the zero head, for
+  the test of each meta-training seed apart."""
+  return {folder: choose({label: scores[label] for label, path in found
+                          if path is None or
+                          os.path.dirname(path) == folder})
+          for folder in train_dirs}
+
+
 def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
            budget=BUDGET, data_dir=None, tiny=False, log=print):
   """Runs every candidate on every validation task (resuming from
   ``out``), writes and returns the choice: ``{"chosen": label, "scores":
-  {label: score}, "runs": {label: {task: numbers}}, ...}``."""
+  {label: score}, "runs": {label: {task: numbers}}, "chosen_by_run":
+  {folder: label}, ...}``: the choice among all candidates, and each run's
+  among its own heads and the zero head."""
   from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top
   overlap = sorted(set(tasks) & set(TEST_TASKS))
   if overlap:
@@ -158,11 +169,15 @@ def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
             label, task, stored[key]["validation_loss"] or float("nan")))
       runs[label][task] = stored[key]
   scores = {label: score(r, runs[ZERO]) for label, r in runs.items()}
-  results.update(runs=runs, scores=scores, chosen=choose(scores))
+  results.update(runs=runs, scores=scores, chosen=choose(scores),
+                 chosen_by_run=choose_by_run(train_dirs, found, scores))
   with atomic_file.replace(out) as f:
     json.dump(results, f, indent=1)
   log("chosen: {} (score {:+.4f}; the zero head scores 0)".format(
       results["chosen"], scores[results["chosen"]]))
+  if len(train_dirs) > 1:
+    for folder, label in results["chosen_by_run"].items():
+      log("  of {}: {} (score {:+.4f})".format(folder, label, scores[label]))
   return results
 
 

@@ -1,0 +1,252 @@
+"""``python -m reproduce.head_test``: the single look at the test tasks of
+the schedule head (docs/schedule-head.md, "Choosing a head").
+
+For each meta-training run of a selection (``python -m
+l2o_scale.head_training.select``, its ``chosen_by_run``) the chosen head
+runs on the four test tasks with the task-suite benchmark (2,000 steps, 3
+seeds), as ``l2o-scale+head=PATH`` (``l2o-scale+bare`` where the zero head
+is chosen): the small-data tasks with the settings of the stored
+``l2o-scale`` benchmark and its tuned baselines, the data-rich tasks with
+those of the stored data-rich one. The stored runs of ``l2o-scale`` with its
+card, from the same initial weights and minibatches, are the other side of
+the comparison. The page (``results.md``, ``results.json``) says per
+meta-training seed and task:
+
+* whether the headed optimizer matches or beats ``l2o-scale`` with its card
+  on the test metric (mean over the 3 seeds; "matches": within the
+  benchmark's tolerance, 0.005 accuracy or 0.5% of a squared error), and
+  whether that holds on at least 3 of the 4 tasks;
+* against tuned Adam, the benchmark's verdict: final training loss at or
+  below it, test metric within tolerance, speedup; the median speedup over
+  the data-rich tasks.
+
+Each benchmark run resumes from its stored runs, so an interrupted look
+goes on where it stopped; a seed whose runs are all stored is not run again.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL_REFERENCE = "reproduce/results/benchmark/l2o-scale/results.json"
+RICH_REFERENCE = "reproduce/results/benchmark/data-rich/l2o-scale/results.json"
+# (part, tasks, the stored l2o-scale run whose settings and tuned baselines
+# the part takes, the benchmark flags of those settings).
+PARTS = (
+    ("small-data", ("mlp_relu_bn_mnist", "cnn_mnist"), SMALL_REFERENCE,
+     ("--size=full", "--budgets=2000", "--seeds=3", "--eval_points=25",
+      "--grid_extension=2")),
+    ("data-rich", ("teacher_mlp_rich", "attention_topics_rich"),
+     RICH_REFERENCE,
+     ("--size=medium", "--budgets=2000", "--seeds=3", "--baselines=adam")),
+)
+BUDGET = 2000
+NEEDED = 3  # of the 4 test tasks, for every meta-training seed
+
+
+def optimizer_spec(chosen):
+  """The benchmark spec of a chosen head: the zero head is the frozen
+  optimizer exactly, ``l2o-scale+bare``."""
+  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
+  return "l2o-scale+bare" if chosen == select.ZERO else (
+      "l2o-scale+head=" + chosen)
+
+
+def _load(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def run_folder(out, run):
+  return os.path.join(out, os.path.basename(os.path.normpath(run)))
+
+
+def run_benchmarks(selection, out, data_dir, python=sys.executable):
+  """Runs each seed's chosen head on the test tasks (resuming stored
+  runs); the folder of each seed's results by run folder."""
+  folders = {}
+  for run, chosen in selection["chosen_by_run"].items():
+    folders[run] = run_folder(out, run)
+    for part, tasks, reference, flags in PARTS:
+      dest = os.path.join(folders[run], part)
+      done = os.path.join(dest, "results.json")
+      if os.path.exists(done) and _load(done)["config"]["optimizer"] == (
+          optimizer_spec(chosen)):
+        continue
+      command = [python, "-m", "l2o_scale.benchmark",
+                 "--optimizer=" + optimizer_spec(chosen),
+                 "--tasks=" + ",".join(tasks), *flags,
+                 "--reuse_baselines=" + reference, "--out=" + dest]
+      if data_dir:
+        command.append("--data_dir=" + data_dir)
+      print(" ".join(command[1:]), flush=True)
+      subprocess.run(command, check=True, cwd=ROOT)
+  return folders
+
+
+def _metric_matches(entry, mine, card):
+  """Whether test metric ``mine`` matches or beats ``card`` within the
+  benchmark's tolerance against Adam."""
+  from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
+  if mine is None or card is None:
+    return False
+  if entry["higher_is_better"]:
+    return mine >= card - report.ACCURACY_TOLERANCE
+  return mine <= card * (1 + report.MSE_TOLERANCE)
+
+
+def card_entries(root=ROOT):
+  """{test task: the stored benchmark entry of l2o-scale with its card}."""
+  references = {}
+  for _, tasks, reference, _ in PARTS:
+    for e in _load(os.path.join(root, reference))["entries"]:
+      if e["task"] in tasks and e["budget"] == BUDGET:
+        references[e["task"]] = e
+  return references
+
+
+def compare(selection, folders, references):
+  """Per seed and task: the headed optimizer's and the card's test metric
+  (``references``: :func:`card_entries`), whether it matches the card, and
+  the benchmark's verdict against tuned Adam; per seed the counts and the
+  data-rich median speedup."""
+  from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
+  seeds = []
+  for run, chosen in selection["chosen_by_run"].items():
+    rows = []
+    for part, tasks, _, _ in PARTS:
+      path = os.path.join(folders[run], part, "results.json")
+      if not os.path.exists(path):
+        continue
+      for e in _load(path)["entries"]:
+        if e["task"] not in tasks or e["budget"] != BUDGET:
+          continue
+        mine = e["optimizer"]["summary"]["test_metric"]["mean"]
+        card = references[e["task"]]["optimizer"]["summary"]["test_metric"][
+            "mean"]
+        v = report.verdict(e) or {}
+        rows.append(dict(
+            task=e["task"], regime=part, metric=e["metric"], headed=mine,
+            card=card, matches_card=_metric_matches(e, mine, card),
+            headed_loss=e["optimizer"]["summary"]["final_train_loss"][
+                "mean"],
+            card_loss=references[e["task"]]["optimizer"]["summary"][
+                "final_train_loss"]["mean"],
+            loss_ok=v.get("loss_ok"), metric_ok=v.get("metric_ok"),
+            speedup=e["speedup"]["value"],
+            speedup_text=report.speedup_text(e["speedup"]),
+            diverged=e["optimizer"]["summary"]["diverged"]))
+    rich = [r["speedup"] for r in rows if r["regime"] == "data-rich" and
+            r["speedup"] is not None]
+    seeds.append(dict(
+        run=run, chosen=chosen, score=selection["scores"][chosen],
+        spec=optimizer_spec(chosen), tasks=rows,
+        complete=len(rows) == sum(len(p[1]) for p in PARTS),
+        matches_card=sum(r["matches_card"] for r in rows),
+        adam_both=sum(bool(r["loss_ok"] and r["metric_ok"]) for r in rows),
+        rich_median_speedup=statistics.median(rich) if rich else None))
+  return seeds
+
+
+def verdicts(seeds):
+  """The two criteria over every seed: the card (matches or beats it on at
+  least 3 of 4 test tasks for every seed) and tuned Adam (both on at least
+  3 of 4 and a data-rich median speedup of at least 1, for every seed)."""
+  complete = bool(seeds) and all(s["complete"] for s in seeds)
+  return dict(
+      complete=complete,
+      beats_card=complete and all(s["matches_card"] >= NEEDED
+                                  for s in seeds),
+      beats_adam=complete and all(
+          s["adam_both"] >= NEEDED and (s["rich_median_speedup"] or 0) >= 1
+          for s in seeds))
+
+
+def _fmt(x):
+  return "—" if x is None else "{:.4g}".format(x)
+
+
+def page(selection, seeds):
+  """The lines of results.md."""
+  v = verdicts(seeds)
+  lines = [
+      "# Schedule head: the test tasks", "",
+      "Generated by `python -m reproduce.head_test`. For each "
+      "meta-training seed, the head chosen on the validation tasks "
+      "(`{}`) against `l2o-scale` with its card's hand-set settings (the "
+      "stored benchmark runs, same initial weights and minibatches) and "
+      "against tuned Adam; {:,} steps, batch 128, 3 seeds, test metric "
+      "the mean over seeds.".format(", ".join(selection["tasks"]), BUDGET),
+      ""]
+  if not v["complete"]:
+    lines += ["**Incomplete**: not every seed has run every test task.", ""]
+  lines += [
+      "- Matches or beats `l2o-scale` with its card on at least {} of 4 "
+      "test tasks for every seed: **{}**.".format(
+          NEEDED, "yes" if v["beats_card"] else "no"),
+      "- Against tuned Adam, training loss at or below it and test metric "
+      "within tolerance on at least {} of 4, with a data-rich median "
+      "speedup of at least 1, for every seed: **{}**.".format(
+          NEEDED, "yes" if v["beats_adam"] else "no"), ""]
+  for s in seeds:
+    lines += [
+        "## {}: {} (validation score {:+.3f})".format(
+            os.path.basename(os.path.normpath(s["run"])), s["chosen"],
+            s["score"]), "",
+        "Matches or beats the card on {} of {}; both criteria against "
+        "tuned Adam on {} of {}; data-rich median speedup {}.".format(
+            s["matches_card"], len(s["tasks"]), s["adam_both"],
+            len(s["tasks"]), _fmt(s["rich_median_speedup"])), "",
+        "| task | regime | metric | headed | card | matches card | "
+        "training loss, headed | training loss, card | loss ≤ Adam | "
+        "metric ok vs Adam | speedup |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in s["tasks"]:
+      lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}"
+                   " |".format(
+                       r["task"], r["regime"], r["metric"], _fmt(r["headed"]),
+                       _fmt(r["card"]), "yes" if r["matches_card"] else "no",
+                       _fmt(r["headed_loss"]), _fmt(r["card_loss"]),
+                       "yes" if r["loss_ok"] else "no",
+                       "yes" if r["metric_ok"] else "no",
+                       r["speedup_text"]))
+    lines.append("")
+  return lines
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(prog="python -m reproduce.head_test",
+                              description=__doc__.split("\n\n")[0])
+  p.add_argument("--selection", default="reproduce/results/head/"
+                 "selection.json", help="the selection's JSON file")
+  p.add_argument("--out", default="reproduce/results/head/test",
+                 help="folder of the benchmark runs and the page")
+  p.add_argument("--data_dir", default=None, help="MNIST folder")
+  p.add_argument("--report_only", action="store_true",
+                 help="write the page from the runs stored, run nothing")
+  args = p.parse_args(argv)
+  selection = _load(args.selection)
+  if args.report_only:
+    folders = {run: run_folder(args.out, run)
+               for run in selection["chosen_by_run"]}
+  else:
+    folders = run_benchmarks(selection, args.out, args.data_dir)
+  seeds = compare(selection, folders, card_entries())
+  os.makedirs(args.out, exist_ok=True)
+  with open(os.path.join(args.out, "results.json"), "w",
+            encoding="utf-8") as f:
+    json.dump(dict(selection=args.selection, seeds=seeds,
+                   verdicts=verdicts(seeds)), f, indent=1)
+  with open(os.path.join(args.out, "results.md"), "w",
+            encoding="utf-8") as f:
+    f.write("\n".join(page(selection, seeds)) + "\n")
+  print("\n".join(page(selection, seeds)))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
