@@ -117,21 +117,31 @@ def compare(selection, folders, references):
   from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
   seeds = []
   for run, chosen in selection["chosen_by_run"].items():
-    rows = []
+    rows, runs = [], []
     for part, tasks, _, _ in PARTS:
       path = os.path.join(folders[run], part, "results.json")
       if not os.path.exists(path):
         continue
-      for e in _load(path)["entries"]:
+      results = _load(path)
+      runs.append(dict(date=results.get("date"), wall_time_s=results.get(
+          "wall_time_s"), peak_memory_mib=results.get("peak_memory_mib"),
+                       cpu=results.get("machine", {}).get("cpu"),
+                       cpu_count=results.get("machine", {}).get(
+                           "cpu_count")))
+      for e in results["entries"]:
         if e["task"] not in tasks or e["budget"] != BUDGET:
           continue
-        mine = e["optimizer"]["summary"]["test_metric"]["mean"]
+        spread = e["optimizer"]["summary"]["test_metric"]
+        mine = spread["mean"]
         card = references[e["task"]]["optimizer"]["summary"]["test_metric"][
             "mean"]
         v = report.verdict(e) or {}
         rows.append(dict(
             task=e["task"], regime=part, metric=e["metric"], headed=mine,
+            headed_range=[spread.get("min"), spread.get("max")],
             card=card, matches_card=_metric_matches(e, mine, card),
+            bare=(references[e["task"]].get("bare") or {}).get(
+                "summary", {}).get("test_metric", {}).get("mean"),
             headed_loss=e["optimizer"]["summary"]["final_train_loss"][
                 "mean"],
             card_loss=references[e["task"]]["optimizer"]["summary"][
@@ -144,7 +154,7 @@ def compare(selection, folders, references):
             r["speedup"] is not None]
     seeds.append(dict(
         run=run, chosen=chosen, score=selection["scores"][chosen],
-        spec=optimizer_spec(chosen), tasks=rows,
+        spec=optimizer_spec(chosen), tasks=rows, benchmark_runs=runs,
         complete=len(rows) == sum(len(p[1]) for p in PARTS),
         matches_card=sum(r["matches_card"] for r in rows),
         adam_both=sum(bool(r["loss_ok"] and r["metric_ok"]) for r in rows),
@@ -170,6 +180,26 @@ def _fmt(x):
   return "—" if x is None else "{:.4g}".format(x)
 
 
+def _with_range(mean, extremes):
+  """``mean [min, max]`` over the seeds where they are known."""
+  if not extremes or None in extremes:
+    return _fmt(mean)
+  return "{} [{}, {}]".format(_fmt(mean), _fmt(extremes[0]),
+                              _fmt(extremes[1]))
+
+
+def _run_facts(runs):
+  """When, where and how long the seed's benchmark runs took."""
+  if not runs:
+    return ""
+  wall = sum(r["wall_time_s"] or 0 for r in runs)
+  peak = max(r["peak_memory_mib"] or 0 for r in runs)
+  dates = sorted({(r["date"] or "?")[:10] for r in runs})
+  return (" Measured {} on {} ({} cores), wall time {:.0f} s, peak memory "
+          "{:.0f} MiB.".format(", ".join(dates), runs[0]["cpu"],
+                               runs[0]["cpu_count"], wall, peak))
+
+
 def page(selection, seeds):
   """The lines of results.md."""
   v = verdicts(seeds)
@@ -182,6 +212,10 @@ def page(selection, seeds):
       "against tuned Adam; {:,} steps, batch 128, 3 seeds, test metric "
       "the mean over seeds.".format(", ".join(selection["tasks"]), BUDGET),
       ""]
+  lines += ["Meta-training seeds here: {}. The headed column is the mean "
+            "test metric over the 3 seeds, [lowest, highest].".format(
+                ", ".join(os.path.basename(os.path.normpath(s["run"]))
+                          for s in seeds)), ""]
   if not v["complete"]:
     lines += ["**Incomplete**: not every seed has run every test task.", ""]
   lines += [
@@ -198,18 +232,22 @@ def page(selection, seeds):
             os.path.basename(os.path.normpath(s["run"])), s["chosen"],
             s["score"]), "",
         "Matches or beats the card on {} of {}; both criteria against "
-        "tuned Adam on {} of {}; data-rich median speedup {}.".format(
+        "tuned Adam on {} of {}; data-rich median speedup {}.{}".format(
             s["matches_card"], len(s["tasks"]), s["adam_both"],
-            len(s["tasks"]), _fmt(s["rich_median_speedup"])), "",
-        "| task | regime | metric | headed | card | matches card | "
+            len(s["tasks"]), _fmt(s["rich_median_speedup"]),
+            _run_facts(s["benchmark_runs"])), "",
+        "| task | regime | metric | headed [range] | card | bare (the zero "
+        "head) | matches card | "
         "training loss, headed | training loss, card | loss ≤ Adam | "
         "metric ok vs Adam | speedup |",
-        "|---|---|---|---|---|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in s["tasks"]:
-      lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}"
-                   " |".format(
-                       r["task"], r["regime"], r["metric"], _fmt(r["headed"]),
-                       _fmt(r["card"]), "yes" if r["matches_card"] else "no",
+      lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} "
+                   "| {} |".format(
+                       r["task"], r["regime"], r["metric"],
+                       _with_range(r["headed"], r.get("headed_range")),
+                       _fmt(r["card"]), _fmt(r.get("bare")),
+                       "yes" if r["matches_card"] else "no",
                        _fmt(r["headed_loss"]), _fmt(r["card_loss"]),
                        "yes" if r["loss_ok"] else "no",
                        "yes" if r["metric_ok"] else "no",
