@@ -5,7 +5,7 @@ For each meta-training run of a selection (``python -m
 l2o_scale.head_training.select``, its ``chosen_by_run``) the chosen head
 runs on the four test tasks with the task-suite benchmark (2,000 steps, 3
 seeds), as ``l2o-scale+head=PATH`` (``l2o-scale+bare`` where the zero head
-is chosen): the small-data tasks with the settings of the stored
+is chosen, ``l2o-scale`` where the card is): the small-data tasks with the settings of the stored
 ``l2o-scale`` benchmark and its tuned baselines, the data-rich tasks with
 those of the stored data-rich one. The stored runs of ``l2o-scale`` with its
 card, from the same initial weights and minibatches, are the other side of
@@ -50,8 +50,11 @@ NEEDED = 3  # of the 4 test tasks, for every meta-training seed
 
 def optimizer_spec(chosen):
   """The benchmark spec of a chosen head: the zero head is the frozen
-  optimizer exactly, ``l2o-scale+bare``."""
+  optimizer exactly, ``l2o-scale+bare``; the card is ``l2o-scale`` with its
+  card's settings."""
   from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
+  if chosen == select.CARD:
+    return "l2o-scale"
   return "l2o-scale+bare" if chosen == select.ZERO else (
       "l2o-scale+head=" + chosen)
 

@@ -1,5 +1,6 @@
 """Choosing a schedule head (``python -m l2o_scale.head_training.select``):
-the zero head is always a candidate and wins ties, a head that only shrinks
+the zero head is always a candidate and wins ties, the shipped optimizer
+with its card is one where asked, a head that only shrinks
 the steps loses to it, the choice never reads a test split or runs a test
 task, and a selection resumes from its file."""
 
@@ -45,31 +46,46 @@ def test_selection_prefers_the_zero_head_to_a_shrinking_one_and_resumes(
   seen = []
   original = bench_training.Trainer.__init__
 
+  optimizers = []
+
   def spy(self, task, splits, *args, **kwargs):
     seen.append(splits)
+    optimizers.append(args[1])
     original(self, task, splits, *args, **kwargs)
   monkeypatch.setattr(bench_training.Trainer, "__init__", spy)
   out = str(tmp_path / "selection.json")
   lines = []
   result = select.select([str(run_dir)], out, tasks=TASKS, budget=30,
-                         data_dir=DATA_DIR, tiny=True, log=lines.append)
+                         data_dir=DATA_DIR, tiny=True, log=lines.append,
+                         with_card=True)
   shrinking, last = (str(run_dir / training.snapshot_name(20)),
                      str(run_dir / training.HEAD_FILE))
-  assert list(result["scores"]) == [select.ZERO, shrinking, last]
+  # With with_card, the shipped optimizer with its card's settings and no
+  # head is a candidate too: what a head must beat.
+  assert list(result["scores"]) == [select.ZERO, select.CARD, shrinking,
+                                    last]
   assert result["scores"][select.ZERO] == 0.
   assert result["scores"][shrinking] > 0.  # 1e-3 of each step: barely moves
   assert result["scores"][last] == 0.  # the same steps as the zero head
-  assert result["chosen"] == select.ZERO  # ties go to the warm start
+  heads = {k: v for k, v in result["scores"].items() if k != select.CARD}
+  assert select.choose(heads) == select.ZERO  # ties go to the warm start
+  assert result["chosen"] == select.choose(result["scores"])
+  card = optimizers[len(TASKS):2 * len(TASKS)]
+  assert all(o.weight_decay and type(o.schedule_head).__name__ !=
+             "ScheduleHead" for o in card)
+  assert all(type(o.schedule_head).__name__ == "ScheduleHead" and
+             not o.weight_decay for o in optimizers[:len(TASKS)])
   # Never the test split: the trainer's test split is validation data.
-  assert len(seen) == 3 * len(TASKS)
+  assert len(seen) == 4 * len(TASKS)
   for splits in seen:
     assert np.array_equal(splits.test[0], splits.validation[0][:1])
   with open(out, encoding="utf-8") as f:
-    assert json.load(f)["chosen"] == select.ZERO
+    assert json.load(f)["chosen"] == result["chosen"]
   # Run again: every number comes from the file, nothing trains.
   seen.clear()
   again = select.select([str(run_dir)], out, tasks=TASKS, budget=30,
-                        data_dir=DATA_DIR, tiny=True, log=lines.append)
+                        data_dir=DATA_DIR, tiny=True, log=lines.append,
+                        with_card=True)
   assert not seen and again["scores"] == result["scores"]
 
 
@@ -92,6 +108,10 @@ def test_each_run_chooses_among_its_own_heads_and_the_zero_head():
   assert select.choose(scores) == "r1/head-20.npz"
   assert select.choose_by_run(["r1", "r2"], found, scores) == {
       "r1": "r1/head-20.npz", "r2": select.ZERO}
+  found.insert(1, (select.CARD, select.CARD))
+  scores[select.CARD] = -0.2
+  assert select.choose_by_run(["r1", "r2"], found, scores) == {
+      "r1": "r1/head-20.npz", "r2": select.CARD}
 
 
 def test_refusals(tmp_path):

@@ -3,8 +3,11 @@ among the candidates of one or more meta-training runs, on validation tasks
 named in advance (docs/schedule-head.md, "Choosing a head").
 
 The candidates are the zero head (the frozen optimizer exactly: the warm
-start is always a candidate) and every head a run kept
-(``head-<estimates>.npz``, ``--keep_every``; and its last ``head.npz``).
+start is always a candidate), with ``--with_card`` and a shipped optimizer
+whose card holds long-run settings the optimizer with them and no head
+(:data:`CARD`: a head is then chosen only where it beats the hand-set
+settings it would replace), and every head a run kept (``head-<estimates>.npz``, ``--keep_every``; and
+its last ``head.npz``).
 Each candidate trains every task of :data:`VALIDATION_TASKS` (the full
 task-suite versions, not the small ones heads are meta-trained on) for
 :data:`BUDGET` steps from the same initial weights and minibatches. Its
@@ -39,6 +42,10 @@ SEED = 0
 BATCH_SIZE = 128
 EVAL_POINTS = 10
 ZERO = "zero head"
+# The frozen optimizer with its card's hand-set long-run settings (weight
+# decay, step decay) and no head: what a head must beat to be worth
+# shipping, a candidate where the optimizer is a shipped one with a card.
+CARD = "card"
 
 
 def candidates(train_dirs):
@@ -67,9 +74,20 @@ def candidates(train_dirs):
   return found
 
 
-def _digest(path):
+def card_settings(optimizer):
+  """The long-run settings of a shipped optimizer's card; None for a
+  checkpoint or a shipped optimizer without them."""
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  if optimizer not in pretrained.names():
+    return None
+  return pretrained.long_run_settings(optimizer)
+
+
+def _digest(path, optimizer=None):
   if path is None:
     return "zero"
+  if path == CARD:
+    return "card " + json.dumps(card_settings(optimizer), sort_keys=True)
   with open(path, "rb") as f:
     return hashlib.sha1(f.read()).hexdigest()[:12]
 
@@ -77,7 +95,9 @@ def _digest(path):
 def validation_run(task_name, head_path, optimizer, budget=BUDGET,
                    data_dir=None, tiny=False, seed=SEED):
   """One candidate on one task: (final validation loss, validation metric,
-  diverged). The test split is not evaluated."""
+  diverged). ``head_path``: a saved head, None for the zero head, or
+  :data:`CARD` for the optimizer with its card's settings and no head. The
+  test split is not evaluated."""
   from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
   from l2o_scale.benchmark import training as bench_training  # pylint: disable=g-import-not-at-top
   from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
@@ -91,11 +111,14 @@ def validation_run(task_name, head_path, optimizer, budget=BUDGET,
                         tuple(a[:1] for a in splits.validation))
   model = task.build(tiny)
   model.set_weights(bench_training.initial_weights(task, seed, tiny))
-  head = (learned_schedule.ScheduleHead() if head_path is None else
-          learned_schedule.ScheduleHead.load(head_path))
-  build = (LearnedOptimizer.pretrained if optimizer in pretrained.names()
-           else LearnedOptimizer.from_checkpoint)
-  learned = build(optimizer, schedule_head=head, total_steps=budget)
+  if head_path == CARD:
+    learned = LearnedOptimizer.pretrained(optimizer, total_steps=budget)
+  else:
+    head = (learned_schedule.ScheduleHead() if head_path is None else
+            learned_schedule.ScheduleHead.load(head_path))
+    build = (LearnedOptimizer.pretrained if optimizer in pretrained.names()
+             else LearnedOptimizer.from_checkpoint)
+    learned = build(optimizer, schedule_head=head, total_steps=budget)
   trainer = bench_training.Trainer(task, splits, model, learned,
                                    jit_compile=task.jit_compile)
   indices = bench_training.batch_indices(
@@ -131,13 +154,14 @@ def choose_by_run(train_dirs, found, scores):
   """{run folder: its choice}: each run's own heads and the zero head, for
   the test of each meta-training seed apart."""
   return {folder: choose({label: scores[label] for label, path in found
-                          if path is None or
+                          if path in (None, CARD) or
                           os.path.dirname(path) == folder})
           for folder in train_dirs}
 
 
 def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
-           budget=BUDGET, data_dir=None, tiny=False, log=print):
+           budget=BUDGET, data_dir=None, tiny=False, log=print,
+           with_card=False):
   """Runs every candidate on every validation task (resuming from
   ``out``), writes and returns the choice: ``{"chosen": label, "scores":
   {label: score}, "runs": {label: {task: numbers}}, "chosen_by_run":
@@ -149,6 +173,8 @@ def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
     raise ValueError("--tasks: {} are test tasks, looked at once after the "
                      "choice; choose on others".format(", ".join(overlap)))
   found = candidates(train_dirs)
+  if with_card and card_settings(optimizer):
+    found.insert(1, (CARD, CARD))
   stored = {}
   if os.path.exists(out):
     with open(out, encoding="utf-8") as f:
@@ -159,7 +185,8 @@ def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
   for label, path in found:
     runs[label] = {}
     for task in tasks:
-      key = json.dumps([_digest(path), optimizer, task, budget, SEED, tiny])
+      key = json.dumps([_digest(path, optimizer), optimizer, task, budget,
+                        SEED, tiny])
       if key not in stored:
         stored[key] = validation_run(task, path, optimizer, budget, data_dir,
                                      tiny)
@@ -195,8 +222,13 @@ def main(argv=None):
                  "learned optimizer the heads were trained over")
   p.add_argument("--data_dir", default=None, help="MNIST folder (default: "
                  "$L2O_SCALE_DATA_DIR)")
+  p.add_argument("--with_card", action="store_true", help="also a "
+                 "candidate: the shipped optimizer with its card's long-run "
+                 "settings and no head, so that a head is chosen only where "
+                 "it beats them on validation")
   args = p.parse_args(argv)
-  select(args.train_dirs, args.out, args.optimizer, data_dir=args.data_dir)
+  select(args.train_dirs, args.out, args.optimizer, data_dir=args.data_dir,
+         with_card=args.with_card)
   return 0
 
 
