@@ -27,6 +27,19 @@ def _write(folder, part, entries):
     json.dump(dict(config=dict(optimizer="x"), entries=entries), f)
 
 
+def _write_seed(folder, accuracies, squared_error):
+  """A seed's four test tasks: the test metrics of the three accuracy
+  tasks and of the squared-error one, the Adam side fixed."""
+  relu, cnn, attention = accuracies
+  _write(folder, "small-data", [
+      _entry("mlp_relu_bn_mnist", relu, 0.05, 0.9, 0.06, 1.5),
+      _entry("cnn_mnist", cnn, 0.05, 0.95, 0.04, 0.5)])
+  _write(folder, "data-rich", [
+      _entry("teacher_mlp_rich", squared_error, 0.1, 0.2, 0.2, 2.,
+             higher_is_better=False),
+      _entry("attention_topics_rich", attention, 0.1, 0.8, 0.2, 1.)])
+
+
 def _card():
   return {"mlp_relu_bn_mnist": _entry("mlp_relu_bn_mnist", 0.90, 0.1, 0, 0,
                                       1),
@@ -46,13 +59,7 @@ def test_matches_the_card_within_the_benchmarks_tolerance_for_every_seed(
              for run in selection["chosen_by_run"]}
   # s1: 0.004 below the card's accuracy matches (tolerance 0.005), a
   # squared error 0.4% above matches; 0.006 below does not. 3 of 4.
-  _write(folders["r/s1"], "small-data", [
-      _entry("mlp_relu_bn_mnist", 0.896, 0.05, 0.9, 0.06, 1.5),
-      _entry("cnn_mnist", 0.944, 0.05, 0.95, 0.04, 0.5)])
-  _write(folders["r/s1"], "data-rich", [
-      _entry("teacher_mlp_rich", 0.2008, 0.1, 0.2, 0.2, 2.,
-             higher_is_better=False),
-      _entry("attention_topics_rich", 0.81, 0.1, 0.8, 0.2, 1.)])
+  _write_seed(folders["r/s1"], (0.896, 0.944, 0.81), 0.2008)
   seeds = head_test.compare(selection, folders, _card())
   assert [r["matches_card"] for r in seeds[0]["tasks"]] == [
       True, False, True, True]
@@ -63,13 +70,7 @@ def test_matches_the_card_within_the_benchmarks_tolerance_for_every_seed(
   assert head_test.verdicts(seeds) == dict(complete=False, beats_card=False,
                                            beats_adam=False)
   # The second seed: only 2 of 4 match, so not every seed reaches 3.
-  _write(folders["r/s2"], "small-data", [
-      _entry("mlp_relu_bn_mnist", 0.80, 0.05, 0.9, 0.06, 1.5),
-      _entry("cnn_mnist", 0.80, 0.05, 0.95, 0.04, 0.5)])
-  _write(folders["r/s2"], "data-rich", [
-      _entry("teacher_mlp_rich", 0.1, 0.1, 0.2, 0.2, 2.,
-             higher_is_better=False),
-      _entry("attention_topics_rich", 0.9, 0.1, 0.8, 0.2, 1.)])
+  _write_seed(folders["r/s2"], (0.80, 0.80, 0.9), 0.1)
   seeds = head_test.compare(selection, folders, _card())
   assert [s["matches_card"] for s in seeds] == [3, 2]
   assert head_test.verdicts(seeds) == dict(complete=True, beats_card=False,
