@@ -34,18 +34,42 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL_REFERENCE = "reproduce/results/benchmark/l2o-scale/results.json"
 RICH_REFERENCE = "reproduce/results/benchmark/data-rich/l2o-scale/results.json"
-# (part, tasks, the stored l2o-scale run whose settings and tuned baselines
-# the part takes, the benchmark flags of those settings).
-PARTS = (
-    ("small-data", ("mlp_relu_bn_mnist", "cnn_mnist"), SMALL_REFERENCE,
-     ("--size=full", "--budgets=2000", "--seeds=3", "--eval_points=25",
-      "--grid_extension=2")),
-    ("data-rich", ("teacher_mlp_rich", "attention_topics_rich"),
-     RICH_REFERENCE,
-     ("--size=medium", "--budgets=2000", "--seeds=3", "--baselines=adam")),
-)
+# Per data regime: the stored l2o-scale run whose settings and tuned
+# baselines a regime's test tasks take, and the benchmark flags of those
+# settings.
+REGIMES = {
+    "small-data": (SMALL_REFERENCE, (
+        "--size=full", "--budgets=2000", "--seeds=3", "--eval_points=25",
+        "--grid_extension=2")),
+    "data-rich": (RICH_REFERENCE, (
+        "--size=medium", "--budgets=2000", "--seeds=3", "--baselines=adam")),
+}
 BUDGET = 2000
 NEEDED = 3  # of the 4 test tasks, for every meta-training seed
+
+
+def parts(tasks):
+  """((regime, its tasks, reference, flags), ...) of test tasks, in the
+  order of :data:`REGIMES`; ValueError for a task the registry lacks or a
+  validation task."""
+  from l2o_scale.benchmark import tasks as registry  # pylint: disable=g-import-not-at-top
+  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
+  chosen_on = sorted(set(tasks) & set(select.VALIDATION_TASKS))
+  if chosen_on:
+    raise ValueError("--tasks: {} are validation tasks, which chose the "
+                     "heads; test on others".format(", ".join(chosen_on)))
+  by_regime = {}
+  for name in tasks:
+    by_regime.setdefault(registry.get(name).regime, []).append(name)
+  return tuple((regime, tuple(by_regime[regime]), reference, flags)
+               for regime, (reference, flags) in REGIMES.items()
+               if regime in by_regime)
+
+
+def default_parts():
+  """The parts of the registered test tasks (select.TEST_TASKS)."""
+  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
+  return parts(select.TEST_TASKS)
 
 
 def optimizer_spec(chosen):
@@ -68,17 +92,20 @@ def run_folder(out, run):
   return os.path.join(out, os.path.basename(os.path.normpath(run)))
 
 
-def run_benchmarks(selection, out, data_dir, python=sys.executable):
-  """Runs each seed's chosen head on the test tasks (resuming stored
-  runs); the folder of each seed's results by run folder."""
+def run_benchmarks(selection, out, data_dir, test_parts,
+                   python=sys.executable):
+  """Runs each seed's chosen head on the test tasks of ``test_parts``
+  (:func:`parts`; resuming stored runs); the folder of each seed's results
+  by run folder."""
   folders = {}
   for run, chosen in selection["chosen_by_run"].items():
     folders[run] = run_folder(out, run)
-    for part, tasks, reference, flags in PARTS:
+    for part, tasks, reference, flags in test_parts:
       dest = os.path.join(folders[run], part)
       done = os.path.join(dest, "results.json")
       if os.path.exists(done) and _load(done)["config"]["optimizer"] == (
-          optimizer_spec(chosen)):
+          optimizer_spec(chosen)) and _load(done)["config"]["tasks"] == (
+              list(tasks)):
         continue
       command = [python, "-m", "l2o_scale.benchmark",
                  "--optimizer=" + optimizer_spec(chosen),
@@ -102,26 +129,28 @@ def _metric_matches(entry, mine, card):
   return mine <= card * (1 + report.MSE_TOLERANCE)
 
 
-def card_entries(root=ROOT):
+def card_entries(test_parts, root=ROOT):
   """{test task: the stored benchmark entry of l2o-scale with its card}."""
   references = {}
-  for _, tasks, reference, _ in PARTS:
+  for _, tasks, reference, _ in test_parts:
     for e in _load(os.path.join(root, reference))["entries"]:
       if e["task"] in tasks and e["budget"] == BUDGET:
         references[e["task"]] = e
   return references
 
 
-def compare(selection, folders, references):
+def compare(selection, folders, references, test_parts=None):
   """Per seed and task: the headed optimizer's and the card's test metric
   (``references``: :func:`card_entries`), whether it matches the card, and
   the benchmark's verdict against tuned Adam; per seed the counts and the
-  data-rich median speedup."""
+  data-rich median speedup. ``test_parts``: :func:`parts` (default: the
+  registered test tasks)."""
   from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
+  test_parts = test_parts or default_parts()
   seeds = []
   for run, chosen in selection["chosen_by_run"].items():
     rows, runs = [], []
-    for part, tasks, _, _ in PARTS:
+    for part, tasks, _, _ in test_parts:
       path = os.path.join(folders[run], part, "results.json")
       if not os.path.exists(path):
         continue
@@ -158,25 +187,31 @@ def compare(selection, folders, references):
     seeds.append(dict(
         run=run, chosen=chosen, score=selection["scores"][chosen],
         spec=optimizer_spec(chosen), tasks=rows, benchmark_runs=runs,
-        complete=len(rows) == sum(len(p[1]) for p in PARTS),
+        complete=len(rows) == sum(len(p[1]) for p in test_parts),
         matches_card=sum(r["matches_card"] for r in rows),
         adam_both=sum(bool(r["loss_ok"] and r["metric_ok"]) for r in rows),
         rich_median_speedup=statistics.median(rich) if rich else None))
   return seeds
 
 
-def verdicts(seeds):
+def verdicts(seeds, needed=NEEDED):
   """The two criteria over every seed: the card (matches or beats it on at
-  least 3 of 4 test tasks for every seed) and tuned Adam (both on at least
-  3 of 4 and a data-rich median speedup of at least 1, for every seed)."""
+  least ``needed`` test tasks for every seed) and tuned Adam (both on at
+  least ``needed`` and, where there are data-rich test tasks, a data-rich
+  median speedup of at least 1, for every seed)."""
   complete = bool(seeds) and all(s["complete"] for s in seeds)
   return dict(
       complete=complete,
-      beats_card=complete and all(s["matches_card"] >= NEEDED
+      beats_card=complete and all(s["matches_card"] >= needed
                                   for s in seeds),
       beats_adam=complete and all(
-          s["adam_both"] >= NEEDED and (s["rich_median_speedup"] or 0) >= 1
-          for s in seeds))
+          s["adam_both"] >= needed and _rich_speedup_ok(s) for s in seeds))
+
+
+def _rich_speedup_ok(seed):
+  if seed["rich_median_speedup"] is None:
+    return not any(r["regime"] == "data-rich" for r in seed["tasks"])
+  return seed["rich_median_speedup"] >= 1
 
 
 def _fmt(x):
@@ -203,9 +238,10 @@ def _run_facts(runs):
                                runs[0]["cpu_count"], wall, peak))
 
 
-def page(selection, seeds):
-  """The lines of results.md."""
-  v = verdicts(seeds)
+def page(selection, seeds, needed=NEEDED, num_tasks=4):
+  """The lines of results.md (``num_tasks`` test tasks, ``needed`` of
+  them for a seed to count)."""
+  v = verdicts(seeds, needed)
   lines = [
       "# Schedule head: the test tasks", "",
       "Generated by `python -m reproduce.head_test`. For each "
@@ -222,13 +258,14 @@ def page(selection, seeds):
   if not v["complete"]:
     lines += ["**Incomplete**: not every seed has run every test task.", ""]
   lines += [
-      "- Matches or beats `l2o-scale` with its card on at least {} of 4 "
+      "- Matches or beats `l2o-scale` with its card on at least {} of {} "
       "test tasks for every seed: **{}**.".format(
-          NEEDED, "yes" if v["beats_card"] else "no"),
+          needed, num_tasks, "yes" if v["beats_card"] else "no"),
       "- Against tuned Adam, training loss at or below it and test metric "
-      "within tolerance on at least {} of 4, with a data-rich median "
-      "speedup of at least 1, for every seed: **{}**.".format(
-          NEEDED, "yes" if v["beats_adam"] else "no"), ""]
+      "within tolerance on at least {} of {}, with a data-rich median "
+      "speedup of at least 1 where there are data-rich tasks, for every "
+      "seed: **{}**.".format(needed, num_tasks,
+                             "yes" if v["beats_adam"] else "no"), ""]
   for s in seeds:
     lines += [
         "## {}: {} (validation score {:+.3f})".format(
@@ -260,32 +297,47 @@ def page(selection, seeds):
 
 
 def main(argv=None):
+  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
   p = argparse.ArgumentParser(prog="python -m reproduce.head_test",
                               description=__doc__.split("\n\n")[0])
   p.add_argument("--selection", default="reproduce/results/head/"
                  "selection.json", help="the selection's JSON file")
   p.add_argument("--out", default="reproduce/results/head/test",
                  help="folder of the benchmark runs and the page")
+  p.add_argument("--tasks", default=",".join(select.TEST_TASKS),
+                 help="the test tasks, comma-separated (default: the "
+                 "registered four)")
+  p.add_argument("--needed", type=int, default=NEEDED, help="test tasks "
+                 "a seed's head must match or beat the card on")
   p.add_argument("--data_dir", default=None, help="MNIST folder")
   p.add_argument("--report_only", action="store_true",
                  help="write the page from the runs stored, run nothing")
   args = p.parse_args(argv)
+  tasks = [t for t in args.tasks.split(",") if t]
+  try:
+    test_parts = parts(tasks)
+  except (ValueError, KeyError) as e:
+    p.error(str(e).strip("'\""))
+  if not 1 <= args.needed <= len(tasks):
+    p.error("--needed must lie in 1..{} (the test tasks)".format(len(tasks)))
   selection = _load(args.selection)
   if args.report_only:
     folders = {run: run_folder(args.out, run)
                for run in selection["chosen_by_run"]}
   else:
-    folders = run_benchmarks(selection, args.out, args.data_dir)
-  seeds = compare(selection, folders, card_entries())
+    folders = run_benchmarks(selection, args.out, args.data_dir, test_parts)
+  seeds = compare(selection, folders, card_entries(test_parts), test_parts)
+  lines = page(selection, seeds, args.needed, len(tasks))
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, "results.json"), "w",
             encoding="utf-8") as f:
-    json.dump(dict(selection=args.selection, seeds=seeds,
-                   verdicts=verdicts(seeds)), f, indent=1)
+    json.dump(dict(selection=args.selection, tasks=tasks,
+                   needed=args.needed, seeds=seeds,
+                   verdicts=verdicts(seeds, args.needed)), f, indent=1)
   with open(os.path.join(args.out, "results.md"), "w",
             encoding="utf-8") as f:
-    f.write("\n".join(page(selection, seeds)) + "\n")
-  print("\n".join(page(selection, seeds)))
+    f.write("\n".join(lines) + "\n")
+  print("\n".join(lines))
   return 0
 
 

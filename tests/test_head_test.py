@@ -4,6 +4,8 @@ scored from stored benchmark results (synthetic ones here)."""
 import json
 import os
 
+import pytest
+
 from l2o_scale.head_training import select
 from reproduce import head_test
 
@@ -80,3 +82,36 @@ def test_matches_the_card_within_the_benchmarks_tolerance_for_every_seed(
   selection["chosen_by_run"].pop("r/s2")
   assert head_test.verdicts(head_test.compare(
       selection, folders, _card()))["beats_card"]
+
+
+def test_test_tasks_are_grouped_by_regime_and_never_validation_tasks():
+  six = ("mlp_sigmoid_mnist", "mlp_tanh_mnist", "autoencoder_mnist",
+         "regression_synthetic", "text_topics", "attention_topics")
+  (part,) = head_test.parts(six)
+  assert part[:3] == ("small-data", six, head_test.SMALL_REFERENCE)
+  registered = head_test.default_parts()
+  assert [(p[0], p[1], p[2]) for p in registered] == [
+      ("small-data", ("mlp_relu_bn_mnist", "cnn_mnist"),
+       head_test.SMALL_REFERENCE),
+      ("data-rich", ("teacher_mlp_rich", "attention_topics_rich"),
+       head_test.RICH_REFERENCE)]
+  with pytest.raises(ValueError, match="validation tasks"):
+    head_test.parts(("cnn_mnist",) + select.VALIDATION_TASKS[:1])
+
+
+def test_without_data_rich_tasks_the_speedup_rule_does_not_apply(tmp_path):
+  selection = dict(tasks=["logreg_mnist"], chosen_by_run={
+      "r/s1": "r/s1/head-20.npz"}, scores={"r/s1/head-20.npz": -0.1})
+  folders = {"r/s1": str(tmp_path / "s1")}
+  # Both criteria against Adam on both tasks (loss below, metric above).
+  _write(folders["r/s1"], "small-data", [
+      _entry("mlp_relu_bn_mnist", 0.95, 0.01, 0.9, 0.06, 0.5),
+      _entry("cnn_mnist", 0.96, 0.01, 0.95, 0.04, 0.5)])
+  small = head_test.parts(("mlp_relu_bn_mnist", "cnn_mnist"))
+  seeds = head_test.compare(selection, folders, _card(), small)
+  assert seeds[0]["rich_median_speedup"] is None and seeds[0]["complete"]
+  assert head_test.verdicts(seeds, needed=2) == dict(
+      complete=True, beats_card=True, beats_adam=True)
+  assert not head_test.verdicts(seeds, needed=3)["beats_card"]
+  # The same seed judged on the registered four is incomplete.
+  assert not head_test.compare(selection, folders, _card())[0]["complete"]
