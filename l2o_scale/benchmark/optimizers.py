@@ -331,11 +331,11 @@ def _check_head(parsed):
   if not parsed.head:
     return
   from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
-  if not os.path.exists(parsed.head):
-    raise FileNotFoundError("--optimizer={!r}: no schedule head file {}"
-                            .format(parsed.text, parsed.head))
   try:
     learned_schedule.ScheduleHead.load(parsed.head)
+  except FileNotFoundError:
+    raise FileNotFoundError("--optimizer={!r}: no schedule head file {}"
+                            .format(parsed.text, parsed.head)) from None
   except (ValueError, OSError, KeyError, zipfile.BadZipFile) as e:
     raise _refuse(parsed.text, "{} is not a saved schedule head ({})".format(
         parsed.head, str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -358,8 +358,7 @@ def factory(spec):
   # With a head (each optimizer loads its own from the file), total_steps
   # feeds its progress input and no card setting applies; without one, it
   # applies the card's long-run settings.
-  head = parsed.head
-  with_head = dict(schedule_head=head) if head else {}
+  with_head = dict(schedule_head=parsed.head) if parsed.head else {}
   if parsed.kind == "shipped":
     return (lambda total_steps: LearnedOptimizer.pretrained(
         parsed.target, total_steps=None if parsed.bare else total_steps,
@@ -368,7 +367,7 @@ def factory(spec):
     prefix = resolve_checkpoint(parsed)
     make = lambda total_steps: LearnedOptimizer.from_checkpoint(
         prefix, hold_zero_gradients=parsed.hold,
-        **(dict(with_head, total_steps=total_steps) if head else {}))
+        **(dict(with_head, total_steps=total_steps) if with_head else {}))
     try:
       make(None)  # A checkpoint that does not restore is refused now.
     except (ValueError, OSError) as e:

@@ -61,6 +61,16 @@ def speedup_text(speedup):
   return "{:.2f}".format(speedup["value"])
 
 
+def within_tolerance(higher_is_better, metric, reference):
+  """Whether a test metric is within the benchmark's tolerance of a
+  reference's, or better: :data:`ACCURACY_TOLERANCE` below it (absolute)
+  for a metric where higher is better, :data:`MSE_TOLERANCE` above it
+  (relative) for a squared error."""
+  if higher_is_better:
+    return metric >= reference - ACCURACY_TOLERANCE
+  return metric <= reference * (1 + MSE_TOLERANCE)
+
+
 def verdict(entry, which="optimizer"):
   """How an optimizer under test (``which``: ``"optimizer"``, or ``"bare"``
   for its bare variant) compares with tuned Adam on one entry: whether its
@@ -75,10 +85,7 @@ def verdict(entry, which="optimizer"):
   loss, adam_loss = (mine["final_train_loss"]["mean"],
                      adam["final_train_loss"]["mean"])
   metric, adam_metric = mine["test_metric"]["mean"], adam["test_metric"]["mean"]
-  if entry["higher_is_better"]:
-    metric_ok = metric >= adam_metric - ACCURACY_TOLERANCE
-  else:
-    metric_ok = metric <= adam_metric * (1 + MSE_TOLERANCE)
+  metric_ok = within_tolerance(entry["higher_is_better"], metric, adam_metric)
   return dict(loss_ok=loss <= adam_loss, metric_ok=metric_ok,
               loss_ratio=loss / adam_loss if adam_loss else None,
               metric_diff=metric - adam_metric)

@@ -19,26 +19,30 @@ import numpy as np
 PROG = "python -m l2o_scale.head_training.inspect"
 PROGRESS = (0., 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.)
 RELATIVE_LOG_NORMS = (0., -2.)
-# (name, is a vector, RMS of its values, RMS of its step over them).
-TENSORS = (("matrix", 0., 0.1, 0.01), ("vector", 1., 0.1, 0.01))
+# (name, whether it is a vector, RMS of its values, RMS of its step over
+# them).
+TENSORS = (("matrix", False, 0.1, 0.01), ("vector", True, 0.1, 0.01))
 
 
 def outputs(head, progress, relative_log_norm):
   """(multipliers, decays) of ``head`` for :data:`TENSORS`, at a progress
   and a log gradient norm relative to the first step's and to the running
-  averages."""
+  averages. The features come from the head's own feature functions: a
+  gradient of norm ``e**relative_log_norm`` after a first step and running
+  averages of norm 1, and per tensor values of its RMS with a step of its
+  ratio."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from l2o_scale.steps import learned_schedule as ls  # pylint: disable=g-import-not-at-top
-  embedding = np.tanh(10. * (progress - np.asarray(ls.PROGRESS_CENTRES)))
-  relative = [relative_log_norm] * (1 + len(ls.GRADIENT_AVERAGE_DECAYS))
-  global_feats = tf.constant(np.concatenate([embedding, relative]),
-                             tf.float32)
-  # The features tensor_features computes: log RMS / 4, log step ratio / 4.
-  tensor_feats = tf.constant(
-      [[vector, math.log(rms) / 4., math.log(ratio) / 4.]
-       for _, vector, rms, ratio in TENSORS], tf.float32)
-  m, d = ls.head_outputs(head.theta, global_feats, tensor_feats,
-                         *head.bounds)
+  state = tf.constant([1.] + [0.] * (ls.STATE_SIZE - 1))  # log norms 0
+  gradient = tf.constant([math.exp(relative_log_norm)], tf.float32)
+  global_feats, _ = ls.global_features(progress, [gradient], state)
+  old, proposed = [], []
+  for _, vector, rms, ratio in TENSORS:
+    values = tf.fill([4] if vector else [2, 2], rms)
+    old.append(values)
+    proposed.append(values * (1. + ratio))
+  m, d = ls.head_outputs(head.theta, global_feats,
+                         ls.tensor_features(old, proposed), *head.bounds)
   return m.numpy(), d.numpy()
 
 

@@ -6,8 +6,8 @@ The candidates are the zero head (the frozen optimizer exactly: the warm
 start is always a candidate), with ``--with_card`` and a shipped optimizer
 whose card holds long-run settings the optimizer with them and no head
 (:data:`CARD`: a head is then chosen only where it beats the hand-set
-settings it would replace), and every head a run kept (``head-<estimates>.npz``, ``--keep_every``; and
-its last ``head.npz``).
+settings it would replace), and every head a run kept
+(``head-<estimates>.npz``, ``--keep_every``; and its last ``head.npz``).
 Each candidate trains every task of :data:`VALIDATION_TASKS` (the full
 task-suite versions, not the small ones heads are meta-trained on) for
 :data:`BUDGET` steps from the same initial weights and minibatches. Its
@@ -151,8 +151,9 @@ def choose(scores):
 
 
 def choose_by_run(train_dirs, found, scores):
-  """{run folder: its choice}: each run's own heads and the zero head, for
-  the test of each meta-training seed apart."""
+  """{run folder: its choice}: among each run's own heads, the zero head and
+  (where it is a candidate) the card, for the test of each meta-training
+  seed apart."""
   return {folder: choose({label: scores[label] for label, path in found
                           if path in (None, CARD) or
                           os.path.dirname(path) == folder})
@@ -166,7 +167,7 @@ def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
   ``out``), writes and returns the choice: ``{"chosen": label, "scores":
   {label: score}, "runs": {label: {task: numbers}}, "chosen_by_run":
   {folder: label}, ...}``: the choice among all candidates, and each run's
-  among its own heads and the zero head."""
+  among its own heads, the zero head and (``with_card``) the card."""
   from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top
   overlap = sorted(set(tasks) & set(TEST_TASKS))
   if overlap:
@@ -184,9 +185,9 @@ def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
   runs = {}
   for label, path in found:
     runs[label] = {}
+    digest = _digest(path, optimizer)
     for task in tasks:
-      key = json.dumps([_digest(path, optimizer), optimizer, task, budget,
-                        SEED, tiny])
+      key = json.dumps([digest, optimizer, task, budget, SEED, tiny])
       if key not in stored:
         stored[key] = validation_run(task, path, optimizer, budget, data_dir,
                                      tiny)
