@@ -1,5 +1,6 @@
 """``python -m l2o_scale.head_training.inspect``: a head's multiplier and
-decay over a run, checked on heads whose outputs are known in closed form."""
+decay over a run, alone or in a run of a task, checked on heads whose
+outputs are known in closed form."""
 
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import pytest
 
 from l2o_scale.head_training import inspect
 from l2o_scale.steps import learned_schedule as ls
+from tests import paths
 
 
 def test_a_zero_head_changes_nothing_and_a_shrinking_one_gives_its_minimum():
@@ -27,6 +29,38 @@ def test_a_zero_head_changes_nothing_and_a_shrinking_one_gives_its_minimum():
       inspect.RELATIVE_LOG_NORMS)
   assert all(line.endswith(" | 1 | 0" * len(inspect.TENSORS) + " |")
              for line in lines[2:])
+
+
+def test_a_traced_run_records_every_step_the_head_gave():
+  theta = ls.initial_theta()
+  theta[-2] = -20.  # the multiplier at its minimum for every input
+  shrinking = ls.ScheduleHead(theta, min_multiplier=0.01)
+  for head, multiplier in ((ls.ScheduleHead(), 1.), (shrinking, 0.01)):
+    traced = inspect.trace(head, "logreg_mnist", steps=12, every=4,
+                           data_dir=paths.mnist_dir(), tiny=True)
+    assert traced["steps"] == [0, 4, 8, 12]
+    assert traced["is_vector"] == [False, True]  # kernel, bias
+    # Every step's row was written (the record starts at 1, not 0.01).
+    np.testing.assert_allclose(traced["multipliers"], multiplier, rtol=1e-4)
+    assert np.all(traced["decays"] == 0.)
+    assert np.all(np.isfinite(traced["train_loss"]))
+    lines = inspect.run_table(traced)
+    assert len(lines) == 2 + 3 and lines[-1].startswith("| 12 | ")
+  # A hundredth of every step: the loss moves far less than at full steps.
+  full = inspect.trace(ls.ScheduleHead(), "logreg_mnist", steps=12, every=12,
+                       data_dir=paths.mnist_dir(), tiny=True)["train_loss"]
+  small = inspect.trace(shrinking, "logreg_mnist", steps=12, every=12,
+                        data_dir=paths.mnist_dir(), tiny=True)["train_loss"]
+  assert full[0] == small[0]
+  assert abs(small[1] - small[0]) < 0.1 * abs(full[1] - full[0])
+
+
+@pytest.mark.parametrize("steps,every", [(0, 4), (12, 0)])
+def test_a_trace_needs_a_length_and_a_spacing(steps, every):
+  # A spacing of 0 would never end the run.
+  with pytest.raises(ValueError, match="at least 1"):
+    inspect.trace(ls.ScheduleHead(), "logreg_mnist", steps=steps,
+                  every=every, data_dir=paths.mnist_dir(), tiny=True)
 
 
 @pytest.mark.parametrize("content", [None, "not a head"])

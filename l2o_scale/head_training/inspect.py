@@ -10,6 +10,14 @@ whose proposed step is 1% of it) and the gradient norm at its first value
 (``relative 0``) or at ``e**-2`` of it (``relative -2``, a run whose
 gradients have shrunk), and gives, at each progress, the step multiplier
 and the decoupled weight decay per step of both tensors.
+
+With ``--task=NAME`` it shows instead what the head does in one real run:
+the optimizer with the head trains a task of the benchmark's suite (its
+initial weights and minibatches of seed 0, the test split unread), and the
+table gives, every ``--every`` steps, the training loss over the whole
+split and the multiplier and decay per step the head gave the model's
+matrices and its vectors, averaged over them and over the steps since the
+row before.
 """
 
 import math
@@ -61,6 +69,81 @@ def table(head):
   return lines
 
 
+def _recording(head, num_tensors, total_steps):
+  """A copy of ``head`` that also writes the multipliers and decays it
+  gives at each step into ``[total_steps, num_tensors]`` variables, at the
+  row of the step's progress."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import learned_schedule as ls  # pylint: disable=g-import-not-at-top
+
+  class Recording(ls.ScheduleHead):
+
+    def outputs(self, old, proposed, progress, gradients, state):
+      multipliers, decays, new_state = super().outputs(
+          old, proposed, progress, gradients, state)
+      row = tf.minimum(tf.cast(tf.round(progress * total_steps), tf.int32),
+                       total_steps - 1)
+      self.multipliers.scatter_nd_update([[row]], [multipliers])
+      self.decays.scatter_nd_update([[row]], [decays])
+      return multipliers, decays, new_state
+
+  copy = Recording(head.theta.numpy(), *head.bounds)
+  copy.multipliers = tf.Variable(tf.ones([total_steps, num_tensors]),
+                                 trainable=False)
+  copy.decays = tf.Variable(tf.zeros([total_steps, num_tensors]),
+                            trainable=False)
+  return copy
+
+
+def trace(head, task_name, optimizer="l2o-scale", steps=2000, every=200,
+          data_dir=None, tiny=False):
+  """One run of ``optimizer`` with ``head`` on a task (module doc):
+  ``{"steps", "train_loss", "multipliers": [steps, tensors], "decays":
+  [steps, tensors], "is_vector": [tensors]}``. ValueError for a length or
+  a row spacing below 1, or an unknown task."""
+  if steps < 1 or every < 1:
+    raise ValueError("--steps and --every must be at least 1, got {} and "
+                     "{}".format(steps, every))
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
+  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
+  from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
+  model = tasks.get(task_name).build(tiny)
+  num_tensors = len(model.trainable_variables)
+  recording = _recording(head, num_tensors, steps)
+  build = (LearnedOptimizer.pretrained if optimizer in pretrained.names()
+           else LearnedOptimizer.from_checkpoint)
+  learned = build(optimizer, schedule_head=recording, total_steps=steps)
+  trainer, indices = select.validation_trainer(task_name, learned, steps,
+                                               data_dir, tiny)
+  record = trainer.run(indices, every)
+  return dict(steps=record["steps"], train_loss=record["train_loss"],
+              multipliers=recording.multipliers.numpy(),
+              decays=recording.decays.numpy(),
+              is_vector=[len(v.shape) <= 1
+                         for v in trainer.model.trainable_variables])
+
+
+def run_table(traced):
+  """The lines of the table of one run (module doc): at each recorded step
+  after the first, the loss then and the head's outputs averaged over the
+  steps since the row before."""
+  vector = np.array(traced["is_vector"])
+  kinds = [(name, mask) for name, mask in (("matrices", ~vector),
+                                           ("vectors", vector)) if mask.any()]
+  lines = ["| step | training loss | " + " | ".join(
+      "multiplier, {0} | decay per step, {0}".format(n) for n, _ in kinds) +
+           " |", "|---|---|" + "---|---|" * len(kinds)]
+  steps = traced["steps"]
+  for start, step, loss in zip(steps, steps[1:], traced["train_loss"][1:]):
+    m = traced["multipliers"][start:step].mean(axis=0)
+    d = traced["decays"][start:step].mean(axis=0)
+    lines.append("| {} | {:.4g} | {} |".format(step, loss, " | ".join(
+        "{:.3g} | {:.2g}".format(m[mask].mean(), d[mask].mean())
+        for _, mask in kinds)))
+  return lines
+
+
 def main(argv=None):
   from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
@@ -70,8 +153,24 @@ def main(argv=None):
       "for typical tensors and gradient norms.")
   p.add_argument("head", help="a saved head (head.npz of python -m "
                  "l2o_scale.head_training)")
+  p.add_argument("--task", default=None, help="a task of the benchmark's "
+                 "suite: show the head's outputs over one run of it")
+  p.add_argument("--optimizer", default="l2o-scale", help="with --task: "
+                 "the learned optimizer under the head")
+  p.add_argument("--steps", type=int, default=2000, help="with --task: "
+                 "the run's length, the head's progress input")
+  p.add_argument("--every", type=int, default=200, help="with --task: "
+                 "steps between the table's rows")
+  p.add_argument("--data_dir", default=None, help="MNIST folder (default: "
+                 "$L2O_SCALE_DATA_DIR)")
   args = p.parse_args(argv)
-  print("\n".join(table(learned_schedule.ScheduleHead.load(args.head))))
+  head = learned_schedule.ScheduleHead.load(args.head)
+  if args.task is None:
+    print("\n".join(table(head)))
+  else:
+    print("\n".join(run_table(trace(head, args.task, args.optimizer,
+                                    args.steps, args.every,
+                                    args.data_dir))))
   return 0
 
 

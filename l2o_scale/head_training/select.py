@@ -92,25 +92,37 @@ def _digest(path, optimizer=None):
     return hashlib.sha1(f.read()).hexdigest()[:12]
 
 
+def validation_trainer(task_name, learned, budget=BUDGET, data_dir=None,
+                       tiny=False, seed=SEED):
+  """(trainer, minibatch indices) of one run of ``learned`` (a Keras
+  optimizer) on a task, from the benchmark's initial weights of ``seed``
+  and its minibatches, without the test split: the trainer measures a test
+  split at the end, and gets one validation example in its place."""
+  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
+  from l2o_scale.benchmark import training as bench_training  # pylint: disable=g-import-not-at-top
+  task = tasks.get(task_name)
+  splits = task.data(tiny, data_dir)
+  splits = tasks.Splits(splits.train, splits.validation,
+                        tuple(a[:1] for a in splits.validation))
+  model = task.build(tiny)
+  model.set_weights(bench_training.initial_weights(task, seed, tiny))
+  trainer = bench_training.Trainer(task, splits, model, learned,
+                                   jit_compile=task.jit_compile)
+  indices = bench_training.batch_indices(
+      seed, budget, min(BATCH_SIZE, len(splits.train[0])),
+      len(splits.train[0]))
+  return trainer, indices
+
+
 def validation_run(task_name, head_path, optimizer, budget=BUDGET,
                    data_dir=None, tiny=False, seed=SEED):
   """One candidate on one task: (final validation loss, validation metric,
   diverged). ``head_path``: a saved head, None for the zero head, or
   :data:`CARD` for the optimizer with its card's settings and no head. The
   test split is not evaluated."""
-  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
-  from l2o_scale.benchmark import training as bench_training  # pylint: disable=g-import-not-at-top
   from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
   from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
-  task = tasks.get(task_name)
-  splits = task.data(tiny, data_dir)
-  # The trainer measures a test split at the end; it gets one validation
-  # example in its place, so the choice never reads the test split.
-  splits = tasks.Splits(splits.train, splits.validation,
-                        tuple(a[:1] for a in splits.validation))
-  model = task.build(tiny)
-  model.set_weights(bench_training.initial_weights(task, seed, tiny))
   if head_path == CARD:
     learned = LearnedOptimizer.pretrained(optimizer, total_steps=budget)
   else:
@@ -119,11 +131,8 @@ def validation_run(task_name, head_path, optimizer, budget=BUDGET,
     build = (LearnedOptimizer.pretrained if optimizer in pretrained.names()
              else LearnedOptimizer.from_checkpoint)
     learned = build(optimizer, schedule_head=head, total_steps=budget)
-  trainer = bench_training.Trainer(task, splits, model, learned,
-                                   jit_compile=task.jit_compile)
-  indices = bench_training.batch_indices(
-      seed, budget, min(BATCH_SIZE, len(splits.train[0])),
-      len(splits.train[0]))
+  trainer, indices = validation_trainer(task_name, learned, budget, data_dir,
+                                        tiny, seed)
   record = trainer.run(indices, max(1, budget // EVAL_POINTS))
   return dict(validation_loss=record["validation_loss"],
               validation_metric=record["validation_metric"],
