@@ -75,6 +75,25 @@ def _record(val_metric, val_loss, test_metric, diverged=False):
               wall_s=0.)
 
 
+def test_a_run_that_trains_then_falls_back_is_collapsed_not_diverged():
+  def run(losses, diverged=False):
+    return dict(steps=list(range(len(losses))), train_loss=losses,
+                diverged=diverged)
+  back_to_chance = run([2.3, 0.5, 0.1, 1.2, 2.29])   # gives back 99%
+  assert scoring.collapsed(back_to_chance)
+  assert not scoring.collapsed(run([2.3, 0.5, 0.1, 1.1]))  # 45% back
+  assert scoring.collapsed(run([2.3, 0.5, 0.1, 1.3]))  # 55% back
+  assert not scoring.collapsed(run([2.3, 0.1, 0.2]))  # noise at the end
+  assert not scoring.collapsed(run([2.3, 2.4, 2.5]))  # never gained
+  assert not scoring.collapsed(run([2.3, 0.1, float("nan")], True))
+  # Counted per task on the page's verdict, apart from divergence.
+  entry = dict(task="cnn_mnist", budget=10, optimizer=dict(
+      runs=[run([2.3, 0.2, 0.21]), back_to_chance],
+      summary=dict(diverged=0)), baselines={}, speedup=None)
+  c = report.counts(dict(entries=[entry]), 10)
+  assert c["collapsed"] == ["cnn_mnist"] and c["diverged"] == []
+
+
 def test_select_lr_reads_the_validation_split_only():
   # The test split would choose 1e-2 in every sense; validation says 1e-3.
   grid = {1e-4: _record(0.90, 0.40, 0.91), 1e-3: _record(0.95, 0.20, 0.80),

@@ -25,6 +25,7 @@ import statistics
 import sys
 
 from l2o_scale.benchmark import config
+from l2o_scale.benchmark import scoring
 from l2o_scale.runs import atomic_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -184,7 +185,8 @@ def counts(results, budget, tasks=None, which="optimizer", in_regime=None):
   """The verdict against tuned Adam at ``budget`` in numbers: tasks, those
   whose final training loss is at or below Adam's (``loss_ok``), whose test
   metric is within tolerance (``metric_ok``), both, the median speedup (a
-  '>1' counts as 1) and the tasks where a run diverged. ``tasks``: only
+  '>1' counts as 1), the tasks where a run diverged and those where one
+  collapsed (:func:`~l2o_scale.benchmark.scoring.collapsed`). ``tasks``: only
   these; ``in_regime``: only the tasks of that regime; ``which``:
   ``"optimizer"`` or ``"bare"`` (its bare variant, where run)."""
   entries = [e for e in results["entries"] if e["budget"] == budget and
@@ -200,7 +202,9 @@ def counts(results, budget, tasks=None, which="optimizer", in_regime=None):
       both=sum(v["loss_ok"] and v["metric_ok"] for v in scored),
       median_speedup=statistics.median(speedups) if speedups else None,
       diverged=[e["task"] for e in entries
-                if e[which]["summary"]["diverged"]])
+                if e[which]["summary"]["diverged"]],
+      collapsed=[e["task"] for e in entries
+                 if any(scoring.collapsed(r) for r in e[which].get("runs", ()))])
 
 
 def counts_sentence(c, budget):
@@ -218,7 +222,14 @@ def _regime_counts_text(c):
               c["loss_ok"], c["tasks"], c["metric_ok"], c["both"],
               _num(c["median_speedup"], 2),
               "; diverged on " + ", ".join(c["diverged"])
-              if c["diverged"] else ""))
+              if c["diverged"] else "") + _collapsed_text(c))
+
+
+def _collapsed_text(c):
+  """'; collapsed on TASKS' where a run collapsed (counts stored before
+  collapses were counted have none)."""
+  return ("; collapsed on " + ", ".join(c["collapsed"])
+          if c.get("collapsed") else "")
 
 
 def regime_lines(results, budget):
@@ -263,6 +274,10 @@ def summary_lines(results, budget):
   lines = [counts_sentence(c, budget)]
   if c["diverged"]:
     lines.append("Diverged: {}.".format(", ".join(c["diverged"])))
+  if c["collapsed"]:
+    lines.append("Collapsed (a run gave back more than half of its "
+                 "training-loss reduction by its end): {}.".format(
+                     ", ".join(c["collapsed"])))
   if len(regimes(results)) > 1 or has_bare(results):
     lines += ["", "By data regime{}:".format(
         ", as configured and bare" if has_bare(results) else ""), ""]
@@ -401,6 +416,7 @@ def claim_lines(cards):
                      _num(outside["median_speedup"], 2)))
       if c["diverged"]:
         text += "; diverged on {}".format(", ".join(c["diverged"]))
+      text += _collapsed_text(c)
       for r, rc in entry.get("counts_by_regime", {}).items():
         text += "; {} tasks: both on {} of {}, median speedup {}".format(
             r, rc["both"], rc["tasks"], _num(rc["median_speedup"], 2))

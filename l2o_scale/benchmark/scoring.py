@@ -98,6 +98,25 @@ def spread(values):
           "max": float(max(values)), "n": len(values)}
 
 
+# A finished run that gives back more than this share of the reduction of
+# its training loss, from its first value to its lowest, by its last step
+# has collapsed: it trained, then fell back (e.g. to the loss of a constant
+# prediction) with a loss that stays finite, which the diverged flag misses.
+COLLAPSE_SHARE = 0.5
+
+
+def collapsed(record):
+  """Whether a run that did not diverge collapsed (:data:`COLLAPSE_SHARE`
+  of its gain given back by its end). False for a diverged run and for one
+  whose loss never went below its first value."""
+  losses = record["train_loss"]
+  if record["diverged"] or not all(_finite(l) for l in losses):
+    return False
+  first, lowest, final = losses[0], min(losses), losses[-1]
+  return lowest < first and final - lowest > COLLAPSE_SHARE * (first -
+                                                               lowest)
+
+
 def summarize(records):
   """Spread over seeds of a run's final numbers."""
   return {key: spread([r[key] for r in records])

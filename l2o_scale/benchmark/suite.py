@@ -194,7 +194,8 @@ class TaskRunner:
     self.log("  {} seed {}: train loss {}, validation {} {}, {:.1f} s".format(
         label, seed, _fmt(record["final_train_loss"]), self.task.metric,
         _fmt(record["validation_metric"]), record["wall_s"]) +
-             (" DIVERGED" if record["diverged"] else ""))
+             (" DIVERGED" if record["diverged"] else "") +
+             (" COLLAPSED" if scoring.collapsed(record) else ""))
     return record
 
   def _summaries(self, record, run_name):
