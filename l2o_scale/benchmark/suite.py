@@ -40,7 +40,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import resource
 import sys
 import time
 
@@ -54,6 +53,7 @@ from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
 from l2o_scale.benchmark import training
+from l2o_scale.meta_training import reporting
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
 
@@ -82,8 +82,8 @@ def machine():
 
 
 def peak_memory_mib():
-  """Peak resident memory of this process (Linux reports KiB)."""
-  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.
+  """Peak resident memory of this process, in MiB."""
+  return reporting.peak_memory_gib() * 1024.
 
 
 class RunStore:

@@ -210,8 +210,10 @@ def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
                  chosen_by_run=choose_by_run(train_dirs, found, scores))
   with atomic_file.replace(out) as f:
     json.dump(results, f, indent=1)
-  log("chosen: {} (score {:+.4f}; the zero head scores 0)".format(
-      results["chosen"], scores[results["chosen"]]))
+  from l2o_scale.meta_training import reporting  # pylint: disable=g-import-not-at-top
+  log("chosen: {} (score {:+.4f}; the zero head scores 0); peak memory "
+      "{:.2f} GiB".format(results["chosen"], scores[results["chosen"]],
+                          reporting.peak_memory_gib()))
   if len(train_dirs) > 1:
     for folder, label in results["chosen_by_run"].items():
       log("  of {}: {} (score {:+.4f})".format(folder, label, scores[label]))

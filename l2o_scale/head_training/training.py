@@ -34,6 +34,7 @@ import tensorflow as tf
 from l2o_scale.config import config_flags
 from l2o_scale.head_training import estimator
 from l2o_scale.head_training import tasks as task_lib
+from l2o_scale.meta_training import reporting
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
 from l2o_scale.steps import learned_schedule
@@ -334,10 +335,11 @@ class HeadTrainer:
         self.log("estimate {}: objective {:+.4f} (log of validation loss "
                  "over the frozen optimizer's), |gradient| {:.3g}, |head| "
                  "{:.3g}, {:.1f} s ({:.1f} s tracing, {:.1f} s reference "
-                 "runs)".format(
+                 "runs), peak memory {:.2f} GiB".format(
                      self.done, objective, norm,
                      float(np.linalg.norm(self.theta)), seconds,
-                     self.seconds["tracing"], self.seconds["references"]))
+                     self.seconds["tracing"], self.seconds["references"],
+                     reporting.peak_memory_gib()))
         tf.summary.scalar("head/objective", objective, step=self.done)
         tf.summary.scalar("head/gradient_norm", norm, step=self.done)
         tf.summary.scalar("head/seconds_per_estimate", seconds,
