@@ -143,6 +143,44 @@ def test_resume_ends_with_the_head_of_the_uninterrupted_run(
         str(tmp_path / "cut"), DATA_DIR, frozen, lines.append, traced)
 
 
+def test_a_run_started_before_task_data_existed_resumes_and_stays_small(
+    frozen, traced, tmp_path):
+  """A settings file without ``task_data`` (written before the setting
+  existed) holds a run on the small data: it resumes as such, and a resume
+  on the full splits is refused, naming the small data."""
+  import json  # pylint: disable=g-import-not-at-top
+  folder = tmp_path / "old"
+  training.HeadTrainer(training.HeadTrainingConfig(estimates=1, **TINY),
+                       str(folder), DATA_DIR, frozen, lambda line: None,
+                       traced).run()
+  settings_file = folder / training.SETTINGS_FILE
+  settings = json.loads(settings_file.read_text())
+  assert settings.pop("task_data") == "small"
+  settings_file.write_text(json.dumps(settings))
+  resumed = training.HeadTrainer(
+      training.HeadTrainingConfig(estimates=2, **TINY), str(folder),
+      DATA_DIR, frozen, lambda line: None, traced)
+  assert resumed.resumed and resumed.done == 1
+  with pytest.raises(ValueError, match="--task_data=small"):
+    training.HeadTrainer(
+        training.HeadTrainingConfig(estimates=2, task_data="full", **TINY),
+        str(folder), DATA_DIR, frozen, lambda line: None, {})
+
+
+def test_full_task_data_trains_the_small_model_on_the_suites_splits():
+  from l2o_scale.benchmark import tasks as suite  # pylint: disable=g-import-not-at-top
+  small = task_lib.build("mlp_tanh_mnist", DATA_DIR)
+  full = task_lib.build("mlp_tanh_mnist", DATA_DIR, data="full")
+  splits = suite.get("mlp_tanh_mnist").data(False, DATA_DIR)
+  assert small.sizes == full.sizes  # the same small model
+  assert len(small.train[0]) == suite.TINY_SIZES[0]
+  np.testing.assert_array_equal(full.train[0], splits.train[0])
+  np.testing.assert_array_equal(full.validation[1], splits.validation[1])
+  assert len(full.train[0]) > 4 * len(small.train[0])
+  with pytest.raises(ValueError, match="small, full"):
+    task_lib.build("mlp_tanh_mnist", DATA_DIR, data="large")
+
+
 def test_config_checks():
   with pytest.raises(ValueError, match="--pairs must be >= 1"):
     training.HeadTrainingConfig(pairs=0).check()

@@ -1,6 +1,7 @@
 """The tasks a schedule head is meta-trained on: small versions of the
-task suite's models (:mod:`l2o_scale.benchmark.tasks` with ``tiny=True``),
-as pure functions of their parameters, with parameter-scale augmentation.
+task suite's models (:mod:`l2o_scale.benchmark.tasks` with ``tiny=True``)
+on their small data or the suite's full splits, as pure functions of their
+parameters, with parameter-scale augmentation.
 
 A task's loss is its Keras model called statelessly
 (``model.stateless_call``) on parameters given as tensors, so one traced
@@ -26,6 +27,13 @@ from l2o_scale.benchmark import tasks as suite
 DEFAULT_TASKS = ("mlp_tanh_mnist", "mlp_sigmoid_mnist", "cnn_mnist",
                  "gru_mnist_rows", "attention_topics", "autoencoder_mnist",
                  "text_topics", "regression_synthetic")
+
+
+# The data a task trains on: its small version's few hundred examples, or
+# the suite's full splits (the small-data regime's thousands) under the same
+# small model, so that a long run passes over them tens of times, not
+# hundreds.
+TASK_DATA = ("small", "full")
 
 
 def check_names(names):
@@ -77,13 +85,17 @@ class HeadTask:
     return [int(v.size) for v in self.initial]
 
 
-def build(name, data_dir=None, seed=0):
-  """The :class:`HeadTask` of suite task ``name`` (its tiny version), built
-  with Keras' random seed ``seed``."""
+def build(name, data_dir=None, seed=0, data="small"):
+  """The :class:`HeadTask` of suite task ``name``: its small model, built
+  with Keras' random seed ``seed``, on its small version's data or
+  (``data="full"``) the suite's full splits (:data:`TASK_DATA`)."""
+  if data not in TASK_DATA:
+    raise ValueError("task data must be one of {}, got {!r}".format(
+        ", ".join(TASK_DATA), data))
   task = suite.get(name)
   keras.utils.set_random_seed(seed)
   model = task.build(True)
-  splits = task.data(True, data_dir)
+  splits = task.data(data == "small", data_dir)
   return HeadTask(
       name=name, model=model,
       initial=[np.asarray(v.numpy(), np.float32)

@@ -42,6 +42,9 @@ from l2o_scale.steps import tf1_optimizers
 
 STATE_FILE = "head_training.npz"
 SETTINGS_FILE = "head_training.json"
+# Settings added after runs were started, with the value that runs whose
+# settings file predates them were trained with.
+ADDED_SETTINGS = {"task_data": "small"}
 HEAD_FILE = "head.npz"
 
 
@@ -81,6 +84,12 @@ class HeadTrainingConfig:
                              "augmentation) per task; the reference losses "
                              "are cached per task, seed and length", ge=1)
   batch_size: int = flag(64, "minibatch size of the tasks", ge=1)
+  task_data: str = flag(
+      "small", "the tasks' data: 'small', their small versions' few hundred "
+      "examples (a 2,000-step run passes over them hundreds of times); "
+      "'full', the task suite's full splits under the same small models (tens "
+      "of times, as the benchmark's small-data regime)",
+      choices=task_lib.TASK_DATA)
   augmentation: float = flag(0.5, "parameter-scale augmentation: each "
                              "tensor trained at a scale 10**U(-a, a) (0: "
                              "none)", ge=0)
@@ -170,6 +179,8 @@ class HeadTrainer:
     if tf.io.gfile.exists(path):
       with open(path) as f:
         saved = json.load(f)
+      # A setting added after the run started holds its default there.
+      saved = {**ADDED_SETTINGS, **saved}
       differ = sorted(k for k in set(saved) | set(settings)
                       if saved.get(k) != settings.get(k))
       if differ:
@@ -229,7 +240,8 @@ class HeadTrainer:
   def _task(self, name):
     if name not in self._traced:
       self._traced[name] = task_lib.build(name, self.data_dir,
-                                          seed=self.config.seed)
+                                          seed=self.config.seed,
+                                          data=self.config.task_data)
     return self._traced[name]
 
   def _task_runs(self, name, heads):
