@@ -36,13 +36,16 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL_REFERENCE = "reproduce/results/benchmark/l2o-scale/results.json"
 RICH_REFERENCE = "reproduce/results/benchmark/data-rich/l2o-scale/results.json"
-# Per data regime: the stored l2o-scale run whose settings and tuned
-# baselines a regime's test tasks take, and the benchmark flags of those
-# settings.
+HELD_OUT_REFERENCE = (
+    "reproduce/results/benchmark/held-out/l2o-scale/results.json")
+SMALL_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
+               "--eval_points=25", "--grid_extension=2")
+# Per group of test tasks (the data regime; the held-out tasks apart): the
+# stored l2o-scale run whose settings and tuned baselines its test tasks
+# take, and the benchmark flags of those settings.
 REGIMES = {
-    "small-data": (SMALL_REFERENCE, (
-        "--size=full", "--budgets=2000", "--seeds=3", "--eval_points=25",
-        "--grid_extension=2")),
+    "small-data": (SMALL_REFERENCE, SMALL_FLAGS),
+    "held-out": (HELD_OUT_REFERENCE, SMALL_FLAGS),
     "data-rich": (RICH_REFERENCE, (
         "--size=medium", "--budgets=2000", "--seeds=3", "--baselines=adam")),
 }
@@ -51,8 +54,9 @@ NEEDED = 3  # of the 4 test tasks, for every meta-training seed
 
 
 def parts(tasks):
-  """((regime, its tasks, reference, flags), ...) of test tasks, in the
-  order of :data:`REGIMES`; ValueError for a task the registry lacks or a
+  """((group, its tasks, reference, flags), ...) of test tasks, in the
+  order of :data:`REGIMES` (a held-out task's group is ``held-out``, the
+  others' their data regime); ValueError for a task the registry lacks or a
   validation task."""
   from l2o_scale.benchmark import tasks as registry  # pylint: disable=g-import-not-at-top
   from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
@@ -62,7 +66,9 @@ def parts(tasks):
                      "heads; test on others".format(", ".join(chosen_on)))
   by_regime = {}
   for name in tasks:
-    by_regime.setdefault(registry.get(name).regime, []).append(name)
+    task = registry.get(name)
+    by_regime.setdefault("held-out" if task.held_out else task.regime,
+                         []).append(name)
   return tuple((regime, tuple(by_regime[regime]), reference, flags)
                for regime, (reference, flags) in REGIMES.items()
                if regime in by_regime)

@@ -207,6 +207,32 @@ def test_registry_has_the_families_the_suite_promises():
     assert family in families
 
 
+def test_held_out_tasks_run_only_when_named():
+  held_out = [n for n, t in tasks.REGISTRY.items() if t.held_out]
+  assert held_out == ["lstm_topics", "conv1d_topics", "resnet_mnist",
+                      "mlp_spirals"]
+  # Outside every default and every task a head is meta-trained or chosen
+  # on, and apart from every test task a head has been scored on.
+  assert not set(held_out) & set(tasks.suite_names())
+  assert tasks.suite_names() + tuple(held_out) == tuple(tasks.REGISTRY)
+  assert bench_config.Config().tasks == tasks.suite_names()
+  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
+  from l2o_scale.head_training import tasks as head_tasks  # pylint: disable=g-import-not-at-top
+  assert not set(held_out) & (set(head_tasks.DEFAULT_TASKS) |
+                              set(select.VALIDATION_TASKS) |
+                              set(select.TEST_TASKS))
+  listed = [l for l in cli.task_lines(width=200) if "held out" in l]
+  assert [l.split()[0] for l in listed] == held_out
+  # The spirals' classes are about equally common, and no two splits share
+  # a point.
+  splits = tasks.spirals_data()
+  share = np.bincount(splits.train[1]) / len(splits.train[1])
+  assert len(share) == 3 and share.min() > 0.3
+  points = [{p.tobytes() for p in s[0]} for s in
+            (splits.train, splits.validation, splits.test)]
+  assert not (points[0] & points[1] or points[0] & points[2])
+
+
 def _images(x):
   return {np.round(image * 255).astype(np.uint8).tobytes() for image in x}
 
@@ -365,7 +391,7 @@ def test_flags_given_override_the_size_preset_and_the_rest_keep_it():
   config = _config_from_command_line(["--size=full", "--seeds=2",
                                       "--budgets=300,600"])
   assert config.seeds == 2 and config.budgets == (300, 600)
-  assert config.tasks == tuple(tasks.REGISTRY) and config.grid == "full"
+  assert config.tasks == tasks.suite_names() and config.grid == "full"
   small = _config_from_command_line(["--size=small", "--batch_size=16"])
   assert small.batch_size == 16 and small.tiny and small.budgets == (50,)
   assert small.tasks == bench_config.SIZES["small"]["tasks"]

@@ -97,6 +97,12 @@ def test_test_tasks_are_grouped_by_regime_and_never_validation_tasks():
        head_test.RICH_REFERENCE)]
   with pytest.raises(ValueError, match="validation tasks"):
     head_test.parts(("cnn_mnist",) + select.VALIDATION_TASKS[:1])
+  # The held-out tasks take their own stored runs and baselines, at the
+  # small-data settings.
+  held_out = ("lstm_topics", "conv1d_topics", "resnet_mnist", "mlp_spirals")
+  (part,) = head_test.parts(held_out)
+  assert part == ("held-out", held_out, head_test.HELD_OUT_REFERENCE,
+                  head_test.SMALL_FLAGS)
 
 
 def test_without_data_rich_tasks_the_speedup_rule_does_not_apply(tmp_path):

@@ -48,8 +48,9 @@ class Config:
       "defaults shown); full: all tasks, 2,000 and 10,000 steps, 3 seeds",
       choices=("small", "medium", "full"))
   # The defaults below are the medium size's: --size sets these fields.
-  tasks: tuple = flag(tuple(task_registry.REGISTRY), "comma-separated task "
-                      "names (--size sets them); --list_tasks lists them")
+  tasks: tuple = flag(task_registry.suite_names(), "comma-separated task "
+                      "names (--size sets them; the held-out tasks run only "
+                      "when named); --list_tasks lists them")
   budgets: tuple = flag((2000,), "steps per run, comma-separated, e.g. "
                         "2000,10000 (--size sets them)")
   seeds: int = flag(1, "seeds per task, 0..N-1 (--size sets it)", ge=1)

@@ -71,6 +71,9 @@ class Task:
   regime: ``"small-data"`` or ``"data-rich"`` (module doc).
   train_eval_size: the recorded training loss is measured on the first this
     many training examples (None: the whole training split).
+  held_out: not in the suite's default tasks (:func:`suite_names`): kept
+    apart as final test tasks for learned optimizers and their heads, run by
+    naming them (``--tasks``).
   """
   name: str
   family: str
@@ -82,6 +85,7 @@ class Task:
   jit_compile: bool = True
   regime: str = "small-data"
   train_eval_size: int = None
+  held_out: bool = False
 
   def __post_init__(self):
     if self.regime not in REGIMES:
@@ -101,6 +105,11 @@ def register(task):
     raise ValueError("task {!r} is registered twice".format(task.name))
   REGISTRY[task.name] = task
   return task
+
+
+def suite_names():
+  """The suite's default tasks: every registered task not held out."""
+  return tuple(name for name, task in REGISTRY.items() if not task.held_out)
 
 
 def get(name):
@@ -220,6 +229,25 @@ def _teacher_classes():
 def teacher_classes_data(tiny=False, data_dir=None):
   del data_dir
   return _shrink(_teacher_classes(), tiny)
+
+
+@functools.lru_cache(maxsize=1)
+def _spirals(arms=3, turns=1.5, noise=0.08):
+  """Points of ``arms`` interleaved spirals in the plane (each arm a class,
+  ``turns`` turns from the centre out, Gaussian noise of ``noise``), the
+  split sizes of the small generated tasks."""
+  rng = np.random.default_rng(1357)
+  labels = rng.integers(0, arms, size=10000)
+  radius = rng.random(10000)
+  angle = 2. * np.pi * (labels / arms + turns * radius)
+  x = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+  x += noise * rng.standard_normal(x.shape)
+  return _split(x.astype(np.float32), labels.astype(np.int32))
+
+
+def spirals_data(tiny=False, data_dir=None):
+  del data_dir
+  return _shrink(_spirals(), tiny)
 
 
 # The generated documents of the text tasks and the models that read them.
@@ -442,3 +470,68 @@ _rich("text_topics_rich", "embedding / text (generated data)",
 _rich("attention_topics_rich", "attention (generated data)",
       "the transformer block of attention_topics on 131,072 documents of "
       "its topic model", _attention, text_rich_data, "sparse_ce", "accuracy")
+
+
+# ------------------------------------------------------- held-out tasks
+# Families and data that no learned optimizer or head is meta-trained,
+# chosen or tuned on (docs/schedule-head.md, "Registered next: heads
+# meta-trained on the full splits"): outside the suite's default tasks.
+def _lstm(tiny):
+  import keras  # pylint: disable=g-import-not-at-top
+  return keras.Sequential([
+      keras.Input((TOPIC_LENGTH,), dtype="int32"),
+      keras.layers.Embedding(TOPIC_VOCAB, _pick(tiny, 4, 16)),
+      keras.layers.LSTM(_pick(tiny, 8, 32)),
+      keras.layers.Dense(TOPICS)])
+
+
+def _conv1d(tiny):
+  import keras  # pylint: disable=g-import-not-at-top
+  return keras.Sequential([
+      keras.Input((TOPIC_LENGTH,), dtype="int32"),
+      keras.layers.Embedding(TOPIC_VOCAB, _pick(tiny, 4, 16)),
+      keras.layers.Conv1D(_pick(tiny, 8, 32), 3, activation="relu"),
+      keras.layers.GlobalMaxPooling1D(),
+      keras.layers.Dense(TOPICS)])
+
+
+def _resnet(tiny):
+  """A strided convolution, two residual blocks (two 3x3 convolutions each,
+  the block's input added to their output) and global average pooling."""
+  import keras  # pylint: disable=g-import-not-at-top
+  c = _pick(tiny, 4, 16)
+  images = keras.Input((28, 28))
+  x = keras.layers.Reshape((28, 28, 1))(images)
+  x = keras.layers.Conv2D(c, 3, strides=2, padding="same",
+                          activation="relu")(x)
+  for _ in range(2):
+    y = keras.layers.Conv2D(c, 3, padding="same", activation="relu")(x)
+    y = keras.layers.Conv2D(c, 3, padding="same")(y)
+    x = keras.layers.Activation("relu")(keras.layers.Add()([x, y]))
+  x = keras.layers.GlobalAveragePooling2D()(x)
+  return keras.Model(images, keras.layers.Dense(10)(x))
+
+
+def _held_out(name, family, description, build, data, loss, metric,
+              jit_compile=True):
+  return register(Task(name, family, description, build, data, loss, metric,
+                       jit_compile=jit_compile, held_out=True))
+
+
+_held_out("lstm_topics", "recurrent (generated data)",
+          "token embedding (16) and an LSTM (32 units) reading the "
+          "generated 24-token documents of text_topics",
+          _lstm, text_data, "sparse_ce", "accuracy")
+_held_out("conv1d_topics", "1-D convolutional (generated data)",
+          "token embedding (16), a width-3 convolution (32 channels, ReLU) "
+          "and max pooling over the documents of text_topics",
+          _conv1d, text_data, "sparse_ce", "accuracy")
+_held_out("resnet_mnist", "residual convolutional",
+          "a strided 3x3 convolution (16 channels) and two residual blocks "
+          "of two 3x3 convolutions, global average pooling, on MNIST",
+          _resnet, mnist_data, "sparse_ce", "accuracy", jit_compile=False)
+_held_out("mlp_spirals", "MLP (generated data)",
+          "2-64-64-3 GELU MLP classifying points of three interleaved "
+          "spirals in the plane",
+          lambda tiny: _mlp((2,), [_pick(tiny, 8, 64)] * 2, "gelu", 3),
+          spirals_data, "sparse_ce", "accuracy")
