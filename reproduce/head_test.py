@@ -8,7 +8,8 @@ runs on the test tasks (``--tasks``; by default the four registered ones,
 seeds), as ``l2o-scale+head=PATH`` (``l2o-scale+bare`` where the zero head
 is chosen, ``l2o-scale`` where the card is): the small-data tasks with the
 settings of the stored ``l2o-scale`` benchmark and its tuned baselines, the
-data-rich tasks with those of the stored data-rich one. The stored runs of ``l2o-scale`` with its
+data-rich tasks with those of the stored data-rich one, the held-out tasks
+with those of their own stored run. The stored runs of ``l2o-scale`` with its
 card, from the same initial weights and minibatches, are the other side of
 the comparison. The page (``results.md``, ``results.json``) says per
 meta-training seed and task:
@@ -43,7 +44,7 @@ SMALL_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
 # Per group of test tasks (the data regime; the held-out tasks apart): the
 # stored l2o-scale run whose settings and tuned baselines its test tasks
 # take, and the benchmark flags of those settings.
-REGIMES = {
+GROUPS = {
     "small-data": (SMALL_REFERENCE, SMALL_FLAGS),
     "held-out": (HELD_OUT_REFERENCE, SMALL_FLAGS),
     "data-rich": (RICH_REFERENCE, (
@@ -55,7 +56,7 @@ NEEDED = 3  # of the 4 test tasks, for every meta-training seed
 
 def parts(tasks):
   """((group, its tasks, reference, flags), ...) of test tasks, in the
-  order of :data:`REGIMES` (a held-out task's group is ``held-out``, the
+  order of :data:`GROUPS` (a held-out task's group is ``held-out``, the
   others' their data regime); ValueError for a task the registry lacks or a
   validation task."""
   from l2o_scale.benchmark import tasks as registry  # pylint: disable=g-import-not-at-top
@@ -64,14 +65,14 @@ def parts(tasks):
   if chosen_on:
     raise ValueError("--tasks: {} are validation tasks, which chose the "
                      "heads; test on others".format(", ".join(chosen_on)))
-  by_regime = {}
+  by_group = {}
   for name in tasks:
     task = registry.get(name)
-    by_regime.setdefault("held-out" if task.held_out else task.regime,
-                         []).append(name)
-  return tuple((regime, tuple(by_regime[regime]), reference, flags)
-               for regime, (reference, flags) in REGIMES.items()
-               if regime in by_regime)
+    by_group.setdefault("held-out" if task.held_out else task.regime,
+                        []).append(name)
+  return tuple((group, tuple(by_group[group]), reference, flags)
+               for group, (reference, flags) in GROUPS.items()
+               if group in by_group)
 
 
 def default_parts():
