@@ -148,6 +148,9 @@ def main(argv=None):
                  "(its tasks' draws and the card-like head's unused units)")
   p.add_argument("--task_data", default="small",
                  choices=task_lib.TASK_DATA, help="the recipe's --task_data")
+  p.add_argument("--task_models", default="small",
+                 choices=task_lib.TASK_MODELS, help="the recipe's "
+                 "--task_models")
   p.add_argument("--max_multiplier", type=float, default=10.,
                  help="the recipe's --max_multiplier")
   p.add_argument("--seed_index", type=int, default=0, help="which of the "
@@ -161,6 +164,7 @@ def main(argv=None):
     p.error("--every must be >= 1, got {}".format(args.every))
   config = training.HeadTrainingConfig(seed=args.seed,
                                        task_data=args.task_data,
+                                       task_models=args.task_models,
                                        max_multiplier=args.max_multiplier)
   if not 0 <= args.seed_index < config.seeds_per_task:
     p.error("--seed_index must be in [0, {}), got {}".format(

@@ -143,11 +143,14 @@ def test_resume_ends_with_the_head_of_the_uninterrupted_run(
         str(tmp_path / "cut"), DATA_DIR, frozen, lines.append, traced)
 
 
-def test_a_run_started_before_task_data_existed_resumes_and_stays_small(
-    frozen, traced, tmp_path):
-  """A settings file without ``task_data`` (written before the setting
-  existed) holds a run on the small data: it resumes as such, and a resume
-  on the full splits is refused, naming the small data."""
+@pytest.mark.parametrize("setting,other", [("task_data", "full"),
+                                            ("task_models", "full")])
+def test_a_run_started_before_a_setting_existed_resumes_with_its_old_value(
+    frozen, traced, tmp_path, setting, other):
+  """A settings file without ``task_data`` or ``task_models`` (written
+  before the setting existed) holds a run on the small data and models: it
+  resumes as such, and a resume with the other value is refused, naming
+  the old one."""
   import json  # pylint: disable=g-import-not-at-top
   folder = tmp_path / "old"
   training.HeadTrainer(training.HeadTrainingConfig(estimates=1, **TINY),
@@ -155,16 +158,33 @@ def test_a_run_started_before_task_data_existed_resumes_and_stays_small(
                        traced).run()
   settings_file = folder / training.SETTINGS_FILE
   settings = json.loads(settings_file.read_text())
-  assert settings.pop("task_data") == "small"
+  assert settings.pop(setting) == "small"
   settings_file.write_text(json.dumps(settings))
   resumed = training.HeadTrainer(
       training.HeadTrainingConfig(estimates=2, **TINY), str(folder),
       DATA_DIR, frozen, lambda line: None, traced)
   assert resumed.resumed and resumed.done == 1
-  with pytest.raises(ValueError, match="--task_data=small"):
+  with pytest.raises(ValueError, match="--{}=small".format(setting)):
     training.HeadTrainer(
-        training.HeadTrainingConfig(estimates=2, task_data="full", **TINY),
+        training.HeadTrainingConfig(estimates=2, **{setting: other}, **TINY),
         str(folder), DATA_DIR, frozen, lambda line: None, {})
+
+
+def test_full_task_models_are_the_suites_own_models():
+  from l2o_scale.benchmark import tasks as suite  # pylint: disable=g-import-not-at-top
+  small = task_lib.build("cnn_mnist", DATA_DIR, data="full")
+  full = task_lib.build("cnn_mnist", DATA_DIR, data="full", models="full")
+  model = suite.get("cnn_mnist").build(False)
+  assert full.sizes == [int(np.prod(v.shape))
+                        for v in model.trainable_variables]
+  assert sum(full.sizes) > 4 * sum(small.sizes)
+  np.testing.assert_array_equal(full.train[0], small.train[0])
+  # Its loss is the model's: finite, near log(10) at the start.
+  loss = float(full.loss(full.initial_parameters(0), full.train[0][:64],
+                         full.train[1][:64]))
+  assert 1. < loss < 4.
+  with pytest.raises(ValueError, match="small, full"):
+    task_lib.build("cnn_mnist", DATA_DIR, models="large")
 
 
 def test_full_task_data_trains_the_small_model_on_the_suites_splits():

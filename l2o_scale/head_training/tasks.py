@@ -1,6 +1,6 @@
-"""The tasks a schedule head is meta-trained on: small versions of the
-task suite's models (:mod:`l2o_scale.benchmark.tasks` with ``tiny=True``)
-on their small data or the suite's full splits, as pure functions of their
+"""The tasks a schedule head is meta-trained on: the task suite's models
+(:mod:`l2o_scale.benchmark.tasks`), their small versions (``tiny=True``)
+or their own, on their small data or the suite's full splits, as pure functions of their
 parameters, with parameter-scale augmentation.
 
 A task's loss is its Keras model called statelessly
@@ -34,6 +34,12 @@ DEFAULT_TASKS = ("mlp_tanh_mnist", "mlp_sigmoid_mnist", "cnn_mnist",
 # small model, so that a long run passes over them tens of times, not
 # hundreds.
 TASK_DATA = ("small", "full")
+
+# The models a task trains: the suite's small versions (fast; a run's
+# steps cost little), or the suite's own models (those the benchmark and its
+# users train; larger, so that they fit their training data as far as the
+# suite's runs do).
+TASK_MODELS = ("small", "full")
 
 
 def check_names(names):
@@ -85,16 +91,20 @@ class HeadTask:
     return [int(v.size) for v in self.initial]
 
 
-def build(name, data_dir=None, seed=0, data="small"):
-  """The :class:`HeadTask` of suite task ``name``: its small model, built
-  with Keras' random seed ``seed``, on its small version's data or
+def build(name, data_dir=None, seed=0, data="small", models="small"):
+  """The :class:`HeadTask` of suite task ``name``: its small model (or,
+  ``models="full"``, the suite's own, :data:`TASK_MODELS`), built with
+  Keras' random seed ``seed``, on its small version's data or
   (``data="full"``) the suite's full splits (:data:`TASK_DATA`)."""
   if data not in TASK_DATA:
     raise ValueError("task data must be one of {}, got {!r}".format(
         ", ".join(TASK_DATA), data))
+  if models not in TASK_MODELS:
+    raise ValueError("task models must be one of {}, got {!r}".format(
+        ", ".join(TASK_MODELS), models))
   task = suite.get(name)
   keras.utils.set_random_seed(seed)
-  model = task.build(True)
+  model = task.build(models == "small")
   splits = task.data(data == "small", data_dir)
   return HeadTask(
       name=name, model=model,

@@ -44,7 +44,7 @@ STATE_FILE = "head_training.npz"
 SETTINGS_FILE = "head_training.json"
 # Settings added after runs were started, with the value that runs whose
 # settings file predates them were trained with.
-ADDED_SETTINGS = {"task_data": "small"}
+ADDED_SETTINGS = {"task_data": "small", "task_models": "small"}
 HEAD_FILE = "head.npz"
 
 
@@ -64,8 +64,7 @@ class HeadTrainingConfig:
                         "pretrained name or a checkpoint path",
                         nonempty=True)
   tasks: tuple = flag(task_lib.DEFAULT_TASKS, "the tasks runs are drawn "
-                      "from (l2o_scale.benchmark task names, their small "
-                      "versions)")
+                      "from (l2o_scale.benchmark task names)")
   estimates: int = flag(100, "how many estimates (meta-updates) the run "
                         "makes in all", ge=1)
   tasks_per_estimate: int = flag(8, "tasks per estimate, each with its own "
@@ -90,6 +89,10 @@ class HeadTrainingConfig:
       "'full', the task suite's full splits under the same small models (tens "
       "of times, as the benchmark's small-data regime)",
       choices=task_lib.TASK_DATA)
+  task_models: str = flag(
+      "small", "the tasks' models: 'small', the task suite's small versions "
+      "(fast); 'full', the suite's own models, the sizes the benchmark "
+      "trains (slower per step)", choices=task_lib.TASK_MODELS)
   augmentation: float = flag(0.5, "parameter-scale augmentation: each "
                              "tensor trained at a scale 10**U(-a, a) (0: "
                              "none)", ge=0)
@@ -241,7 +244,8 @@ class HeadTrainer:
     if name not in self._traced:
       self._traced[name] = task_lib.build(name, self.data_dir,
                                           seed=self.config.seed,
-                                          data=self.config.task_data)
+                                          data=self.config.task_data,
+                                          models=self.config.task_models)
     return self._traced[name]
 
   def _task_runs(self, name, heads):
