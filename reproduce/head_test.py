@@ -8,8 +8,8 @@ runs on the test tasks (``--tasks``; by default the four registered ones,
 seeds), as ``l2o-scale+head=PATH`` (``l2o-scale+bare`` where the zero head
 is chosen, ``l2o-scale`` where the card is): the small-data tasks with the
 settings of the stored ``l2o-scale`` benchmark and its tuned baselines, the
-data-rich tasks with those of the stored data-rich one, the held-out tasks
-with those of their own stored run. The stored runs of ``l2o-scale`` with its
+data-rich tasks with those of the stored data-rich one, each held-out set
+with those of its own stored run. The stored runs of ``l2o-scale`` with its
 card, from the same initial weights and minibatches, are the other side of
 the comparison. The page (``results.md``, ``results.json``) says per
 meta-training seed and task:
@@ -39,6 +39,8 @@ SMALL_REFERENCE = "reproduce/results/benchmark/l2o-scale/results.json"
 RICH_REFERENCE = "reproduce/results/benchmark/data-rich/l2o-scale/results.json"
 HELD_OUT_REFERENCE = (
     "reproduce/results/benchmark/held-out/l2o-scale/results.json")
+HELD_OUT_2_REFERENCE = (
+    "reproduce/results/benchmark/held-out-2/l2o-scale/results.json")
 SMALL_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
                "--eval_points=25", "--grid_extension=2")
 # Per group of test tasks (the data regime; the held-out tasks apart): the
@@ -47,6 +49,7 @@ SMALL_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
 GROUPS = {
     "small-data": (SMALL_REFERENCE, SMALL_FLAGS),
     "held-out": (HELD_OUT_REFERENCE, SMALL_FLAGS),
+    "held-out-2": (HELD_OUT_2_REFERENCE, SMALL_FLAGS),
     "data-rich": (RICH_REFERENCE, (
         "--size=medium", "--budgets=2000", "--seeds=3", "--baselines=adam")),
 }
@@ -56,8 +59,8 @@ NEEDED = 3  # of the 4 test tasks, for every meta-training seed
 
 def parts(tasks):
   """((group, its tasks, reference, flags), ...) of test tasks, in the
-  order of :data:`GROUPS` (a held-out task's group is ``held-out``, the
-  others' their data regime); ValueError for a task the registry lacks or a
+  order of :data:`GROUPS` (a held-out task's group is its held-out set,
+  the others' their data regime); ValueError for a task the registry lacks or a
   validation task."""
   from l2o_scale.benchmark import tasks as registry  # pylint: disable=g-import-not-at-top
   from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
@@ -68,8 +71,7 @@ def parts(tasks):
   by_group = {}
   for name in tasks:
     task = registry.get(name)
-    by_group.setdefault("held-out" if task.held_out else task.regime,
-                        []).append(name)
+    by_group.setdefault(task.held_out or task.regime, []).append(name)
   return tuple((group, tuple(by_group[group]), reference, flags)
                for group, (reference, flags) in GROUPS.items()
                if group in by_group)

@@ -210,7 +210,13 @@ def test_registry_has_the_families_the_suite_promises():
 def test_held_out_tasks_run_only_when_named():
   held_out = [n for n, t in tasks.REGISTRY.items() if t.held_out]
   assert held_out == ["lstm_topics", "conv1d_topics", "resnet_mnist",
-                      "mlp_spirals"]
+                      "mlp_spirals", "conv_autoencoder_mnist", "bigru_topics",
+                      "deep_swish_mnist", "separable_cnn_mnist"]
+  # Two sets of four, each looked at once as a whole.
+  sets = [tasks.REGISTRY[n].held_out for n in held_out]
+  assert sets == ["held-out"] * 4 + ["held-out-2"] * 4
+  with pytest.raises(ValueError, match="held_out must be one of"):
+    tasks.Task("x", "f", "d", None, None, "mse", "mse", held_out="held")
   # Outside every default and every task a head is meta-trained or chosen
   # on, and apart from every test task a head has been scored on.
   assert not set(held_out) & set(tasks.suite_names())

@@ -103,6 +103,12 @@ def test_test_tasks_are_grouped_by_regime_and_never_validation_tasks():
   (part,) = head_test.parts(held_out)
   assert part == ("held-out", held_out, head_test.HELD_OUT_REFERENCE,
                   head_test.SMALL_FLAGS)
+  second = ("conv_autoencoder_mnist", "bigru_topics", "deep_swish_mnist",
+            "separable_cnn_mnist")
+  (part,) = head_test.parts(second)
+  assert part == ("held-out-2", second, head_test.HELD_OUT_2_REFERENCE,
+                  head_test.SMALL_FLAGS)
+  assert head_test.HELD_OUT_2_REFERENCE != head_test.HELD_OUT_REFERENCE
 
 
 def test_without_data_rich_tasks_the_speedup_rule_does_not_apply(tmp_path):

@@ -45,6 +45,10 @@ RICH_SIZES = (RICH_TRAIN_SIZE, 4096, 16384)  # train, validation, test
 # its training split: the whole split 50 times would cost more than the run.
 RICH_TRAIN_EVAL_SIZE = 8192
 REGIMES = ("small-data", "data-rich")
+# The held-out sets, each looked at once as a whole: the first by the
+# heads meta-trained on the full splits, the second kept for the heads
+# meta-trained on the suite's own models (docs/schedule-head.md).
+HELD_OUT_SETS = ("held-out", "held-out-2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,9 +75,10 @@ class Task:
   regime: ``"small-data"`` or ``"data-rich"`` (module doc).
   train_eval_size: the recorded training loss is measured on the first this
     many training examples (None: the whole training split).
-  held_out: not in the suite's default tasks (:func:`suite_names`): kept
-    apart as final test tasks for learned optimizers and their heads, run by
-    naming them (``--tasks``).
+  held_out: the held-out set the task belongs to (:data:`HELD_OUT_SETS`;
+    empty for the suite's tasks): not in the suite's default tasks
+    (:func:`suite_names`), kept apart as final test tasks for learned
+    optimizers and their heads, run by naming them (``--tasks``).
   """
   name: str
   family: str
@@ -85,9 +90,12 @@ class Task:
   jit_compile: bool = True
   regime: str = "small-data"
   train_eval_size: int = None
-  held_out: bool = False
+  held_out: str = ""
 
   def __post_init__(self):
+    if self.held_out and self.held_out not in HELD_OUT_SETS:
+      raise ValueError("task {!r}: held_out must be one of {}, not "
+                       "{!r}".format(self.name, HELD_OUT_SETS, self.held_out))
     if self.regime not in REGIMES:
       raise ValueError("task {!r}: regime must be one of {}, not {!r}".format(
           self.name, ", ".join(REGIMES), self.regime))
@@ -513,9 +521,9 @@ def _resnet(tiny):
 
 
 def _held_out(name, family, description, build, data, loss, metric,
-              jit_compile=True):
+              jit_compile=True, held_out_set="held-out"):
   return register(Task(name, family, description, build, data, loss, metric,
-                       jit_compile=jit_compile, held_out=True))
+                       jit_compile=jit_compile, held_out=held_out_set))
 
 
 _held_out("lstm_topics", "recurrent (generated data)",
@@ -535,3 +543,63 @@ _held_out("mlp_spirals", "MLP (generated data)",
           "spirals in the plane",
           lambda tiny: _mlp((2,), [_pick(tiny, 8, 64)] * 2, "gelu", 3),
           spirals_data, "sparse_ce", "accuracy")
+
+
+# The second held-out set (named before any head meta-trained on the suite's
+# own models was selected).
+def _conv_autoencoder(tiny):
+  """Two strided 3x3 convolutions down to 7x7, two strided transposed
+  convolutions back to 28x28, the reconstruction flattened to 784 values."""
+  import keras  # pylint: disable=g-import-not-at-top
+  c = _pick(tiny, 4, 16)
+  return keras.Sequential([
+      keras.Input((28, 28)), keras.layers.Reshape((28, 28, 1)),
+      keras.layers.Conv2D(c, 3, strides=2, padding="same",
+                          activation="relu"),
+      keras.layers.Conv2D(2 * c, 3, strides=2, padding="same",
+                          activation="relu"),
+      keras.layers.Conv2DTranspose(c, 3, strides=2, padding="same",
+                                   activation="relu"),
+      keras.layers.Conv2DTranspose(1, 3, strides=2, padding="same"),
+      keras.layers.Flatten()])
+
+
+def _bigru(tiny):
+  import keras  # pylint: disable=g-import-not-at-top
+  return keras.Sequential([
+      keras.Input((TOPIC_LENGTH,), dtype="int32"),
+      keras.layers.Embedding(TOPIC_VOCAB, _pick(tiny, 4, 16)),
+      keras.layers.Bidirectional(keras.layers.GRU(_pick(tiny, 4, 16))),
+      keras.layers.Dense(TOPICS)])
+
+
+def _separable_cnn(tiny):
+  import keras  # pylint: disable=g-import-not-at-top
+  c = _pick(tiny, 4, 16)
+  return keras.Sequential([
+      keras.Input((28, 28)), keras.layers.Reshape((28, 28, 1)),
+      keras.layers.SeparableConv2D(c, 3, strides=2, activation="relu"),
+      keras.layers.SeparableConv2D(2 * c, 3, strides=2, activation="relu"),
+      keras.layers.Flatten(),
+      keras.layers.Dense(10)])
+
+
+_held_out("conv_autoencoder_mnist", "convolutional autoencoder",
+          "two strided convolutions (16, 32 channels) and two strided "
+          "transposed convolutions, squared reconstruction error on MNIST",
+          _conv_autoencoder, mnist_autoencoder_data, "mse", "mse",
+          jit_compile=False, held_out_set="held-out-2")
+_held_out("bigru_topics", "bidirectional recurrent (generated data)",
+          "token embedding (16) and a bidirectional GRU (16 units each way) "
+          "over the documents of text_topics",
+          _bigru, text_data, "sparse_ce", "accuracy",
+          held_out_set="held-out-2")
+_held_out("deep_swish_mnist", "deep MLP",
+          "784-64-64-64-64-10 swish MLP without normalization",
+          lambda tiny: _mlp((28, 28), [_pick(tiny, 8, 64)] * 4, "swish", 10),
+          mnist_data, "sparse_ce", "accuracy", held_out_set="held-out-2")
+_held_out("separable_cnn_mnist", "depthwise-separable convolutional",
+          "two strided depthwise-separable 3x3 convolutions (16, 32 "
+          "channels, ReLU) and a dense layer on MNIST",
+          _separable_cnn, mnist_data, "sparse_ce", "accuracy",
+          jit_compile=False, held_out_set="held-out-2")
