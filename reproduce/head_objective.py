@@ -19,6 +19,7 @@ length and each head's mean over all lengths, the short runs (at most 400
 steps) and the long ones (at least 1,000).
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -143,16 +144,13 @@ def main(argv=None):
       "head that imitates l2o-scale's card, on the head's meta-training "
       "objective per task and run length.")
   p.add_argument("heads", nargs="*", help="saved heads (head.npz files)")
+  p.add_argument("--run", required=True, help="folder of a python -m "
+                 "l2o_scale.head_training run: its settings (tasks, data, "
+                 "bounds, seed) define the objective")
   p.add_argument("--out", required=True, help="JSON file of the numbers")
-  p.add_argument("--seed", type=int, default=0, help="the recipe's --seed "
-                 "(its tasks' draws and the card-like head's unused units)")
-  p.add_argument("--task_data", default="small",
-                 choices=task_lib.TASK_DATA, help="the recipe's --task_data")
-  p.add_argument("--task_models", default="small",
-                 choices=task_lib.TASK_MODELS, help="the recipe's "
-                 "--task_models")
-  p.add_argument("--max_multiplier", type=float, default=10.,
-                 help="the recipe's --max_multiplier")
+  p.add_argument("--task_models", default=None,
+                 choices=task_lib.TASK_MODELS, help="score on these models "
+                 "instead of the run's own")
   p.add_argument("--seed_index", type=int, default=0, help="which of the "
                  "recipe's seeds per task the runs take")
   p.add_argument("--every", type=int, default=1, help="take every this "
@@ -162,10 +160,12 @@ def main(argv=None):
   args = p.parse_args(argv)
   if args.every < 1:
     p.error("--every must be >= 1, got {}".format(args.every))
-  config = training.HeadTrainingConfig(seed=args.seed,
-                                       task_data=args.task_data,
-                                       task_models=args.task_models,
-                                       max_multiplier=args.max_multiplier)
+  try:
+    config = training.saved_config(args.run)
+  except FileNotFoundError as e:
+    p.error(str(e))
+  if args.task_models:
+    config = dataclasses.replace(config, task_models=args.task_models)
   if not 0 <= args.seed_index < config.seeds_per_task:
     p.error("--seed_index must be in [0, {}), got {}".format(
         config.seeds_per_task, args.seed_index))

@@ -85,13 +85,34 @@ def test_zero_head_scores_the_frozen_optimizers_objective(tmp_path):
   assert lines[-1].startswith(str(zero))
 
 
-def test_cli_refuses_a_missing_head_in_one_line(tmp_path):
+def _refusal(tmp_path, *args):
   proc = subprocess.run(
-      [sys.executable, "-m", "reproduce.head_objective",
-       str(tmp_path / "nothing.npz"), "--out", str(tmp_path / "o.json")],
+      [sys.executable, "-m", "reproduce.head_objective", *args, "--out",
+       str(tmp_path / "o.json")],
       cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert proc.returncode == 2
   lines = [l for l in proc.stderr.splitlines()
            if l.startswith(head_objective.PROG)]
-  assert len(lines) == 1 and "no such head" in lines[0]
+  assert len(lines) == 1
   assert not (tmp_path / "o.json").exists()
+  return lines[0]
+
+
+def test_the_objective_is_the_runs_own(tmp_path):
+  """The settings come from the run's settings file, one place: a run
+  started before ``task_models`` existed reads as the small models."""
+  import json  # pylint: disable=g-import-not-at-top
+  run = tmp_path / "run"
+  run.mkdir()
+  config = training.HeadTrainingConfig(seed=3, task_data="full",
+                                       max_multiplier=1., sigma=0.05)
+  settings = config.settings()
+  settings.pop("task_models")
+  (run / training.SETTINGS_FILE).write_text(json.dumps(settings))
+  loaded = training.saved_config(str(run))
+  assert loaded.settings() == config.settings()
+  assert loaded.task_models == "small"
+  assert "no head training there" in _refusal(
+      tmp_path, "--run", str(tmp_path / "nothing"))
+  assert "no such head" in _refusal(
+      tmp_path, str(tmp_path / "nothing.npz"), "--run", str(run))

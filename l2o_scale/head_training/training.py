@@ -142,6 +142,22 @@ class HeadTrainingConfig:
     return values
 
 
+def saved_config(train_dir):
+  """The :class:`HeadTrainingConfig` a run in ``train_dir`` was started
+  with (its settings file; a setting added since holds the value the run
+  was trained with). FileNotFoundError naming the folder when it holds no
+  run."""
+  path = os.path.join(train_dir, SETTINGS_FILE)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError("{}: no head training there ({} of python -m "
+                            "l2o_scale.head_training)".format(train_dir,
+                                                              SETTINGS_FILE))
+  with open(path) as f:
+    saved = {**ADDED_SETTINGS, **json.load(f)}
+  saved["tasks"] = tuple(saved["tasks"])
+  return HeadTrainingConfig(**saved)
+
+
 def load_optimizer(name_or_path):
   """The frozen learned optimizer: a pretrained name or a checkpoint."""
   from l2o_scale import keras_optimizer  # pylint: disable=g-import-not-at-top
