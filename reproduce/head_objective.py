@@ -1,8 +1,10 @@
 """``python -m reproduce.head_objective``: what the head's meta-training
 objective rewards (docs/schedule-head.md).
 
-Scores schedule heads on the objective ``python -m l2o_scale.head_training``
-meta-trains them on: per task of the recipe and run length, ``log(validation
+Scores schedule heads on the objective a run of ``python -m
+l2o_scale.head_training`` meta-trains them on (``--run``: its settings file
+holds the tasks, data, models, bounds and seed; ``--task_models`` scores
+on other models): per task of the recipe and run length, ``log(validation
 loss at the end of the run / the frozen optimizer's)``, from the recipe's
 initial parameters, minibatches and parameter-scale augmentation of one
 seed index (:class:`~l2o_scale.head_training.training.HeadTrainer`'s own
@@ -34,8 +36,9 @@ SHORT, LONG = 400, 1000
 # The card's settings the hand-built head imitates.
 CARD_WEIGHT_DECAY = 1e-3
 CARD_HALF_STEP_AT = 0.9  # the cosine decay over the last fifth halves here
-# Index of the progress centre the hand-built head reads.
-_CENTRE = 0.9
+# The progress centre the hand-built head reads (one of the head's
+# PROGRESS_CENTRES; its multiplier is 1/2 there) and how sharply it turns.
+_CENTRE = CARD_HALF_STEP_AT
 _SHARPNESS = 3.
 
 
