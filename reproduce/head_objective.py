@@ -97,7 +97,6 @@ def measure(heads, config, seed_index=0, every=1, data_dir=None, log=print):
   card-like head and each of ``heads`` (paths) on every task of ``config``
   (a :class:`~l2o_scale.head_training.training.HeadTrainingConfig`) and
   every ``every``-th length of its grid."""
-  from l2o_scale.head_training import estimator  # pylint: disable=g-import-not-at-top
   from l2o_scale.head_training import training  # pylint: disable=g-import-not-at-top
   labels = [CARD_LIKE] + list(heads)
   thetas = [card_like_theta(config.seed, config.min_multiplier,
@@ -112,12 +111,7 @@ def measure(heads, config, seed_index=0, every=1, data_dir=None, log=print):
                                    log=lambda *_: None)
     for task in config.tasks:
       for length in config.lengths()[::every]:
-        reference = trainer.reference(task, seed_index, length)
-        runs = trainer._task_runs(task, len(labels))  # pylint: disable=protected-access
-        seed = trainer._run_seed(task, seed_index)  # pylint: disable=protected-access
-        val, _ = runs(thetas, seed, trainer._scales(runs.task, seed), length)  # pylint: disable=protected-access
-        objectives = estimator.normalized_objective(
-            val, reference, config.objective_clip)
+        objectives = trainer.objectives(task, seed_index, length, thetas)
         rows.append(dict(task=task, length=length,
                          objectives=[float(v) for v in objectives]))
         log("{} {}: {}".format(task, length, ", ".join(

@@ -1,7 +1,7 @@
 """The tasks a schedule head is meta-trained on: the task suite's models
 (:mod:`l2o_scale.benchmark.tasks`), their small versions (``tiny=True``)
-or their own, on their small data or the suite's full splits, as pure functions of their
-parameters, with parameter-scale augmentation.
+or their own, on their small data or the suite's full splits, as pure
+functions of their parameters, with parameter-scale augmentation.
 
 A task's loss is its Keras model called statelessly
 (``model.stateless_call``) on parameters given as tensors, so one traced

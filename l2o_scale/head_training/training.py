@@ -142,18 +142,26 @@ class HeadTrainingConfig:
     return values
 
 
-def saved_config(train_dir):
-  """The :class:`HeadTrainingConfig` a run in ``train_dir`` was started
-  with (its settings file; a setting added since holds the value the run
-  was trained with). FileNotFoundError naming the folder when it holds no
-  run."""
+def _saved_settings(train_dir):
+  """The settings file of the run in ``train_dir`` (None where there is
+  none), a setting added since the run started holding the value it was
+  trained with (:data:`ADDED_SETTINGS`)."""
   path = os.path.join(train_dir, SETTINGS_FILE)
   if not tf.io.gfile.exists(path):
+    return None
+  with open(path) as f:
+    return {**ADDED_SETTINGS, **json.load(f)}
+
+
+def saved_config(train_dir):
+  """The :class:`HeadTrainingConfig` a run in ``train_dir`` was started
+  with (its settings file). FileNotFoundError naming the folder when it
+  holds no run."""
+  saved = _saved_settings(train_dir)
+  if saved is None:
     raise FileNotFoundError("{}: no head training there ({} of python -m "
                             "l2o_scale.head_training)".format(train_dir,
                                                               SETTINGS_FILE))
-  with open(path) as f:
-    saved = {**ADDED_SETTINGS, **json.load(f)}
   saved["tasks"] = tuple(saved["tasks"])
   return HeadTrainingConfig(**saved)
 
@@ -195,11 +203,8 @@ class HeadTrainer:
   def _check_settings(self):
     path = os.path.join(self.train_dir, SETTINGS_FILE)
     settings = self.config.settings()
-    if tf.io.gfile.exists(path):
-      with open(path) as f:
-        saved = json.load(f)
-      # A setting added after the run started holds its default there.
-      saved = {**ADDED_SETTINGS, **saved}
+    saved = _saved_settings(self.train_dir)
+    if saved is not None:
       differ = sorted(k for k in set(saved) | set(settings)
                       if saved.get(k) != settings.get(k))
       if differ:
@@ -317,6 +322,18 @@ class HeadTrainer:
     return task_lib.augmentation_scales(len(task.initial), seed,
                                         self.config.augmentation)
 
+  def objectives(self, name, seed_index, length, thetas):
+    """The objective of each head of ``thetas`` [K, P] on one run (task
+    ``name``, its seed ``seed_index``, ``length`` steps): ``log(validation
+    loss at the end / the frozen optimizer's)``, clipped (float64 [K])."""
+    reference = self.reference(name, seed_index, length)
+    task = self._task(name)
+    seed = self._run_seed(name, seed_index)
+    val, _ = self._task_runs(name, len(thetas))(
+        thetas, seed, self._scales(task, seed), length)
+    return estimator.normalized_objective(val, reference,
+                                          self.config.objective_clip)
+
   def estimate(self):
     """One antithetic estimate at the current head: (gradient [P], mean
     objective, per-task objectives)."""
@@ -324,13 +341,8 @@ class HeadTrainer:
     runs, epsilons = self.draw()
     gradients, objectives = [], []
     for (name, seed_index, length), eps in zip(runs, epsilons):
-      reference = self.reference(name, seed_index, length)
-      task = self._task(name)
-      seed = self._run_seed(name, seed_index)
-      val, _ = self._task_runs(name, 2 * c.pairs)(
-          estimator.perturbed(self.theta, eps, c.sigma), seed,
-          self._scales(task, seed), length)
-      f = estimator.normalized_objective(val, reference, c.objective_clip)
+      f = self.objectives(name, seed_index, length,
+                          estimator.perturbed(self.theta, eps, c.sigma))
       gradients.append(estimator.antithetic_gradient(
           f[:c.pairs], f[c.pairs:], eps, c.sigma))
       objectives.append((name, float(np.mean(f))))
