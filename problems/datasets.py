@@ -45,9 +45,21 @@ def one_hot_rows(labels, depth=None):
   return np.eye(depth, dtype=np.float32)[labels]
 
 
+DATA_DIR_HELP = ("folder with the MNIST IDX files (default: "
+                 "$L2O_SCALE_DATA_DIR, else tensorflow-datasets)")
+
+
 def resolve_data_dir(data_dir=None):
   """``data_dir`` if given, else ``$L2O_SCALE_DATA_DIR``, else None."""
   return data_dir or os.environ.get(DATA_DIR_ENV) or None
+
+
+def add_data_dir_argument(parser):
+  """Declares ``--data_dir`` on an argparse parser, with one meaning for
+  every command line: None when not given, which
+  :func:`resolve_data_dir` (and every loader here) reads as
+  ``$L2O_SCALE_DATA_DIR``, else tensorflow-datasets."""
+  parser.add_argument("--data_dir", default=None, help=DATA_DIR_HELP)
 
 
 def _find_file(folder, stem):

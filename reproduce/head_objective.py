@@ -29,6 +29,8 @@ import tempfile
 
 import numpy as np
 
+from problems import datasets
+
 PROG = "python -m reproduce.head_objective"
 CARD_LIKE = "card-like"
 SHORT, LONG = 400, 1000
@@ -152,8 +154,7 @@ def main(argv=None):
                  "recipe's seeds per task the runs take")
   p.add_argument("--every", type=int, default=1, help="take every this "
                  "many lengths of the recipe's grid")
-  p.add_argument("--data_dir", default=None, help="MNIST folder (default: "
-                 "$L2O_SCALE_DATA_DIR)")
+  datasets.add_data_dir_argument(p)
   args = p.parse_args(argv)
   if args.every < 1:
     p.error("--every must be >= 1, got {}".format(args.every))

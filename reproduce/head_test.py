@@ -34,6 +34,8 @@ import statistics
 import subprocess
 import sys
 
+from problems import datasets
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL_REFERENCE = "reproduce/results/benchmark/l2o-scale/results.json"
 RICH_REFERENCE = "reproduce/results/benchmark/data-rich/l2o-scale/results.json"
@@ -317,7 +319,7 @@ def main(argv=None):
                  "registered four)")
   p.add_argument("--needed", type=int, default=NEEDED, help="test tasks "
                  "a seed's head must match or beat the card on")
-  p.add_argument("--data_dir", default=None, help="MNIST folder")
+  datasets.add_data_dir_argument(p)
   p.add_argument("--report_only", action="store_true",
                  help="write the page from the runs stored, run nothing")
   args = p.parse_args(argv)

@@ -25,6 +25,7 @@ import tempfile
 import numpy as np
 
 from l2o_scale import pretrained
+from problems import datasets
 from reproduce import machine
 from reproduce import plot
 from reproduce import styles
@@ -111,14 +112,14 @@ def table(results_dir, models, steps):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--data_dir", default=os.environ.get(
-      "L2O_SCALE_DATA_DIR"))
+  datasets.add_data_dir_argument(parser)
   parser.add_argument("--out", default=os.path.join(
       HERE, "results", "pretrained", "metatest.md"))
   parser.add_argument("--steps", type=int, default=3000)
   parser.add_argument("--python", default=sys.executable)
   args = parser.parse_args(argv)
-  data_dir = os.path.abspath(args.data_dir) if args.data_dir else None
+  data_dir = datasets.resolve_data_dir(args.data_dir)
+  data_dir = os.path.abspath(data_dir) if data_dir else None
   by_name = supports_pretrained_flag(args.python)
   shown_cmds = []
   with tempfile.TemporaryDirectory() as work:

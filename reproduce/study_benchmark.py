@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 
+from problems import datasets
 from reproduce import medium
 from reproduce import study_report
 
@@ -98,8 +99,7 @@ def _parser():
   parser.add_argument("--out", default=os.path.join(
       ROOT, "reproduce/results/study/benchmark"),
                       help="one benchmark folder per optimizer goes here")
-  parser.add_argument("--data_dir", default=os.environ.get(
-      "L2O_SCALE_DATA_DIR"), help="MNIST IDX files")
+  datasets.add_data_dir_argument(parser)
   parser.add_argument("--dry_run", action="store_true",
                       help="print the choice and the commands, run nothing "
                       "(allowed before the study is finished)")
@@ -125,7 +125,8 @@ def main(argv=None):
                                                          "train"))
   try:
     best, seeds = choose(values, train_records, arms)
-    argvs = commands(args.study_dir, args.out, args.data_dir, best, seeds)
+    argvs = commands(args.study_dir, args.out,
+                     datasets.resolve_data_dir(args.data_dir), best, seeds)
   except ValueError as e:
     parser.error(str(e))
   print("best arm: {} (mean over the primary endpoints {:.2f}); control "

@@ -31,6 +31,7 @@ if __name__ == "__main__":
   from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
   quiet_cuda.import_tensorflow()
 from l2o_scale.fidelity import fixture_spec  # pylint: disable=g-import-not-at-top,g-bad-import-order
+from problems import datasets  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
 TINY = 1e-12
 
@@ -162,9 +163,7 @@ def main(argv=None):
       description="Replay TF1 reference fixtures with the TF2 port.")
   parser.add_argument("paths", nargs="+", metavar="PATH",
                       help="fixture folder or folder of fixture folders")
-  parser.add_argument("--data_dir", default=None,
-                      help="folder with the MNIST IDX files "
-                           "(default: $L2O_SCALE_DATA_DIR or tfds)")
+  datasets.add_data_dir_argument(parser)
   args = parser.parse_args(argv)
   fixtures = find_fixtures(args.paths)
   if not fixtures:

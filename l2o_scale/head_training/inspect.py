@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 
+from problems import datasets
+
 PROG = "python -m l2o_scale.head_training.inspect"
 PROGRESS = (0., 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.)
 RELATIVE_LOG_NORMS = (0., -2.)
@@ -161,8 +163,7 @@ def main(argv=None):
                  "the run's length, the head's progress input")
   p.add_argument("--every", type=int, default=200, help="with --task: "
                  "steps between the table's rows")
-  p.add_argument("--data_dir", default=None, help="MNIST folder (default: "
-                 "$L2O_SCALE_DATA_DIR)")
+  datasets.add_data_dir_argument(p)
   args = p.parse_args(argv)
   head = learned_schedule.ScheduleHead.load(args.head)
   if args.task is None:

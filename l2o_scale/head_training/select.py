@@ -29,6 +29,8 @@ import os
 
 import numpy as np
 
+from problems import datasets
+
 PROG = "python -m l2o_scale.head_training.select"
 
 # Named before any head was meta-trained, apart from the test tasks; both
@@ -232,8 +234,7 @@ def main(argv=None):
                  "(resumed when it exists)")
   p.add_argument("--optimizer", default="l2o-scale", help="the frozen "
                  "learned optimizer the heads were trained over")
-  p.add_argument("--data_dir", default=None, help="MNIST folder (default: "
-                 "$L2O_SCALE_DATA_DIR)")
+  datasets.add_data_dir_argument(p)
   p.add_argument("--with_card", action="store_true", help="also a "
                  "candidate: the shipped optimizer with its card's long-run "
                  "settings and no head, so that a head is chosen only where "

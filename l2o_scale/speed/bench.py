@@ -73,6 +73,7 @@ from l2o_scale.speed import bench_meta
 from l2o_scale.speed import bench_report
 from l2o_scale.speed import bench_sizes
 from l2o_scale.speed import bench_steps
+from problems import datasets
 
 
 def build_parser():
@@ -95,9 +96,7 @@ def build_parser():
       "~/.cache/original-tf1-venv/bin/python"),
                       help="the Python that runs --original (its README's "
                       "venv)")
-  parser.add_argument("--data_dir", default=None,
-                      help="MNIST folder (default: $L2O_SCALE_DATA_DIR, else "
-                      "tensorflow-datasets)")
+  datasets.add_data_dir_argument(parser)
   parser.add_argument("--sizes", nargs="?", const=",".join(
       str(w) for w in bench_sizes.DEFAULT_WIDTHS), default=None,
                       metavar="WIDTHS",

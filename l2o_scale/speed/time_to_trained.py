@@ -60,6 +60,7 @@ from l2o_scale.speed.training_snapshots import (  # pylint: disable=unused-impor
     FIRST_UNROLL_LINE, THRESHOLD, YARDSTICK_PROBLEMS, YARDSTICK_SEEDS,
     YARDSTICK_STEPS, Yardstick, active_elapsed, run_job,
     seconds_per_meta_iteration, time_to_threshold)
+from problems import datasets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -150,8 +151,7 @@ def build_parser():
   parser.add_argument("--seeds", default="1,2,3",
                       help="training seeds (metarun --seed)")
   parser.add_argument("--threshold", type=float, default=THRESHOLD)
-  parser.add_argument("--data_dir", default=None,
-                      help="MNIST folder (default: $L2O_SCALE_DATA_DIR)")
+  datasets.add_data_dir_argument(parser)
   parser.add_argument("--work_dir", default=None,
                       help="where the train dirs and logs go (default: a new "
                       "temporary folder); each job's train dir is replaced")
@@ -206,7 +206,7 @@ def main(argv=None):
           file=sys.stderr)
     return 2
   flags_of = dict(recipes)
-  data_dir = args.data_dir or os.environ.get("L2O_SCALE_DATA_DIR")
+  data_dir = datasets.resolve_data_dir(args.data_dir)
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="time_to_trained-")
   yardstick = Yardstick(data_dir)
   from l2o_scale.speed import bench_report  # pylint: disable=g-import-not-at-top
