@@ -229,6 +229,9 @@ def test_held_out_tasks_run_only_when_named():
                               set(select.TEST_TASKS))
   listed = [l for l in cli.task_lines(width=200) if "held out" in l]
   assert [l.split()[0] for l in listed] == held_out
+  unwrapped = [l for l in cli.task_lines(width=1000) if "held out" in l]
+  assert [l.endswith("(held out, set {}: runs only when named)".format(s))
+          for l, s in zip(unwrapped, sets)] == [True] * 8
   # The spirals' classes are about equally common, and no two splits share
   # a point.
   splits = tasks.spirals_data()

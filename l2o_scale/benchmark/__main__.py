@@ -84,8 +84,8 @@ def task_lines(width=None):
   for task in tasks.REGISTRY.values():
     lines += textwrap.wrap(
         "{}: {}{}".format(task.family, task.description,
-                          " (held out: runs only when named)"
-                          if task.held_out else ""), width,
+                          " (held out, set {}: runs only when named)".format(
+                              task.held_out) if task.held_out else ""), width,
         initial_indent=task.name.ljust(column),
         subsequent_indent=" " * column, break_on_hyphens=False)
   return lines
