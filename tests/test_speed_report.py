@@ -7,6 +7,7 @@ the original's GRU cell.
 """
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -189,3 +190,15 @@ def test_bench_report_when_xla_fails():
   text = bench_report.format_table(report)
   assert "l2o_xla failed: XLA: nope" in text
   assert "gru_core_xla failed: XLA: no" in text and "lower bound" not in text
+
+
+def test_run_original_passes_the_data_dir_it_is_given(tmp_path, monkeypatch):
+  script = tmp_path / "time_original.py"
+  script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+  # The folder comes as an argument, never from the environment.
+  monkeypatch.setenv("L2O_SCALE_DATA_DIR", "/from/env")
+  assert bench_report.run_original(str(script), sys.executable,
+                                   "/given") == ["--data_dir", "/given"]
+  assert bench_report.run_original(str(script), sys.executable) == []
+  assert "error" in bench_report.run_original(str(tmp_path / "missing.py"),
+                                              sys.executable)

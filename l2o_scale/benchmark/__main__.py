@@ -12,6 +12,7 @@ from absl import flags
 
 from l2o_scale.config import config_flags
 from l2o_scale.config.config_flags import flag
+from problems import datasets
 
 DESCRIPTION = (
     "Task-suite benchmark: training quality across model families against "
@@ -69,7 +70,7 @@ def config_from_flags(args):
   ``$L2O_SCALE_DATA_DIR``)."""
   from l2o_scale.benchmark import config  # pylint: disable=g-import-not-at-top
   overrides = config_flags.given(config.Config, args)
-  overrides.setdefault("data_dir", os.environ.get("L2O_SCALE_DATA_DIR"))
+  overrides.setdefault("data_dir", datasets.resolve_data_dir())
   overrides.pop("size", None)
   return config.Config.for_size(args.size, **overrides)
 
@@ -93,7 +94,6 @@ def task_lines(width=None):
 
 def main(argv=None):
   args = parse_args(sys.argv[1:] if argv is None else argv)
-  from problems import datasets  # pylint: disable=g-import-not-at-top
   if args.list_tasks:
     print("\n".join(task_lines()))
     return 0

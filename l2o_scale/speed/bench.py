@@ -152,9 +152,9 @@ def main(argv=None):
   original = None
   if args.original:
     print("timing the original TF1 code (about 5 minutes) ...", flush=True)
-    if args.data_dir:
-      os.environ["L2O_SCALE_DATA_DIR"] = args.data_dir
-    original = bench_report.run_original(args.original, args.original_python)
+    original = bench_report.run_original(
+        args.original, args.original_python,
+        datasets.resolve_data_dir(args.data_dir))
   try:
     steps, unrolls, loop, meta_iteration = measure_all(
         args.data_dir, cfg, not args.no_xla)

@@ -83,10 +83,10 @@ def speedups(unrolls, l2o_step_no_xla, original):
   return out
 
 
-def run_original(script, python):
-  """Runs the original's ``time_original.py`` (../shared/original-tf1) and
-  returns its JSON, or {"error": ...}."""
-  data_dir = os.environ.get("L2O_SCALE_DATA_DIR")
+def run_original(script, python, data_dir=None):
+  """Runs the original's ``time_original.py`` (../shared/original-tf1) on
+  the MNIST folder ``data_dir`` (None: its own default) and returns its
+  JSON, or {"error": ...}."""
   cmd = [python, script] + (["--data_dir", data_dir] if data_dir else [])
   try:
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
