@@ -143,14 +143,16 @@ def test_resume_ends_with_the_head_of_the_uninterrupted_run(
         str(tmp_path / "cut"), DATA_DIR, frozen, lines.append, traced)
 
 
-@pytest.mark.parametrize("setting,other", [("task_data", "full"),
-                                            ("task_models", "full")])
+@pytest.mark.parametrize("setting,other", [
+    ("task_data", "full"), ("task_models", "full"),
+    ("decay_scaled_by_multiplier", True)])
 def test_a_run_started_before_a_setting_existed_resumes_with_its_old_value(
     frozen, traced, tmp_path, setting, other):
-  """A settings file without ``task_data`` or ``task_models`` (written
-  before the setting existed) holds a run on the small data and models: it
-  resumes as such, and a resume with the other value is refused, naming
-  the old one."""
+  """A settings file without ``task_data``, ``task_models`` or
+  ``decay_scaled_by_multiplier`` (written before the setting existed) holds
+  a run on the small data and models with the plain decay: it resumes as
+  such, and a resume with the other value is refused, naming the old
+  one."""
   import json  # pylint: disable=g-import-not-at-top
   folder = tmp_path / "old"
   training.HeadTrainer(training.HeadTrainingConfig(estimates=1, **TINY),
@@ -158,16 +160,31 @@ def test_a_run_started_before_a_setting_existed_resumes_with_its_old_value(
                        traced).run()
   settings_file = folder / training.SETTINGS_FILE
   settings = json.loads(settings_file.read_text())
-  assert settings.pop(setting) == "small"
+  old_value = settings.pop(setting)
+  assert old_value == training.ADDED_SETTINGS[setting]
   settings_file.write_text(json.dumps(settings))
   resumed = training.HeadTrainer(
       training.HeadTrainingConfig(estimates=2, **TINY), str(folder),
       DATA_DIR, frozen, lambda line: None, traced)
   assert resumed.resumed and resumed.done == 1
-  with pytest.raises(ValueError, match="--{}=small".format(setting)):
+  with pytest.raises(ValueError, match="--{}={}".format(setting,
+                                                       old_value)):
     training.HeadTrainer(
         training.HeadTrainingConfig(estimates=2, **{setting: other}, **TINY),
         str(folder), DATA_DIR, frozen, lambda line: None, {})
+
+
+def test_a_head_trained_with_the_scaled_decay_is_saved_with_it(
+    frozen, traced, tmp_path):
+  # The meta-trained head must be used as it was trained: its file says
+  # that its decay is scaled by its multiplier.
+  config = training.HeadTrainingConfig(estimates=1, max_multiplier=1.,
+                                       decay_scaled_by_multiplier=True,
+                                       **TINY)
+  training.HeadTrainer(config, str(tmp_path), DATA_DIR, frozen,
+                       lambda line: None, traced).run()
+  saved = ls.ScheduleHead.load(str(tmp_path / training.HEAD_FILE))
+  assert saved.bounds == (1e-3, 1., 3e-3, True) == config.bounds()
 
 
 def test_full_task_models_are_the_suites_own_models():

@@ -1,8 +1,8 @@
 """The learned schedule-and-decay head (l2o_scale/steps/learned_schedule.py):
 a zero-initialised head changes no step (Keras and the meta-test step), its
 outputs stay within their bounds for any input, its multiplier moves the
-step where the learned learning rate sits at its cap, and its arguments are
-checked."""
+step where the learned learning rate sits at its cap, its scaled decay is
+the decay times the multiplier, and its arguments are checked."""
 
 import keras
 import numpy as np
@@ -176,6 +176,55 @@ def test_bad_arguments_are_refused(shipped, tmp_path):
     ls.schedule_head(str(tmp_path / "missing.npz"))
   with pytest.raises(ValueError, match="progress"):
     ls.ScheduleHead().apply([tf.ones(2)], [tf.ones(2)], {})
+
+
+def test_scaled_decay_is_the_decay_times_the_multiplier():
+  # With decay_scaled_by_multiplier the multipliers are the plain head's
+  # and each decay is the plain decay times its tensor's multiplier, so a
+  # step annealed towards 0 takes its decay with it.
+  rng = np.random.default_rng(3)
+  theta = ls.initial_theta(seed=3)
+  # The output layer (weights, then the multiplier's and the decay's
+  # biases): multipliers below 1 and decays that are on, varied per tensor.
+  outputs = 2 * ls.HIDDEN_UNITS
+  theta[-2 - outputs:-2] = rng.standard_normal(outputs) * 0.3
+  theta[-2:] = [-0.5, 0.5]
+  feats = tf.constant(rng.standard_normal(ls.NUM_GLOBAL_FEATURES),
+                      tf.float32)
+  tensor_feats = tf.constant(
+      rng.standard_normal((9, ls.NUM_TENSOR_FEATURES)), tf.float32)
+  bounds = (1e-3, 1., 3e-3)
+  m, w = [x.numpy() for x in ls.head_outputs(theta, feats, tensor_feats,
+                                             *bounds)]
+  ms, ws = [x.numpy() for x in ls.head_outputs(theta, feats, tensor_feats,
+                                               *bounds, True)]
+  assert np.array_equal(ms, m)
+  np.testing.assert_allclose(ws, w * m, rtol=1e-6, atol=0.)
+  # The draw covers decays that are on and multipliers well below 1.
+  assert np.any((w > 1e-4) & (m < 0.5))
+  # The transform applies it: new = proposed + (m - 1) step - m w old.
+  old = [tf.constant(rng.standard_normal((3, 2)), tf.float32)]
+  proposed = [old[0] + 0.1]
+  head = ls.ScheduleHead(theta, *bounds, decay_scaled_by_multiplier=True)
+  plain = ls.ScheduleHead(theta, *bounds)
+  inputs = {ls.PROGRESS: 0.5, transform.GRADIENTS: [tf.ones((3, 2))]}
+  pm, pw, _ = plain.outputs(old, proposed, 0.5, inputs[transform.GRADIENTS],
+                            ls.initial_state())
+  expected = (proposed[0] + (pm[0] - 1.) * 0.1 - pm[0] * pw[0] * old[0])
+  np.testing.assert_allclose(head.apply(old, proposed, inputs)[0].numpy(),
+                             expected.numpy(), rtol=0., atol=1e-6)
+
+
+def test_heads_saved_with_three_bounds_load_with_the_plain_decay(tmp_path):
+  # Heads saved before the scaled decay existed (among them the runs under
+  # reproduce/results/head/) keep the decay they were trained with.
+  path = str(tmp_path / "old.npz")
+  np.savez(path, theta=ls.initial_theta(seed=2),
+           bounds=np.array([1e-3, 1., 3e-3]))
+  assert ls.ScheduleHead.load(path).bounds == (1e-3, 1., 3e-3, False)
+  head = ls.ScheduleHead(ls.initial_theta(seed=2), 1e-3, 1., 3e-3, True)
+  head.save(path)
+  assert ls.ScheduleHead.load(path).bounds == (1e-3, 1., 3e-3, True)
 
 
 def test_save_and_load(tmp_path):

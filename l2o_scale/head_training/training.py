@@ -44,7 +44,8 @@ STATE_FILE = "head_training.npz"
 SETTINGS_FILE = "head_training.json"
 # Settings added after runs were started, with the value that runs whose
 # settings file predates them were trained with.
-ADDED_SETTINGS = {"task_data": "small", "task_models": "small"}
+ADDED_SETTINGS = {"task_data": "small", "task_models": "small",
+                  "decay_scaled_by_multiplier": False}
 HEAD_FILE = "head.npz"
 
 
@@ -105,6 +106,10 @@ class HeadTrainingConfig:
                                "can give", gt=0)
   max_weight_decay: float = flag(3e-3, "largest decoupled weight decay per "
                                  "step the head can give", ge=0)
+  decay_scaled_by_multiplier: bool = flag(
+      False, "multiply each tensor's weight decay by its step multiplier "
+      "(the AdamW form of the card's decay), so that an annealed step "
+      "takes its decay with it")
   seed: int = flag(0, "random seed of the run (draws, the head's initial "
                    "hidden layer)")
   keep_every: int = flag(20, "also keep the head after every this many "
@@ -121,8 +126,7 @@ class HeadTrainingConfig:
     if self.max_length < self.min_length:
       raise ValueError("--max_length must be >= --min_length ({}), got "
                        "{}".format(self.min_length, self.max_length))
-    learned_schedule.ScheduleHead(None, self.min_multiplier,
-                                  self.max_multiplier, self.max_weight_decay)
+    learned_schedule.ScheduleHead(None, *self.bounds())
 
   def lengths(self):
     """The grid of run lengths, log-spaced over [min_length, max_length]."""
@@ -130,7 +134,9 @@ class HeadTrainingConfig:
     return sorted(set(int(round(x)) for x in grid))
 
   def bounds(self):
-    return (self.min_multiplier, self.max_multiplier, self.max_weight_decay)
+    """The trailing arguments of ``learned_schedule.head_outputs``."""
+    return (self.min_multiplier, self.max_multiplier, self.max_weight_decay,
+            self.decay_scaled_by_multiplier)
 
   def settings(self):
     """The settings a resume must share (all but ``estimates``), as JSON

@@ -24,6 +24,10 @@ and gives each tensor a multiplier ``m`` of the proposed step, in
 
     new = proposed + (m - 1) * (proposed - old) - w * old
 
+(``m * w`` in place of ``w`` for a head built with
+``decay_scaled_by_multiplier``, the form of the card's schedule-scaled
+decay).
+
 Its output layer starts at zero, so a fresh head gives ``m = 1`` and ``w =
 0`` for every input and the step is the optimizer's, bit for bit (a tensor
 whose multiplier is 1 and decay 0 takes ``proposed`` itself). The
@@ -155,13 +159,18 @@ def tensor_features(old, proposed):
 
 
 def head_outputs(theta, global_feats, tensor_feats, min_multiplier,
-                 max_multiplier, max_weight_decay):
+                 max_multiplier, max_weight_decay,
+                 decay_scaled_by_multiplier=False):
   """(multipliers [T], weight decays [T]) of the head ``theta``.
 
   The multiplier is ``exp(tanh(a) * log(max_multiplier))`` for ``a >= 0``,
   ``exp(tanh(a) * log(1 / min_multiplier))`` below: exactly 1 at ``a = 0``.
   The decay is ``max_weight_decay * tanh(relu(b))``: exactly 0 for ``b <=
-  0``, below ``max_weight_decay`` for every input.
+  0``, below ``max_weight_decay`` for every input. With
+  ``decay_scaled_by_multiplier`` it is that times the tensor's multiplier,
+  the AdamW form of the card's decay (scaled by its step schedule), so that
+  a step annealed towards 0 takes its decay with it; below
+  ``max_weight_decay * max_multiplier``.
   """
   w1, b1, w2, b2 = _unpack(tf.convert_to_tensor(theta, tf.float32))
   count = tf.shape(tensor_feats)[0]
@@ -174,6 +183,8 @@ def head_outputs(theta, global_feats, tensor_feats, min_multiplier,
                        math.log(1. / min_multiplier))
   multipliers = tf.exp(tf.tanh(a) * log_range)
   decays = max_weight_decay * tf.tanh(tf.nn.relu(b))
+  if decay_scaled_by_multiplier:
+    decays = decays * multipliers
   return multipliers, decays
 
 
@@ -201,7 +212,7 @@ class ScheduleHead(transform.StepTransform):
   """
 
   def __init__(self, theta=None, min_multiplier=1e-3, max_multiplier=10.,
-               max_weight_decay=3e-3):
+               max_weight_decay=3e-3, decay_scaled_by_multiplier=False):
     if not 0. < min_multiplier <= 1. <= max_multiplier < float("inf"):
       raise ValueError(
           "schedule head: need 0 < min_multiplier <= 1 <= max_multiplier, "
@@ -217,14 +228,18 @@ class ScheduleHead(transform.StepTransform):
     self.min_multiplier = float(min_multiplier)
     self.max_multiplier = float(max_multiplier)
     self.max_weight_decay = float(max_weight_decay)
+    self.decay_scaled_by_multiplier = bool(decay_scaled_by_multiplier)
     self.theta = tf.Variable(theta, trainable=False, name="schedule_head")
     self.state = tf.Variable(initial_state(), trainable=False,
                              name="schedule_head_state")
 
   @property
   def bounds(self):
-    """(min_multiplier, max_multiplier, max_weight_decay)."""
-    return self.min_multiplier, self.max_multiplier, self.max_weight_decay
+    """(min_multiplier, max_multiplier, max_weight_decay,
+    decay_scaled_by_multiplier): what shapes the outputs besides
+    :attr:`theta`, the trailing arguments of :func:`head_outputs`."""
+    return (self.min_multiplier, self.max_multiplier, self.max_weight_decay,
+            self.decay_scaled_by_multiplier)
 
   def outputs(self, old, proposed, progress, gradients, state):
     """(multipliers, decays, new state) of one step from ``state`` (pure:
@@ -257,7 +272,8 @@ class ScheduleHead(transform.StepTransform):
 
   def save(self, path):
     """Writes the head (parameters and bounds) to ``path`` (``.npz``)."""
-    np.savez(path, theta=self.theta.numpy(), bounds=np.array(self.bounds))
+    np.savez(path, theta=self.theta.numpy(),
+             bounds=np.array(self.bounds, np.float64))
 
   @classmethod
   def load(cls, path):
@@ -266,7 +282,9 @@ class ScheduleHead(transform.StepTransform):
       raise FileNotFoundError("no schedule head at {}".format(path))
     with np.load(path) as saved:
       bounds = [float(x) for x in saved["bounds"]]
-      return cls(saved["theta"], *bounds)
+      # Heads saved before the scaled decay existed hold three bounds.
+      return cls(saved["theta"], *bounds[:3],
+                 decay_scaled_by_multiplier=bool(bounds[3:] and bounds[3]))
 
 
 def progress_inputs(num_steps):
