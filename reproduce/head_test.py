@@ -43,6 +43,8 @@ HELD_OUT_REFERENCE = (
     "reproduce/results/benchmark/held-out/l2o-scale/results.json")
 HELD_OUT_2_REFERENCE = (
     "reproduce/results/benchmark/held-out-2/l2o-scale/results.json")
+HELD_OUT_3_REFERENCE = (
+    "reproduce/results/benchmark/held-out-3/l2o-scale/results.json")
 SMALL_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
                "--eval_points=25", "--grid_extension=2")
 # Per group of test tasks (the data regime; the held-out tasks apart): the
@@ -52,6 +54,7 @@ GROUPS = {
     "small-data": (SMALL_REFERENCE, SMALL_FLAGS),
     "held-out": (HELD_OUT_REFERENCE, SMALL_FLAGS),
     "held-out-2": (HELD_OUT_2_REFERENCE, SMALL_FLAGS),
+    "held-out-3": (HELD_OUT_3_REFERENCE, SMALL_FLAGS),
     "data-rich": (RICH_REFERENCE, (
         "--size=medium", "--budgets=2000", "--seeds=3", "--baselines=adam")),
 }

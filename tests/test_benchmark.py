@@ -211,10 +211,13 @@ def test_held_out_tasks_run_only_when_named():
   held_out = [n for n, t in tasks.REGISTRY.items() if t.held_out]
   assert held_out == ["lstm_topics", "conv1d_topics", "resnet_mnist",
                       "mlp_spirals", "conv_autoencoder_mnist", "bigru_topics",
-                      "deep_swish_mnist", "separable_cnn_mnist"]
-  # Two sets of four, each looked at once as a whole.
+                      "deep_swish_mnist", "separable_cnn_mnist",
+                      "mixer_mnist", "simple_rnn_mnist_rows", "glu_mlp_mnist",
+                      "residual_ln_regression"]
+  # Three sets of four, each looked at once as a whole.
   sets = [tasks.REGISTRY[n].held_out for n in held_out]
-  assert sets == ["held-out"] * 4 + ["held-out-2"] * 4
+  assert sets == (["held-out"] * 4 + ["held-out-2"] * 4 +
+                  ["held-out-3"] * 4)
   with pytest.raises(ValueError, match="held_out must be one of"):
     tasks.Task("x", "f", "d", None, None, "mse", "mse", held_out="held")
   # Outside every default and every task a head is meta-trained or chosen
@@ -231,7 +234,7 @@ def test_held_out_tasks_run_only_when_named():
   assert [l.split()[0] for l in listed] == held_out
   unwrapped = [l for l in cli.task_lines(width=1000) if "held out" in l]
   assert [l.endswith("(held out, set {}: runs only when named)".format(s))
-          for l, s in zip(unwrapped, sets)] == [True] * 8
+          for l, s in zip(unwrapped, sets)] == [True] * 12
   # The spirals' classes are about equally common, and no two splits share
   # a point.
   splits = tasks.spirals_data()

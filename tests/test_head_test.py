@@ -108,7 +108,13 @@ def test_test_tasks_are_grouped_by_regime_and_never_validation_tasks():
   (part,) = head_test.parts(second)
   assert part == ("held-out-2", second, head_test.HELD_OUT_2_REFERENCE,
                   head_test.SMALL_FLAGS)
-  assert head_test.HELD_OUT_2_REFERENCE != head_test.HELD_OUT_REFERENCE
+  third = ("mixer_mnist", "simple_rnn_mnist_rows", "glu_mlp_mnist",
+           "residual_ln_regression")
+  (part,) = head_test.parts(third)
+  assert part == ("held-out-3", third, head_test.HELD_OUT_3_REFERENCE,
+                  head_test.SMALL_FLAGS)
+  assert len({head_test.HELD_OUT_REFERENCE, head_test.HELD_OUT_2_REFERENCE,
+              head_test.HELD_OUT_3_REFERENCE}) == 3
 
 
 def test_without_data_rich_tasks_the_speedup_rule_does_not_apply(tmp_path):

@@ -46,9 +46,10 @@ RICH_SIZES = (RICH_TRAIN_SIZE, 4096, 16384)  # train, validation, test
 RICH_TRAIN_EVAL_SIZE = 8192
 REGIMES = ("small-data", "data-rich")
 # The held-out sets, each looked at once as a whole: the first by the
-# heads meta-trained on the full splits, the second kept for the heads
-# meta-trained on the suite's own models (docs/schedule-head.md).
-HELD_OUT_SETS = ("held-out", "held-out-2")
+# heads meta-trained on the full splits, the second by the heads
+# meta-trained on the suite's own models, the third kept for the heads
+# whose decay follows their step (docs/schedule-head.md).
+HELD_OUT_SETS = ("held-out", "held-out-2", "held-out-3")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -603,3 +604,88 @@ _held_out("separable_cnn_mnist", "depthwise-separable convolutional",
           "channels, ReLU) and a dense layer on MNIST",
           _separable_cnn, mnist_data, "sparse_ce", "accuracy",
           jit_compile=False, held_out_set="held-out-2")
+
+
+# The third held-out set (named before any optimizer ran on it, kept for the
+# heads whose decay follows their step): model families in none of the
+# tasks above.
+def _mixer(tiny):
+  """An MLP-Mixer block (Tolstikhin et al., 2021) over the 49 patches of
+  4x4 pixels: a token-mixing MLP across patches, then a channel-mixing MLP
+  across features, each after layer normalization and with a residual;
+  mean pooling and a dense classifier."""
+  import keras  # pylint: disable=g-import-not-at-top
+  width, tokens_hidden, channels_hidden = ((8, 8, 16) if tiny else
+                                           (32, 64, 64))
+  images = keras.Input((28, 28))
+  x = keras.layers.Reshape((7, 4, 7, 4))(images)
+  x = keras.layers.Permute((1, 3, 2, 4))(x)
+  x = keras.layers.Reshape((49, 16))(x)
+  x = keras.layers.Dense(width)(x)
+  y = keras.layers.Permute((2, 1))(keras.layers.LayerNormalization()(x))
+  y = keras.layers.Dense(tokens_hidden, activation="gelu")(y)
+  x = x + keras.layers.Permute((2, 1))(keras.layers.Dense(49)(y))
+  y = keras.layers.LayerNormalization()(x)
+  y = keras.layers.Dense(channels_hidden, activation="gelu")(y)
+  x = x + keras.layers.Dense(width)(y)
+  x = keras.layers.GlobalAveragePooling1D()(
+      keras.layers.LayerNormalization()(x))
+  return keras.Model(images, keras.layers.Dense(10)(x))
+
+
+def _simple_rnn(tiny):
+  import keras  # pylint: disable=g-import-not-at-top
+  return keras.Sequential([keras.Input((28, 28)),
+                           keras.layers.SimpleRNN(_pick(tiny, 8, 32)),
+                           keras.layers.Dense(10)])
+
+
+def _glu_mlp(tiny):
+  """Two gated linear units (Dauphin et al., 2017): each layer's output is
+  one linear map of its input times the sigmoid of another."""
+  import keras  # pylint: disable=g-import-not-at-top
+  width = _pick(tiny, 8, 64)
+  images = keras.Input((28, 28))
+  x = keras.layers.Flatten()(images)
+  for _ in range(2):
+    x = keras.layers.Multiply()([
+        keras.layers.Dense(width)(x),
+        keras.layers.Dense(width, activation="sigmoid")(x)])
+  return keras.Model(images, keras.layers.Dense(10)(x))
+
+
+def _residual_ln_mlp(tiny):
+  """A 64-wide residual MLP: two pre-norm blocks (layer normalization, a
+  GELU layer, a linear layer, the block's input added)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  width = _pick(tiny, 8, 64)
+  inputs = keras.Input((16,))
+  x = keras.layers.Dense(width)(inputs)
+  for _ in range(2):
+    y = keras.layers.LayerNormalization()(x)
+    y = keras.layers.Dense(2 * width, activation="gelu")(y)
+    x = keras.layers.Add()([x, keras.layers.Dense(width)(y)])
+  return keras.Model(inputs, keras.layers.Dense(1)(x))
+
+
+_held_out("mixer_mnist", "MLP-Mixer (patch tokens)",
+          "one MLP-Mixer block (width 32, mixing MLPs of 64 GELU units) "
+          "over 49 patches of 4x4 pixels of MNIST",
+          _mixer, mnist_data, "sparse_ce", "accuracy",
+          held_out_set="held-out-3")
+_held_out("simple_rnn_mnist_rows", "vanilla recurrent",
+          "a tanh recurrent layer (32 units, no gates) reading the image as "
+          "28 rows",
+          _simple_rnn, mnist_data, "sparse_ce", "accuracy",
+          held_out_set="held-out-3")
+_held_out("glu_mlp_mnist", "gated MLP",
+          "784-64-64-10 MLP of gated linear units (a linear map times the "
+          "sigmoid of another) on MNIST",
+          _glu_mlp, mnist_data, "sparse_ce", "accuracy",
+          held_out_set="held-out-3")
+_held_out("residual_ln_regression", "residual MLP + normalization "
+          "(generated data)",
+          "16-64-1 residual MLP, two pre-norm blocks of 128 GELU units, "
+          "on the data of regression_synthetic",
+          _residual_ln_mlp, regression_data, "mse", "mse",
+          held_out_set="held-out-3")
