@@ -34,27 +34,32 @@ import statistics
 import subprocess
 import sys
 
+from l2o_scale.benchmark import tasks as task_registry
 from problems import datasets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SMALL_REFERENCE = "reproduce/results/benchmark/l2o-scale/results.json"
-RICH_REFERENCE = "reproduce/results/benchmark/data-rich/l2o-scale/results.json"
-HELD_OUT_REFERENCE = (
-    "reproduce/results/benchmark/held-out/l2o-scale/results.json")
-HELD_OUT_2_REFERENCE = (
-    "reproduce/results/benchmark/held-out-2/l2o-scale/results.json")
-HELD_OUT_3_REFERENCE = (
-    "reproduce/results/benchmark/held-out-3/l2o-scale/results.json")
+
+
+def reference(group):
+  """The stored ``l2o-scale`` benchmark run (its card, bare, tuned
+  baselines) of a group of test tasks: ``small-data`` (the suite's stored
+  run), ``data-rich`` or a held-out set (:data:`tasks.HELD_OUT_SETS`)."""
+  folder = "" if group == "small-data" else group + "/"
+  return "reproduce/results/benchmark/{}l2o-scale/results.json".format(folder)
+
+
+SMALL_REFERENCE = reference("small-data")
+RICH_REFERENCE = reference("data-rich")
 SMALL_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
                "--eval_points=25", "--grid_extension=2")
-# Per group of test tasks (the data regime; the held-out tasks apart): the
-# stored l2o-scale run whose settings and tuned baselines its test tasks
-# take, and the benchmark flags of those settings.
+# Per group of test tasks (the data regime; each held-out set apart, at the
+# small-data settings): the stored l2o-scale run whose settings and tuned
+# baselines its test tasks take, and the benchmark flags of those settings.
+# A new held-out set in the task registry is a new group here.
 GROUPS = {
     "small-data": (SMALL_REFERENCE, SMALL_FLAGS),
-    "held-out": (HELD_OUT_REFERENCE, SMALL_FLAGS),
-    "held-out-2": (HELD_OUT_2_REFERENCE, SMALL_FLAGS),
-    "held-out-3": (HELD_OUT_3_REFERENCE, SMALL_FLAGS),
+    **{held_out: (reference(held_out), SMALL_FLAGS)
+       for held_out in task_registry.HELD_OUT_SETS},
     "data-rich": (RICH_REFERENCE, (
         "--size=medium", "--budgets=2000", "--seeds=3", "--baselines=adam")),
 }
@@ -67,7 +72,6 @@ def parts(tasks):
   order of :data:`GROUPS` (a held-out task's group is its held-out set,
   the others' their data regime); ValueError for a task the registry lacks or a
   validation task."""
-  from l2o_scale.benchmark import tasks as registry  # pylint: disable=g-import-not-at-top
   from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
   chosen_on = sorted(set(tasks) & set(select.VALIDATION_TASKS))
   if chosen_on:
@@ -75,7 +79,7 @@ def parts(tasks):
                      "heads; test on others".format(", ".join(chosen_on)))
   by_group = {}
   for name in tasks:
-    task = registry.get(name)
+    task = task_registry.get(name)
     by_group.setdefault(task.held_out or task.regime, []).append(name)
   return tuple((group, tuple(by_group[group]), reference, flags)
                for group, (reference, flags) in GROUPS.items()

@@ -97,24 +97,21 @@ def test_test_tasks_are_grouped_by_regime_and_never_validation_tasks():
        head_test.RICH_REFERENCE)]
   with pytest.raises(ValueError, match="validation tasks"):
     head_test.parts(("cnn_mnist",) + select.VALIDATION_TASKS[:1])
-  # The held-out tasks take their own stored runs and baselines, at the
+  # Each held-out set takes its own stored runs and baselines, at the
   # small-data settings.
-  held_out = ("lstm_topics", "conv1d_topics", "resnet_mnist", "mlp_spirals")
-  (part,) = head_test.parts(held_out)
-  assert part == ("held-out", held_out, head_test.HELD_OUT_REFERENCE,
-                  head_test.SMALL_FLAGS)
-  second = ("conv_autoencoder_mnist", "bigru_topics", "deep_swish_mnist",
-            "separable_cnn_mnist")
-  (part,) = head_test.parts(second)
-  assert part == ("held-out-2", second, head_test.HELD_OUT_2_REFERENCE,
-                  head_test.SMALL_FLAGS)
-  third = ("mixer_mnist", "simple_rnn_mnist_rows", "glu_mlp_mnist",
-           "residual_ln_regression")
-  (part,) = head_test.parts(third)
-  assert part == ("held-out-3", third, head_test.HELD_OUT_3_REFERENCE,
-                  head_test.SMALL_FLAGS)
-  assert len({head_test.HELD_OUT_REFERENCE, head_test.HELD_OUT_2_REFERENCE,
-              head_test.HELD_OUT_3_REFERENCE}) == 3
+  for held_out, tasks in (
+      ("held-out", ("lstm_topics", "conv1d_topics", "resnet_mnist",
+                    "mlp_spirals")),
+      ("held-out-2", ("conv_autoencoder_mnist", "bigru_topics",
+                      "deep_swish_mnist", "separable_cnn_mnist")),
+      ("held-out-3", ("mixer_mnist", "simple_rnn_mnist_rows",
+                      "glu_mlp_mnist", "residual_ln_regression"))):
+    (part,) = head_test.parts(tasks)
+    assert part == (held_out, tasks, "reproduce/results/benchmark/{}/"
+                    "l2o-scale/results.json".format(held_out),
+                    head_test.SMALL_FLAGS)
+  assert head_test.SMALL_REFERENCE == (
+      "reproduce/results/benchmark/l2o-scale/results.json")
 
 
 def test_without_data_rich_tasks_the_speedup_rule_does_not_apply(tmp_path):
