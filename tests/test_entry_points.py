@@ -185,3 +185,39 @@ def test_run_main_maps_refusals_not_bugs(capsys):
   with pytest.raises(SystemExit) as exit_:
     entry_point.run_main("p", lambda: 3)
   assert exit_.value.code == 3
+
+
+def test_run_main_knows_an_interrupt_wrapped_by_c_code(capsys):
+  """Ctrl-C whose handler runs inside a C function's callback reaches
+  run_main as the SystemError CPython builds around it (cause: the
+  KeyboardInterrupt): the interrupted line and 130, no traceback; an error
+  raised while handling an interrupt is one too; a SystemError of its own
+  stays a bug."""
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+
+  def wrapped_by_c():
+    try:
+      raise KeyboardInterrupt
+    except KeyboardInterrupt as interrupt:
+      raise SystemError("<built-in method __array__ of numpy.ndarray "
+                        "object> returned a result with an exception "
+                        "set") from interrupt
+
+  def fails_while_stopping():
+    try:
+      raise KeyboardInterrupt
+    except KeyboardInterrupt:
+      raise OSError("flush failed")  # pylint: disable=raise-missing-from
+
+  for main in (wrapped_by_c, fails_while_stopping):
+    with pytest.raises(SystemExit) as exit_:
+      entry_point.run_main("p", main, interrupted="resume it.")
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "p: interrupted; resume it.\n"
+
+  def own_system_error():
+    raise SystemError("a bug")
+
+  with pytest.raises(SystemError, match="a bug"):
+    entry_point.run_main("p", own_system_error)
+  assert capsys.readouterr().err == ""

@@ -8,7 +8,10 @@ through :func:`run_main`:
   not found, a locked train dir; a flag absl cannot parse) prints one line
   ``<prog>: error: <message>`` on stderr and exits with status 2;
 * Ctrl-C (``KeyboardInterrupt``) prints one line ``<prog>: interrupted``
-  (with the program's hint on what is kept) and exits with status 130;
+  (with the program's hint on what is kept) and exits with status 130,
+  also where the interrupt reaches it wrapped in another error (a C
+  function that was running when the signal's handler raised reports a
+  ``SystemError`` whose cause is the ``KeyboardInterrupt``);
 * anything else is a bug and keeps its traceback, as does an error that
   comes through TensorFlow or Keras (a shape that does not fit, found
   while a step is traced).
@@ -61,15 +64,34 @@ def run_main(prog, main, *args, interrupted=None):
     signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
     status = main(*args)
-  except KeyboardInterrupt:
-    _line(prog, _interrupted_line(interrupted))
-    sys.exit(INTERRUPTED_STATUS)
-  except _refusal_types() as e:  # pylint: disable=catching-non-exception
-    if _raised_inside(e, BUG_SOURCES):
+  except Exception as e:  # pylint: disable=broad-except
+    if _interrupted_by(e):
+      _line(prog, _interrupted_line(interrupted))
+      sys.exit(INTERRUPTED_STATUS)
+    if (not isinstance(e, _refusal_types()) or
+        _raised_inside(e, BUG_SOURCES)):
       raise
     _line(prog, "error: " + message(e))
     sys.exit(REFUSAL_STATUS)
+  except KeyboardInterrupt:
+    _line(prog, _interrupted_line(interrupted))
+    sys.exit(INTERRUPTED_STATUS)
   sys.exit(status)
+
+
+def _interrupted_by(error):
+  """Whether Ctrl-C is what ``error`` comes from: a ``KeyboardInterrupt``
+  in its chain of causes and contexts. Python runs the signal's handler
+  between bytecodes, so the interrupt can be raised inside a callback of a
+  C function (numpy's ``__array__`` while TensorFlow converts a constant),
+  which then reports a ``SystemError`` caused by it."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    if isinstance(error, KeyboardInterrupt):
+      return True
+    seen.add(id(error))
+    error = error.__cause__ or error.__context__
+  return False
 
 
 # Packages through which an error comes from this project's bugs, not bad
