@@ -17,7 +17,8 @@ setup(
     package_data={"l2o_scale": ["config/recipes/*.flags"],
                   "optimizer": ["native/*.cc"],
                   "l2o_scale.pretrained": ["*/*/model.ckpt-0.*",
-                                           "*/*/run_record.json"]},
+                                           "*/*/run_record.json",
+                                           "*/*/schedule_head.npz"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-datasets",

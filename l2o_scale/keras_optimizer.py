@@ -206,9 +206,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     ``learning_rate`` arguments win. Without it, or for an optimizer whose
     card has no such settings (``l2o-generalist``: meta-trained to run
     without them), the learned update as it is. With a ``schedule_head``,
-    ``total_steps`` feeds the head's progress input instead and the card's
-    settings are not applied: the head decides the schedule and the
-    decay."""
+    given or shipped with the optimizer (``l2o-scale-head``),
+    ``total_steps`` feeds the head's progress input instead (2,000 steps
+    where it is None) and the card's settings are not applied: the head
+    decides the schedule and the decay."""
     keras_kwargs = restore.card_kwargs(name, total_steps, keras_kwargs)
     return cls.from_checkpoint(shipped.checkpoint(name), **keras_kwargs)
 

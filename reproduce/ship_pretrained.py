@@ -24,11 +24,23 @@ those settings (``--weight_decay``, ``--step_schedule``,
 
   python reproduce/ship_pretrained.py --name=l2o-scale --long_runs=/tmp/hc \\
       --description="..."
+
+``--schedule_head=FILE`` (with ``--base`` a shipped name) ships ``--name``:
+the base's meta-parameters and run record as they are, with the learned
+schedule head FILE (a ``head-N.npz`` chosen by ``python -m
+l2o_scale.head_training select``) beside them and a card of its own::
+
+  python reproduce/ship_pretrained.py --name=l2o-scale-head --base=l2o-scale \\
+      --schedule_head=reproduce/results/head/scaled-decay/s1/head-100.npz \\
+      --selection=reproduce/results/head/scaled-decay/selection.json \\
+      --wall_time_s=25662 --description="..." \\
+      --head_command="python -m l2o_scale.head_training ..."
 """
 
 import argparse
 import json
 import os
+import shutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,6 +49,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -228,6 +241,53 @@ def report_settings(report_dir, rows):
   return settings
 
 
+def ship_head(base, head_file, name, description, dest_root, wall_time_s,
+              selection_file, head_command):
+  """Ships ``name``: the shipped ``base``'s checkpoint and run record
+  copied byte for byte, the schedule head ``head_file`` beside them
+  (:data:`l2o_scale.pretrained.HEAD_FILE`), and a card of the
+  head: its meta-training (the ``head_training.json`` beside
+  ``head_file``), ``wall_time_s`` and its validation score in the
+  selection ``selection_file``; ``head_command``: the command that
+  meta-trained it. The base card's measurements describe the
+  base with its hand-set settings and are not carried over."""
+  source, record = _shipped_record(dest_root, base)
+  dest = os.path.join(dest_root, name, os.path.basename(source))
+  os.makedirs(dest, exist_ok=True)
+  for entry in sorted(os.listdir(source)):
+    if entry.startswith(pretrained.CHECKPOINT_NAME + "."):
+      shutil.copyfile(os.path.join(source, entry), os.path.join(dest, entry))
+  shutil.copyfile(head_file, os.path.join(dest, pretrained.HEAD_FILE))
+  with open(os.path.join(os.path.dirname(head_file),
+                         "head_training.json")) as f:
+    head_run = json.load(f)
+  with open(selection_file) as f:
+    selection = json.load(f)
+  shown = os.path.relpath(os.path.abspath(head_file), ROOT)
+  base_card = record["card"]
+  record["card"] = dict(
+      name=name, description=description, base=base,
+      schedule_head=pretrained.HEAD_FILE, data=base_card.get("data"),
+      trained_by=base_card.get("trained_by"),
+      training_seed=base_card.get("training_seed"),
+      meta_iterations=base_card.get("meta_iterations"),
+      schedule_head_trained_by="{}, estimate {} ({})".format(
+          head_command, _estimate(head_file), shown),
+      schedule_head_training=dict(
+          head_run, wall_time_seconds=wall_time_s,
+          validation_score=selection["scores"][shown],
+          validation_tasks=selection["tasks"],
+          selection=os.path.relpath(os.path.abspath(selection_file), ROOT)))
+  _write_record(dest, record)
+  return dest
+
+
+def _estimate(head_file):
+  """The estimate a kept head ``head-N.npz`` was saved at: N."""
+  stem = os.path.splitext(os.path.basename(head_file))[0]
+  return int(stem.rsplit("-", 1)[1])
+
+
 def _shipped_record(dest_root, name):
   """(folder, run record) of the shipped ``name``."""
   folder = os.path.join(dest_root, name)
@@ -327,15 +387,33 @@ def main(argv=None):
   parser.add_argument("--outside_training", default="",
                       help="with --benchmark: comma-separated tasks whose "
                       "models the optimizer never trained on")
+  parser.add_argument("--schedule_head", help="a head-N.npz: ship --name "
+                      "as --base with this learned schedule head (with "
+                      "--selection and --wall_time_s, the head's "
+                      "meta-training time)")
+  parser.add_argument("--base", help="with --schedule_head: the shipped "
+                      "optimizer the head was meta-trained on")
+  parser.add_argument("--selection", help="with --schedule_head: the "
+                      "selection.json that chose it")
+  parser.add_argument("--head_command", help="with --schedule_head: the "
+                      "command that meta-trained it")
   parser.add_argument("--add_budgets", action="store_true",
                       help="with --benchmark: add the run's budgets to those "
                       "on the card (the same checkpoint) instead of "
                       "replacing the card's benchmark section")
   args = parser.parse_args(argv)
   if sum(map(bool, (args.out, args.long_runs, args.train_dir,
-                    args.benchmark))) != 1:
+                    args.benchmark, args.schedule_head))) != 1:
     parser.error("give one of --out (with --stage), --train_dir, "
-                 "--long_runs and --benchmark")
+                 "--long_runs, --benchmark and --schedule_head")
+  if args.schedule_head:
+    if not (args.base and args.selection and args.head_command):
+      parser.error("--schedule_head needs --base, --selection and "
+                   "--head_command")
+    print(ship_head(args.base, args.schedule_head, args.name,
+                    args.description, args.dest, args.wall_time_s,
+                    args.selection, args.head_command))
+    return
   if args.benchmark:
     print(update_benchmark(args.name, args.benchmark, [
         t for t in args.outside_training.split(",") if t], args.dest,

@@ -24,6 +24,8 @@ VARIANTS = {"l2o-scale": (-4.6, 300), "l2o-entropy-reg": (-4.6, 300),
 SUBDIR = "HierarchicalRNN_GRUCell_20_2"
 # Meta-trained on a distribution of problems (recipe generalist).
 GENERALIST = "l2o-generalist"
+# l2o-scale with a learned schedule head (tests/test_pretrained_head.py).
+HEADED = "l2o-scale-head"
 
 
 def _final(optimizer, problem, dataset, batch_size, steps=300, seed=6):
@@ -78,7 +80,7 @@ def test_pretrained_beat_adam_on_the_mlp(data_dir):
 
 
 def test_names_and_cards_are_listed():
-  assert pretrained.names() == sorted(list(VARIANTS) + [GENERALIST])
+  assert pretrained.names() == sorted(list(VARIANTS) + [GENERALIST, HEADED])
   lines = pretrained.describe("l2o-scale")
   assert lines[0].startswith("l2o-scale: L2O-Scale")
   assert any(l.startswith("  command: metarun.py ") and
@@ -202,7 +204,7 @@ def test_listing_marks_a_damaged_record_and_lists_the_others(
   # Only a word longer than a line (here the tmp path) goes past it.
   assert all(len(l) <= 80 or len(l.split()) == 1 for l in lines), lines
   joined = " ".join(out.split())
-  for name in sorted(VARIANTS) + [GENERALIST]:
+  for name in sorted(VARIANTS) + [GENERALIST, HEADED]:
     if name != "l2o-scale":
       assert "\n{}: ".format(name) in out and "cannot be used" not in (
           out.split("\n{}: ".format(name))[1].split("\n")[0])

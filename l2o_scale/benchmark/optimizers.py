@@ -5,7 +5,9 @@ The optimizer under test is given by a spec string (:func:`factory`):
 * the name of a shipped learned optimizer (``l2o-scale``; ``python -m
   l2o_scale.pretrained`` lists them), built as
   ``LearnedOptimizer.pretrained(name, total_steps=budget)`` (the card's
-  long-run settings for a run of the benchmark's budget);
+  long-run settings for a run of the benchmark's budget; for one shipped
+  with a schedule head, ``l2o-scale-head``, the head, whose progress input
+  is fed the budget);
 * ``checkpoint:PATH`` (or a path that exists): a checkpoint written by
   ``metarun.py``, ``LearnedOptimizer.from_checkpoint(PATH)``;
 * ``KERAS_NAME[:LR]``: a Keras optimizer by its identifier, e.g.
@@ -134,7 +136,9 @@ def _refuse(spec, why):
 def parse(spec):
   """The :class:`Spec` of ``spec``; ValueError naming ``--optimizer`` for a
   malformed one (an empty path or module, a learning rate that is not a
-  positive finite number). Light: imports no TensorFlow, opens no file."""
+  positive finite number, ``+bare`` on a shipped optimizer whose schedule
+  head is learned). Light: imports no TensorFlow, opens no file but a
+  shipped card where ``+bare`` asks."""
   rest, mark, head = spec.partition(HEAD_MARK)
   if mark:
     parsed = parse(rest)
@@ -151,6 +155,11 @@ def parse(spec):
     return dataclasses.replace(parsed, text=spec, head=head)
   learned, hold, bare = _split_suffixes(spec)
   if learned in shipped.names():
+    if bare and shipped.schedule_head(learned):
+      raise _refuse(spec, "{} has no hand-set settings to leave out: its "
+                    "schedule head is learned (without the head it is {}"
+                    "{})".format(learned, shipped.record(learned)["card"].get(
+                        "base", "its base"), BARE_SUFFIX))
     return Spec(spec, "shipped", learned, hold=hold, bare=bare)
   if bare:
     raise _refuse(spec, "{} goes with a shipped optimizer's name only (a "
@@ -301,8 +310,10 @@ def identity(spec, checkpoint=None):
   parsed = parse(spec)
   head = [parsed.head] if parsed.head else []
   if parsed.kind == "shipped":
+    own_head = shipped.schedule_head(parsed.target)
     digest = _digest(_checkpoint_files(shipped.checkpoint(parsed.target)) +
-                     head, None if parsed.bare or parsed.head else
+                     (head or ([own_head] if own_head else [])),
+                     None if parsed.bare or parsed.head else
                      shipped.long_run_settings(parsed.target))
   elif parsed.kind == "checkpoint":
     from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top

@@ -53,10 +53,13 @@ def card_kwargs(name, total_steps, keras_kwargs):
   long runs in their Keras form
   (:meth:`l2o_scale.steps.transform.StepTransform.keras_kwargs`), given
   arguments winning; as they are where ``total_steps`` is None or the card
-  has no such settings. With a ``schedule_head``, ``total_steps`` is the
-  head's and the card's settings do not apply."""
+  has no such settings. With a ``schedule_head`` (given, else the one
+  ``name`` ships with, :func:`l2o_scale.pretrained.schedule_head`),
+  ``total_steps`` is the head's and the card's settings do not apply."""
   keras_kwargs = dict(keras_kwargs)
-  if keras_kwargs.get("schedule_head") is not None:
+  if keras_kwargs.get("schedule_head") is None:
+    keras_kwargs["schedule_head"] = shipped.schedule_head(name)
+  if keras_kwargs["schedule_head"] is not None:
     keras_kwargs["total_steps"] = total_steps
     return keras_kwargs
   settings = (shipped.long_run_settings(name) if total_steps is not None

@@ -126,7 +126,9 @@ class MetatestConfig:
       "l2o_scale.head_training) on the learned optimizer: from the run's "
       "progress and gradient norms it scales each tensor's step and decays "
       "its weights (docs/schedule-head.md), so it goes without "
-      "--step_schedule and --weight_decay. Not in the original.")
+      "--step_schedule and --weight_decay. A --pretrained optimizer that "
+      "ships with a head (l2o-scale-head) runs with its own unless this "
+      "names another. Not in the original.")
   progress_every: int = flag(500, "Print progress every N steps (0: never).",
                              ge=0)
   jit_compile: bool = flag(
@@ -180,10 +182,18 @@ class MetatestConfig:
         weight_decay=self.weight_decay, step_schedule=self.step_schedule,
         step_decay_start=self.step_decay_start,
         hold_zero_gradients=self.hold_zero_gradients)
-    if not self.schedule_head:
+    head = self.head_file()
+    if not head:
       return transforms
     return transform.chain(transforms, learned_schedule.ScheduleHead.load(
-        self.schedule_head))
+        head))
+
+  def head_file(self):
+    """The schedule head's file: --schedule_head, else the head the
+    --pretrained optimizer ships with (None: no head)."""
+    if self.schedule_head or self.pretrained is None:
+      return self.schedule_head
+    return pretrained.schedule_head(self.pretrained)
 
   def checkpoint_subdir(self):
     """``<optimizer>_<cell_cls>_<cell_size>_<num_cells>`` of the optimizer
@@ -247,9 +257,16 @@ def validate(config):
 
 
 def _check_schedule_head(config):
-  """--schedule_head: a head file, on the learned optimizer, without the
-  hand-set schedule and decay it replaces."""
+  """--schedule_head (or the head of --pretrained): a head file, on the
+  learned optimizer, without the hand-set schedule and decay it
+  replaces."""
   if not config.schedule_head:
+    if config.pretrained and config.head_file() and (
+        config.step_schedule != "none" or config.weight_decay):
+      raise ValueError("--pretrained={} has a learned schedule head, which "
+                       "decides the step's scale and the weight decay: drop "
+                       "--step_schedule and --weight_decay".format(
+                           config.pretrained))
     return
   if config.test_optimizer != "L2o":
     raise ValueError("--schedule_head goes with the learned optimizer "
@@ -342,7 +359,7 @@ def long_run_note(config):
   that this command does not use (None otherwise): without them the
   learned steps never shrink and held-out accuracy falls in long runs. A
   schedule head replaces those settings: no note then."""
-  if config.pretrained is None or config.schedule_head:
+  if config.pretrained is None or config.head_file():
     return None
   settings = pretrained.long_run_settings(config.pretrained)
   used = {k: getattr(config, k) for k in settings or ()}

@@ -267,6 +267,6 @@ def heldout_report(records, flag_name, spec, seed, config, train, heldout):
       "step_decay_start": config.step_decay_start,
       "weight_decay": config.weight_decay,
       "hold_zero_gradients": config.hold_zero_gradients,
-      **({"schedule_head": config.schedule_head} if config.schedule_head
+      **({"schedule_head": config.head_file()} if config.head_file()
          else {}),
   }

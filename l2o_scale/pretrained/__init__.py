@@ -9,6 +9,12 @@ for long runs with what they give at 2,000 and 10,000 steps), written by
 ``metatest.py --pretrained=name`` load them; ``python -m l2o_scale.pretrained``
 lists them with their cards (``--help``).
 
+An optimizer may ship with a learned schedule-and-decay head
+(docs/schedule-head.md): its card's ``schedule_head`` names the head's file
+beside the checkpoint, which ``LearnedOptimizer.pretrained(name)`` and
+``metatest.py --pretrained=name`` put on the learned step; a run's length,
+where given, feeds the head's progress input.
+
 A damaged shipped file is named with what restores it (reinstalling the
 package), never with advice to delete it; the listing marks such an
 optimizer and lists the others.
@@ -23,6 +29,8 @@ from l2o_scale.runs import run_record
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 CHECKPOINT_NAME = "model.ckpt-0"
+# The file of a shipped schedule head, beside the checkpoint.
+HEAD_FILE = "schedule_head.npz"
 
 
 def names():
@@ -79,11 +87,22 @@ def record(name):
     raise DamagedError("the shipped file {} is damaged{}: {}".format(
         run_record.path(path), " ({})".format(reason) if reason else "",
         RESTORE)) from None
-  for suffix in (".index", ".data-00000-of-00001"):
-    if not os.path.exists(os.path.join(path, CHECKPOINT_NAME + suffix)):
+  card = found.get("card")
+  head = card.get("schedule_head") if isinstance(card, dict) else None
+  for needed in [CHECKPOINT_NAME + suffix for suffix in
+                 (".index", ".data-00000-of-00001")] + (
+                     [head] if isinstance(head, str) else []):
+    if not os.path.exists(os.path.join(path, needed)):
       raise DamagedError("the shipped file {} is missing: {}".format(
-          os.path.join(path, CHECKPOINT_NAME + suffix), RESTORE))
+          os.path.join(path, needed), RESTORE))
   return found
+
+
+def schedule_head(name):
+  """The file of the schedule head shipped with ``name`` (its card's
+  ``schedule_head``, beside the checkpoint), or None if it ships none."""
+  head = record(name).get("card", {}).get("schedule_head")
+  return os.path.join(folder(name), head) if head else None
 
 
 def long_run_settings(name):
@@ -117,6 +136,11 @@ def describe(name):
   if facts:
     lines.append("  trained: {}".format(facts))
   lines.append("  command: {}".format(found.get("command", "?")))
+  if card.get("schedule_head"):
+    lines.append("  schedule head (sets the step's schedule and the weight "
+                 "decay; total_steps feeds its progress): {}".format(
+                     card.get("schedule_head_trained_by",
+                              card["schedule_head"])))
   long_runs = card.get("long_runs")
   if long_runs:
     lines.append("  long runs: {} ({})".format(
