@@ -9,16 +9,15 @@ import json
 import os
 import shutil
 
-import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from l2o_scale import pretrained
 from l2o_scale.benchmark import optimizers as bench_optimizers
 from l2o_scale.keras_optimizer import LearnedOptimizer
 from l2o_scale.meta_testing import metatest_config
 from l2o_scale.steps import learned_schedule
+from tests import keras_steps
 
 NAME = "l2o-scale-head"
 BASE = "l2o-scale"
@@ -60,19 +59,8 @@ def test_it_is_the_base_checkpoint_with_the_chosen_head():
              for line in pretrained.describe(NAME))
 
 
-def _weights(optimizer, steps=4):
-  keras.utils.set_random_seed(1)
-  model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, "tanh"),
-                            keras.layers.Dense(1)])
-  x = tf.constant(np.random.default_rng(0).standard_normal((16, 5)),
-                  tf.float32)
-  y = tf.reduce_sum(x, 1, keepdims=True)
-  for _ in range(steps):
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.square(model(x) - y))
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-  return [v.numpy() for v in model.trainable_variables]
+def _weights(optimizer):
+  return keras_steps.weights_after_steps(optimizer, steps=4)
 
 
 def _same(a, b):

@@ -4,7 +4,6 @@ outputs stay within their bounds for any input, its multiplier moves the
 step where the learned learning rate sits at its cap, its scaled decay is
 the decay times the multiplier, and its arguments are checked."""
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,6 +14,7 @@ from l2o_scale.steps import learned_schedule as ls
 from l2o_scale.steps import transform
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
+from tests import keras_steps
 
 
 @pytest.fixture(scope="module")
@@ -22,26 +22,11 @@ def shipped():
   return keras_optimizer.LearnedOptimizer.pretrained("l2o-scale")
 
 
-def _keras_weights(optimizer, steps=6):
-  keras.utils.set_random_seed(1)
-  model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4, "tanh"),
-                            keras.layers.Dense(1)])
-  x = tf.constant(np.random.default_rng(0).standard_normal((16, 5)),
-                  tf.float32)
-  y = tf.reduce_sum(x, 1, keepdims=True)
-  for _ in range(steps):
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.square(model(x) - y))
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-  return [v.numpy() for v in model.trainable_variables]
-
-
 def test_zero_initialized_head_is_the_optimizer_bit_for_bit_in_keras(shipped):
   learned = shipped.learned_optimizer
-  alone = _keras_weights(keras_optimizer.LearnedOptimizer(learned))
+  alone = keras_steps.weights_after_steps(keras_optimizer.LearnedOptimizer(learned))
   head = ls.ScheduleHead()
-  headed = _keras_weights(keras_optimizer.LearnedOptimizer(
+  headed = keras_steps.weights_after_steps(keras_optimizer.LearnedOptimizer(
       learned, schedule_head=head, total_steps=6))
   for a, b in zip(alone, headed):
     assert a.tobytes() == b.tobytes()
@@ -50,7 +35,7 @@ def test_zero_initialized_head_is_the_optimizer_bit_for_bit_in_keras(shipped):
   # A head that is not zero changes the weights (so the comparison can fail).
   theta = ls.initial_theta()
   theta[-2] = 0.5  # the multiplier's bias
-  moved = _keras_weights(keras_optimizer.LearnedOptimizer(
+  moved = keras_steps.weights_after_steps(keras_optimizer.LearnedOptimizer(
       learned, schedule_head=ls.ScheduleHead(theta), total_steps=6))
   assert any(not np.array_equal(a, b) for a, b in zip(alone, moved))
 
