@@ -50,6 +50,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.head_training import training as head_training  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -251,6 +252,7 @@ def ship_head(base, head_file, name, description, dest_root, wall_time_s,
   selection ``selection_file``; ``head_command``: the command that
   meta-trained it. The base card's measurements describe the
   base with its hand-set settings and are not carried over."""
+  estimate = _estimate(head_file)  # a head that is not kept: nothing written
   source, record = _shipped_record(dest_root, base)
   dest = os.path.join(dest_root, name, os.path.basename(source))
   os.makedirs(dest, exist_ok=True)
@@ -259,7 +261,7 @@ def ship_head(base, head_file, name, description, dest_root, wall_time_s,
       shutil.copyfile(os.path.join(source, entry), os.path.join(dest, entry))
   shutil.copyfile(head_file, os.path.join(dest, pretrained.HEAD_FILE))
   with open(os.path.join(os.path.dirname(head_file),
-                         "head_training.json")) as f:
+                         head_training.SETTINGS_FILE)) as f:
     head_run = json.load(f)
   with open(selection_file) as f:
     selection = json.load(f)
@@ -272,7 +274,7 @@ def ship_head(base, head_file, name, description, dest_root, wall_time_s,
       training_seed=base_card.get("training_seed"),
       meta_iterations=base_card.get("meta_iterations"),
       schedule_head_trained_by="{}, estimate {} ({})".format(
-          head_command, _estimate(head_file), shown),
+          head_command, estimate, shown),
       schedule_head_training=dict(
           head_run, wall_time_seconds=wall_time_s,
           validation_score=selection["scores"][shown],
@@ -284,8 +286,11 @@ def ship_head(base, head_file, name, description, dest_root, wall_time_s,
 
 def _estimate(head_file):
   """The estimate a kept head ``head-N.npz`` was saved at: N."""
-  stem = os.path.splitext(os.path.basename(head_file))[0]
-  return int(stem.rsplit("-", 1)[1])
+  estimates = head_training.snapshot_estimates(os.path.basename(head_file))
+  if estimates is None:
+    raise ValueError("{} is not a kept head (head-<estimates>.npz of python "
+                     "-m l2o_scale.head_training)".format(head_file))
+  return estimates
 
 
 def _shipped_record(dest_root, name):

@@ -58,11 +58,10 @@ def candidates(train_dirs):
   from l2o_scale.head_training import training  # pylint: disable=g-import-not-at-top
   found = [(ZERO, None)]
   for folder in train_dirs:
-    kept = sorted(
-        (int(name[len("head-"):-len(".npz")]), name)
-        for name in os.listdir(folder) if name.startswith("head-") and
-        name.endswith(".npz") and name[len("head-"):-len(".npz")].isdigit()
-    ) if os.path.isdir(folder) else []
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    kept = sorted((training.snapshot_estimates(name), name)
+                  for name in names
+                  if training.snapshot_estimates(name) is not None)
     paths = [os.path.join(folder, name) for _, name in kept]
     last = os.path.join(folder, training.HEAD_FILE)
     if os.path.exists(last) and not (paths and _digest(paths[-1]) ==

@@ -57,6 +57,14 @@ def snapshot_name(estimates):
   return "head-{}.npz".format(estimates)
 
 
+def snapshot_estimates(name):
+  """The estimates of the kept head whose file is named ``name``
+  (:func:`snapshot_name`), or None for any other file name."""
+  digits = (name[len("head-"):-len(".npz")]
+            if name.startswith("head-") and name.endswith(".npz") else "")
+  return int(digits) if digits.isdigit() else None
+
+
 @dataclasses.dataclass
 class HeadTrainingConfig:
   """The recipe's settings (the flags of ``python -m

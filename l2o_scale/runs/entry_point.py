@@ -64,7 +64,7 @@ def run_main(prog, main, *args, interrupted=None):
     signal.signal(signal.SIGINT, signal.default_int_handler)
   try:
     status = main(*args)
-  except Exception as e:  # pylint: disable=broad-except
+  except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
     if _interrupted_by(e):
       _line(prog, _interrupted_line(interrupted))
       sys.exit(INTERRUPTED_STATUS)
@@ -73,18 +73,15 @@ def run_main(prog, main, *args, interrupted=None):
       raise
     _line(prog, "error: " + message(e))
     sys.exit(REFUSAL_STATUS)
-  except KeyboardInterrupt:
-    _line(prog, _interrupted_line(interrupted))
-    sys.exit(INTERRUPTED_STATUS)
   sys.exit(status)
 
 
 def _interrupted_by(error):
-  """Whether Ctrl-C is what ``error`` comes from: a ``KeyboardInterrupt``
-  in its chain of causes and contexts. Python runs the signal's handler
-  between bytecodes, so the interrupt can be raised inside a callback of a
-  C function (numpy's ``__array__`` while TensorFlow converts a constant),
-  which then reports a ``SystemError`` caused by it."""
+  """Whether Ctrl-C is what ``error`` comes from: a ``KeyboardInterrupt``,
+  itself or in its chain of causes and contexts. Python runs the signal's
+  handler between bytecodes, so the interrupt can be raised inside a
+  callback of a C function (numpy's ``__array__`` while TensorFlow converts
+  a constant), which then reports a ``SystemError`` caused by it."""
   seen = set()
   while error is not None and id(error) not in seen:
     if isinstance(error, KeyboardInterrupt):
