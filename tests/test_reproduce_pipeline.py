@@ -383,6 +383,37 @@ def test_runner_resumes_by_skipping_finished_stages(tmp_path):
       "(stage 3/3; all done)")
 
 
+def test_markers_name_the_interpreter_as_python_wherever_it_lives(
+    tmp_path):
+  """An interpreter of a virtual environment inside the repository or
+  beside it runs every stage, and no stage's command or marker holds its
+  path (the repository keeps the study's markers)."""
+  for python in (os.path.join(ROOT, ".venv", "bin", "python"),
+                 os.path.join(os.path.dirname(ROOT), "venv", "bin",
+                              "python")):
+    settings = pipeline_plan.Settings(python=python, out=os.path.join(
+        ROOT, "reproduce", "out", "x"), root=ROOT, data_dir="../d")
+    stages = pipeline_plan.build(
+        pipeline_sizes.SIZES["study"], settings,
+        pipeline_cli.plot_argv(pipeline_sizes.SIZES["study"], settings, "d"))
+    assert {s.argv[0] for s in stages} == {"python"}
+    assert not any(python in a for s in stages for a in s.argv)
+  stage = pipeline_plan.Stage("test-a", ("python", "-c",
+                                         "import sys; print(sys.executable)"),
+                              "test")
+  lines = []
+  run = pipeline_runner.Runner(str(tmp_path / "out"), str(tmp_path), [stage],
+                               lambda n: "test", heartbeat=1000,
+                               say=lines.append, poll=0.05,
+                               python=sys.executable)
+  assert run.run([stage])
+  record = json.loads(open(run.marker("test-a")).read())
+  assert record["argv"] == list(stage.argv)
+  log = open(os.path.join(run.logs, "test-a.log")).read().splitlines()
+  assert log[0].startswith("+ " + sys.executable + " -c ")
+  assert log[1] == sys.executable
+
+
 def test_runner_keeps_the_others_after_a_failure_and_limits_jobs(
     tmp_path, monkeypatch):
   stages, ran = _fake_stages(tmp_path, [(n, "test", 1 if n == "b" else 0)

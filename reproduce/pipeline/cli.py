@@ -269,7 +269,7 @@ def plot_argv(size, settings, data_short):
   if size.name == "study":
     # The study's page is its protocol's analysis (docs/flatness-study.md),
     # written beside its runs, where it is committed with them.
-    return [settings.python, "-m", "reproduce.study_report", "--allow_empty",
+    return [plan.PYTHON, "-m", "reproduce.study_report", "--allow_empty",
             "--study_dir=" + settings.path(),
             "--out_dir=" + study_page_dir(size, settings)]
   steps = "{} test steps".format(size.test_steps)
@@ -279,7 +279,7 @@ def plot_argv(size, settings, data_short):
   # The meta-training runs' own records (none for the shipped optimizers).
   train = ([] if size.pretrained_only else
            ["--train_dir=" + settings.path("train")])
-  return [settings.python, "-m", "reproduce.plot",
+  return [plan.PYTHON, "-m", "reproduce.plot",
           "--results_dir=" + settings.path("test"),
           "--out_dir=" + settings.path("figures")] + train + [
               "--run_dir=" + settings.path(),
@@ -378,7 +378,7 @@ def run_stages(size, settings, env, data_short):
   run = runner.Runner(settings.out, ROOT, counted, kind_of,
                       jobs=positive_int(env, "REPRO_JOBS", 2),
                       heartbeat=positive_int(env, "REPRO_HEARTBEAT", 15),
-                      env=env)
+                      env=env, python=settings.python)
   for name in os.listdir(run.running_dir):
     os.remove(os.path.join(run.running_dir, name))
   start_over_carried(counted, run)

@@ -9,8 +9,10 @@ need nothing, so they fill the slots that waiting tests leave free); the
 plot comes last, on its own.
 
 Paths in the commands are relative to the repository root (where every
-stage runs) when they lie inside it, so that the commands, the stage
-markers and the config line stay the same when the repository moves.
+stage runs) when they lie inside it, and a command names the interpreter
+as :data:`PYTHON` (the runner starts it with ``$PYTHON``), so that the
+commands, the stage markers and the config line stay the same when the
+repository or its virtual environment moves.
 """
 
 import dataclasses
@@ -20,6 +22,10 @@ from . import problem_list as problem_registry
 from . import variants as variant_registry
 
 PLOT = "plot"
+# How a command names the interpreter; the runner replaces it with the one
+# it was given (an absolute path of a virtual environment, inside the
+# repository or beside it, would otherwise be in every stage marker).
+PYTHON = "python"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +41,8 @@ class Stage:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-  """Where a run reads and writes: ``python`` (the interpreter of every
-  stage), ``out`` (output folder, absolute), ``root`` (the repository),
+  """Where a run reads and writes: ``python`` (the interpreter the runner
+  starts every stage's :data:`PYTHON` with), ``out`` (output folder, absolute), ``root`` (the repository),
   ``data_dir`` (as the stages get it: see :func:`stage_path`; '' for
   tensorflow-datasets)."""
   python: str
@@ -78,7 +84,7 @@ def train_stage(size, settings, name):
   flags = size.train_flags()
   if variant.name == "l2o-entropy-paper-cmd" and size.paper_flags:
     flags = list(size.paper_flags)
-  argv = ([settings.python, "metarun.py",
+  argv = ([PYTHON, "metarun.py",
            "--train_dir=" + train_dir(size, settings, name)] + flags +
           ["--seed={}".format(train_seed(size, name))] +
           list(variant.flags) + settings.data_flags)
@@ -110,7 +116,7 @@ def baseline_stage(size, settings, problem, baseline):
     head = ["--test_optimizer=" + opt, "--baseline_learning_rate=" + lr]
   else:
     head = ["--test_optimizer=" + baseline]
-  argv = ([settings.python, "metatest.py"] + head +
+  argv = ([PYTHON, "metatest.py"] + head +
           ["--model_name=" + baseline] +
           common_test_flags(size, settings, problem))
   name = "test-{}-{}".format(problem, baseline)
@@ -120,7 +126,7 @@ def baseline_stage(size, settings, problem, baseline):
 def learned_test_stage(size, settings, problem, name):
   """Meta-test of learned optimizer ``name`` from its best evaluated
   checkpoint."""
-  argv = ([settings.python, "metatest.py", "--test_optimizer=L2o",
+  argv = ([PYTHON, "metatest.py", "--test_optimizer=L2o",
            "--train_dir=" + train_dir(size, settings, name),
            "--restore_model_name=model.ckpt-0", "--model_name=" + name] +
           common_test_flags(size, settings, problem))

@@ -1,8 +1,8 @@
 """Runs stages as subprocesses, a few side by side, resumably.
 
 Each stage writes its output to ``logs/<name>.log`` (the first line: ``+ ``
-and its command). A finished stage leaves ``.stages/<name>.done`` (a JSON
-record: command, kind, wall time, when) and a line in ``timings.tsv``; a
+and its command as it ran). A finished stage leaves ``.stages/<name>.done``
+(a JSON record: command as the plan names it, kind, wall time, when) and a line in ``timings.tsv``; a
 stage whose marker exists is skipped. A stage starts once the stages it
 names in ``after`` are done (the first such stage in the given order takes
 a free slot); one whose prerequisite failed does not run. While a stage
@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+from . import plan
 from . import progress
 
 
@@ -28,11 +29,13 @@ class Interrupted(Exception):
 class Runner(object):
   """Runs the stages of one output folder. ``counted``: the stages the
   progress lines count (in plan order), ``kind_of``: name -> kind (also
-  for names of earlier runs in timings.tsv)."""
+  for names of earlier runs in timings.tsv). ``python``: the interpreter
+  a command that starts with ``plan.PYTHON`` runs with (None: as named)."""
 
   def __init__(self, out, root, counted, kind_of, jobs=2, heartbeat=15,
-               env=None, say=None, poll=0.5):
+               env=None, say=None, poll=0.5, python=None):
     self.out, self.root = out, root
+    self.python = python
     self.logs = os.path.join(out, "logs")
     self.marks = os.path.join(out, ".stages")
     self.running_dir = os.path.join(out, ".running")
@@ -75,15 +78,24 @@ class Runner(object):
                                   len(self.counted), left)
 
   # ------------------------------------------------------------ running
+  def command(self, stage):
+    """What runs for ``stage``: its command, with the given interpreter
+    where it names ``plan.PYTHON``."""
+    argv = list(stage.argv)
+    if self.python and argv and argv[0] == plan.PYTHON:
+      argv[0] = self.python
+    return argv
+
   def _start(self, stage):
     log = os.path.join(self.logs, stage.name + ".log")
     self.say("[run ] {}  (log: {})".format(stage.name,
                                            os.path.relpath(log, self.out)))
+    argv = self.command(stage)
     with open(log, "w") as f:
-      f.write("+ " + " ".join(stage.argv) + "\n")
+      f.write("+ " + " ".join(argv) + "\n")
       f.flush()
       # Its own session: Ctrl-C reaches the pipeline, which stops it.
-      proc = subprocess.Popen(list(stage.argv), stdout=f,
+      proc = subprocess.Popen(argv, stdout=f,
                               stderr=subprocess.STDOUT, cwd=self.root,
                               env=self.env, start_new_session=True)
     with open(os.path.join(self.running_dir, stage.name + ".pid"), "w") as f:
