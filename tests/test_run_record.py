@@ -124,6 +124,45 @@ def test_metarun_record_mismatch_resume_false_overwrite_and_lock(
   assert not os.path.exists(train_dir / dir_lock.FILENAME)
 
 
+@pytest.mark.parametrize("section,other", [
+    ("optimizer_flags", "--max_log_lr=-4.6"),
+    ("training_flags", "--fix_num_steps=3")])
+def test_a_record_without_a_section_is_refused_by_a_resume_and_metatest(
+    tmp_path, data_dir, metarun, tiny_run, section, other):
+  """A run record without its optimizer_flags (or training_flags) would
+  read as "no flags recorded": metatest would rebuild the optimizer with
+  the defaults and a resume with other flags would go on. Both refuse it
+  in one line naming the file, and nothing changes."""
+  import metatest  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import tested_optimizer  # pylint: disable=g-import-not-at-top
+  train_dir = _copy(tiny_run, tmp_path)
+  path = run_record.path(str(train_dir / SUBDIR))
+  with open(path) as f:
+    record = json.load(f)
+  del record[section]
+  with open(path, "w") as f:
+    json.dump(record, f)
+  before = _tree_hash(train_dir)
+  line = ("{} is damaged: it has no {} (the flags the run was trained "
+          "with); restore it".format(path, section))
+  resumed = metarun("--train_dir={}".format(train_dir),
+                    "--data_dir={}".format(data_dir), *TINY,
+                    "--num_meta_iterations=2", other)
+  assert resumed.returncode == 2, resumed.stdout[-2000:]
+  assert resumed.stderr.strip().splitlines()[-1] == "metarun.py: " + line
+  assert _tree_hash(train_dir) == before
+  flag_values = metatest.FLAGS
+  try:
+    flag_values(["metatest.py", "--train_dir={}".format(train_dir),
+                 "--restore_model_name=model.ckpt-1",
+                 "--include_mnist_mlp_problems"])
+    with pytest.raises(ValueError) as refused:
+      tested_optimizer.build(metatest.build_config(flag_values))
+  finally:
+    flag_values.unparse_flags()
+  assert str(refused.value) == line
+
+
 def test_finished_curriculum_run_is_not_retrained(tmp_path, data_dir, metarun):
   args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir),
           "--if_cl=True", "--num_meta_iterations=2", "--fix_unroll_length=10",

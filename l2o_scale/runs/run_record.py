@@ -16,6 +16,8 @@ from l2o_scale.runs import atomic_file
 FORMAT = "l2o-scale run record"
 VERSION = 1
 FILENAME = "run_record.json"
+# What every record holds, each a mapping of flag names to values (write).
+SECTIONS = ("optimizer_flags", "training_flags")
 # Flags that may change between runs on one train dir: paths, what a run
 # does with the dir, how long it trains, and resources that leave the
 # numbers as they are.
@@ -48,7 +50,8 @@ def write(logdir, optimizer, optimizer_flags, training_flags, command,
 def read(logdir):
   """The record in ``logdir`` (a dict), or None when there is none.
 
-  Raises ValueError naming the file when it is not a run record.
+  Raises ValueError naming the file when it is not a run record or lacks
+  one of :data:`SECTIONS`.
   """
   target = path(logdir)
   if not os.path.exists(target):
@@ -61,8 +64,13 @@ def read(logdir):
                      "it".format(target, e))
   if not isinstance(record, dict) or record.get("format") != FORMAT:
     raise ValueError("{} is not an l2o-scale run record".format(target))
-  for section in ("optimizer_flags", "training_flags"):
-    if not isinstance(record.get(section, {}), dict):
+  for section in SECTIONS:
+    # A missing section would read as "no flags recorded": the optimizer
+    # rebuilt with defaults, a resume with other flags let through.
+    if section not in record:
+      raise ValueError("{} is damaged: it has no {} (the flags the run was "
+                       "trained with); restore it".format(target, section))
+    if not isinstance(record[section], dict):
       raise ValueError("{} is damaged: its {} is not a mapping of flag "
                        "names to values; restore it".format(target, section))
   return record
