@@ -124,27 +124,11 @@ def main(argv):
   config = build_config(FLAGS)
   try:
     metatest_run.run(config)
-  except OSError as e:
-    if not _save_dir_error(e, config.save_dir):
-      raise
+  except metatest_run.SaveDirError as e:
     raise entry_point.Refusal(
         "writing {} failed: {}. Give another --save_dir (or free space if "
-        "the disk is full).".format(e.filename or config.save_dir,
-                                    e.strerror or e)) from None
+        "the disk is full).".format(e.filename, e.strerror)) from None
   return 0
-
-
-def _save_dir_error(error, save_dir):
-  """Whether ``error`` is the system's, writing under ``save_dir`` (a full
-  or read-only disk; a write error names no file), not a library's own
-  (a damaged checkpoint) or another file's."""
-  if type(error).__module__ != "builtins":
-    return False
-  if error.filename is None:
-    return True
-  inside = os.path.abspath(str(error.filename))
-  folder = os.path.abspath(save_dir)
-  return inside == folder or inside.startswith(folder + os.sep)
 
 
 def run_program():

@@ -242,7 +242,12 @@ def batch_indices(data_size, num_batches, batch_size, rng=None):
   reshuffled before every batch (the sparse softmax sets ask for 23 of 5).
   """
   rng = np.random if rng is None else rng
-  out = np.empty((num_batches, min(batch_size, data_size)), dtype=np.int32)
+  check_batch_indices(num_batches, batch_size, data_size)
+  try:
+    out = np.empty((num_batches, min(batch_size, data_size)), dtype=np.int32)
+  except MemoryError:
+    raise ValueError(_too_many_batches(num_batches, batch_size, data_size,
+                                       None)) from None
   index_in_epoch = 0
   indices = np.arange(data_size)
   rng.shuffle(indices)
@@ -255,6 +260,44 @@ def batch_indices(data_size, num_batches, batch_size, rng=None):
       index_in_epoch = batch_size
     out[i] = indices[start:index_in_epoch]
   return out
+
+
+def physical_memory_bytes():
+  """This machine's memory in bytes, or None where the system does not
+  say."""
+  try:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+  except (AttributeError, OSError, ValueError):
+    return None
+
+
+def check_batch_indices(num_batches, batch_size, data_size):
+  """ValueError (one line) when the indices of :func:`batch_indices` would
+  not fit in this machine's memory: a run of that many steps cannot be
+  held, and numpy would fail with a bare allocation error (or the system
+  kill the process once the pages are touched)."""
+  memory = physical_memory_bytes()
+  needed = 4 * int(num_batches) * min(int(batch_size), int(data_size))
+  if memory is not None and needed > memory:
+    raise ValueError(_too_many_batches(num_batches, batch_size, data_size,
+                                       memory))
+
+
+def _too_many_batches(num_batches, batch_size, data_size, memory):
+  return ("{} minibatches of {} rows need {} of memory for their row "
+          "indices, more than this machine{}: run fewer steps".format(
+              num_batches, min(batch_size, data_size), format_bytes(
+                  4 * num_batches * min(batch_size, data_size)),
+              " has ({})".format(format_bytes(memory)) if memory else
+              " could give"))
+
+
+def format_bytes(count):
+  """``count`` bytes in the largest binary unit of at least 1."""
+  for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+    if count < 1024 or unit == "PiB":
+      return ("{:.0f} {}" if unit == "B" else "{:.3g} {}").format(count, unit)
+    count /= 1024.
 
 
 def _dataset(x, y):

@@ -173,6 +173,60 @@ def test_missing_checkpoint_lists_existing(train_dir, tmp_path):
     _run()
 
 
+def test_a_missing_checkpoint_is_its_own_line_not_a_write_error(
+    train_dir, data_dir, tmp_path, capsys):
+  """A checkpoint that is not there (another number, a train dir that does
+  not exist or is a file) is one line naming it, exit 2: not "writing
+  --save_dir failed", which only the run's own writes say."""
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+  a_file = tmp_path / "a_file"
+  a_file.write_text("x")
+  save_dir = tmp_path / "res"
+  for given, named in (
+      (["--train_dir=" + train_dir, "--restore_model_name=model.ckpt-99"],
+       "No checkpoint 'model.ckpt-99' in {}".format(
+           os.path.join(train_dir, SUBDIR))),
+      (["--train_dir=" + str(tmp_path / "none")],
+       "No checkpoint folder {}".format(tmp_path / "none" / SUBDIR)),
+      (["--train_dir=" + str(a_file)],
+       "No checkpoint folder {}".format(a_file / SUBDIR))):
+    _parse(*given, "--include_mnist_mlp_problems", "--num_testing_itrs=5",
+           "--seeds=6", "--data_dir=" + data_dir,
+           "--save_dir=" + str(save_dir))
+    with pytest.raises(SystemExit) as ended:
+      entry_point.run_main("metatest.py", metatest.main, ["metatest.py"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert ended.value.code == 2
+    assert lines[-1].startswith("metatest.py: error: " + named), lines
+    assert "--save_dir" not in lines[-1] and "writing" not in lines[-1]
+  assert not save_dir.exists()
+
+
+def test_a_run_too_long_for_memory_is_refused_before_any_work(
+    data_dir, tmp_path, capsys):
+  """10**13 steps: their minibatch schedule (5 PB) fits in no machine's
+  memory; one line naming the flag and exit 2 before anything is written,
+  not numpy's allocation error, and the same rule for every caller of the
+  schedule."""
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+  save_dir = tmp_path / "res"
+  _parse("--test_optimizer=Adam", "--include_mnist_mlp_problems",
+         "--num_testing_itrs={}".format(10 ** 13), "--seeds=6",
+         "--data_dir=" + data_dir, "--save_dir=" + str(save_dir))
+  with pytest.raises(SystemExit) as ended:
+    entry_point.run_main("metatest.py", metatest.main, ["metatest.py"])
+  lines = capsys.readouterr().err.strip().splitlines()
+  assert ended.value.code == 2
+  assert re.fullmatch(
+      r"metatest.py: error: --num_testing_itrs=10000000000000: "
+      r"10000000000000 minibatches of 128 rows need 4.55 PiB of memory for "
+      r"their row indices, more than this machine has \([0-9.]+ [KMGTP]?i?B\)"
+      r": run fewer steps", lines[-1]), lines
+  assert not save_dir.exists()
+  with pytest.raises(ValueError, match="run fewer steps"):
+    datasets.batch_indices(5000, 10 ** 13, 128)
+
+
 def test_other_configuration_names_variable(train_dir, tmp_path):
   _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-0",
          "--include_mnist_mlp_relu_problems", "--nouse_gradient_shortcut",

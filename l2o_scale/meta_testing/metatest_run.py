@@ -11,6 +11,7 @@ per-step objectives is pickled to
 (:mod:`l2o_scale.meta_testing.result_files` names the files).
 """
 
+import contextlib
 import json
 import os
 import pickle
@@ -32,13 +33,34 @@ FLATNESS_POWER_ITERATIONS = 20
 RESULT_PATTERNS = result_files.RESULT_PATTERNS
 
 
+class SaveDirError(OSError):
+  """Writing under ``--save_dir`` failed (a full or read-only disk):
+  ``filename`` the file or folder, ``strerror`` the system's reason. Only
+  the run's own writes raise it, so that no other file error (a missing
+  checkpoint) reads as the disk's."""
+
+
+@contextlib.contextmanager
+def writing(path):
+  """Around a write of ``path`` under ``--save_dir``: its OSError becomes a
+  :class:`SaveDirError` naming the file."""
+  try:
+    yield
+  except SaveDirError:
+    raise
+  except OSError as e:
+    raise SaveDirError(e.errno, e.strerror or str(e),
+                       e.filename or path) from e
+
+
 def run(config):
   """Runs every selected problem with every seed; returns the written
   paths. Refuses a config that :func:`metatest_config.validate` refuses,
   and result files of the same model name (without ``overwrite``), before
   any work (ValueError)."""
   seeds, problems, opt = _prepare(config)
-  os.makedirs(config.save_dir, exist_ok=True)
+  with writing(config.save_dir):
+    os.makedirs(config.save_dir, exist_ok=True)
   written = []
   for k, entry in enumerate(problems):
     run_cache = testing.RunCache()  # The seeds share one compiled loop.
@@ -59,6 +81,13 @@ def _prepare(config):
   notes = metatest_config.validate(config)
   seeds = config.seed_list()
   problems = build_problems(config)
+  for entry in problems:
+    try:
+      testing.check_batch_schedule(config.num_testing_itrs, entry[2],
+                                   entry[3])
+    except ValueError as e:
+      raise ValueError("--num_testing_itrs={}: {}".format(
+          config.num_testing_itrs, e)) from None
   existing = existing_results_problem(config, problems, seeds)
   if existing:
     raise ValueError(existing)
@@ -142,7 +171,7 @@ def write_run_record(config, problems):
   (result_files.run_record)."""
   path = os.path.join(config.save_dir, result_files.RUN_RECORD.format(
       model_name=config.model_name))
-  with atomic_file.replace(path) as f:
+  with writing(path), atomic_file.replace(path) as f:
     json.dump(result_files.run_record(
         config.model_name, config.test_optimizer,
         [(entry[0], entry[-1]) for entry in problems]), f, indent=1)
@@ -198,7 +227,7 @@ def _run_seed(config, opt, k, num_problems, entry, problem, seed, run_cache,
   path = _result_path(config, RESULT_PATTERNS[0], seed, k, num_problems)
   if write_record is not None:
     write_record()
-  with atomic_file.replace(path, "wb") as f:
+  with writing(path), atomic_file.replace(path, "wb") as f:
     pickle.dump(objective_values, f)
   print("  wrote {} (final objective {:.5g}, {:.1f} s)".format(
       path, float(objective_values[-1]), elapsed), flush=True)
@@ -224,7 +253,7 @@ def _write_heldout(config, k, num_problems, entry, problem, seed,
           "top eigenvalue {:.5g}".format(
               report["hessian_trace"], report["hessian_top_eigenvalue"]),
           flush=True)
-  with atomic_file.replace(path) as f:
+  with writing(path), atomic_file.replace(path) as f:
     json.dump(report, f, indent=1)
   print("  wrote {} (held-out loss {:.5g}, accuracy {:.4f})".format(
       path, records["heldout_loss"][-1], records["heldout_accuracy"][-1]),

@@ -164,6 +164,16 @@ def batch_schedule(num_iter, data, batch_size, seed, batches=None):
   return datasets.batch_indices(len(data), num_iter, batch_size, rng)
 
 
+def check_batch_schedule(num_iter, dataset, batch_size):
+  """ValueError (one line) when the minibatch schedule of a ``num_iter``-step
+  run on ``dataset`` would not fit in memory
+  (:func:`problems.datasets.check_batch_indices`): a caller can refuse such
+  a run before any work."""
+  data, _, batch_size = _data_and_batch_size(dataset, batch_size)
+  if data is not None:
+    datasets.check_batch_indices(num_iter, batch_size, len(data))
+
+
 def _prepare(optimizer, problem, num_iter, dataset, batch_size, seed, logdir,
              restore_model_name, batches, jit_compile, run_cache,
              transforms=None):
