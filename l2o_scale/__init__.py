@@ -3,10 +3,11 @@
 Importing the package imports no TensorFlow (the cluster launcher and the
 list of pretrained optimizers stay light, and
 :mod:`l2o_scale.runs.quiet_cuda` can filter TensorFlow's start-up noise).
-Keras finds :class:`l2o_scale.keras_optimizer.LearnedOptimizer` in a
-``.keras`` file once that module is imported (it registers itself with
+Keras finds :class:`l2o_scale.keras_optimizer.LearnedOptimizer` and
+:class:`l2o_scale.learned_adamw.LearnedAdamW` in a ``.keras`` file once
+their modules are imported (each registers itself with
 ``keras.saving.register_keras_serializable``); when Keras is already
-imported, importing the package imports it.
+imported, importing the package imports them.
 
 Importing the package selects TensorFlow's BFC CPU allocator unless the
 environment says otherwise (:mod:`l2o_scale.runs.cpu_allocator`: about
@@ -21,3 +22,4 @@ _cpu_allocator.choose_default()
 
 if "keras" in _sys.modules:
   from l2o_scale import keras_optimizer as _keras_optimizer  # pylint: disable=g-import-not-at-top,unused-import
+  from l2o_scale import learned_adamw as _learned_adamw  # pylint: disable=g-import-not-at-top,unused-import

@@ -80,6 +80,9 @@ class Task:
     empty for the suite's tasks): not in the suite's default tasks
     (:func:`suite_names`), kept apart as final test tasks for learned
     optimizers and their heads, run by naming them (``--tasks``).
+  source: the data generator or data set the task's splits come from
+    (:attr:`data_source`; empty: the one :data:`DATA_SOURCES` names for its
+    ``data`` function), so that protocols can check which tasks share data.
   """
   name: str
   family: str
@@ -92,6 +95,7 @@ class Task:
   regime: str = "small-data"
   train_eval_size: int = None
   held_out: str = ""
+  source: str = ""
 
   def __post_init__(self):
     if self.held_out and self.held_out not in HELD_OUT_SETS:
@@ -104,6 +108,12 @@ class Task:
   @property
   def higher_is_better(self):
     return self.metric == "accuracy"
+
+  @property
+  def data_source(self):
+    """Where the task's data comes from (``source``, else
+    :data:`DATA_SOURCES`' entry for its data function)."""
+    return self.source or DATA_SOURCES[self.data]
 
 
 REGISTRY = {}
@@ -311,6 +321,16 @@ def _topic_documents_rich(vocab=TOPIC_VOCAB, topics=TOPICS,
 def text_rich_data(tiny=False, data_dir=None):
   del data_dir
   return _shrink(_topic_documents_rich(), tiny)
+
+
+# The data source of each data function: tasks of one source share data
+# (the same images, or draws of the same generator).
+DATA_SOURCES = {
+    mnist_data: "MNIST", mnist_autoencoder_data: "MNIST",
+    regression_data: "teacher regression",
+    regression_rich_data: "teacher regression",
+    teacher_classes_data: "teacher classes", spirals_data: "spirals",
+    text_data: "topic documents", text_rich_data: "topic documents"}
 
 
 # ---------------------------------------------------------------- models
