@@ -55,11 +55,13 @@ def main(argv):
     raise ValueError(errors[0])
   config = config_from_flags()
   config.check()
+  # Before the train dir is made: a wrong --optimizer leaves nothing.
+  frozen = training.load_optimizer(config.optimizer)
   os.makedirs(FLAGS.train_dir, exist_ok=True)
   lock = dir_lock.acquire(FLAGS.train_dir, " ".join(sys.argv))
   try:
     trainer = training.HeadTrainer(config, FLAGS.train_dir,
-                                   FLAGS.data_dir or None)
+                                   FLAGS.data_dir or None, frozen)
     trainer.run()
     print("head written to {}".format(trainer.train_dir + "/" +
                                       training.HEAD_FILE))

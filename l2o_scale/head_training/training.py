@@ -27,6 +27,7 @@ import dataclasses
 import json
 import os
 import time
+import zipfile
 
 import numpy as np
 import tensorflow as tf
@@ -163,8 +164,25 @@ def _saved_settings(train_dir):
   path = os.path.join(train_dir, SETTINGS_FILE)
   if not tf.io.gfile.exists(path):
     return None
-  with open(path) as f:
-    return {**ADDED_SETTINGS, **json.load(f)}
+  try:
+    with open(path) as f:
+      saved = json.load(f)
+    if not isinstance(saved, dict):
+      raise ValueError("not a mapping of settings")
+  except ValueError as e:
+    raise damaged(path, e) from None
+  return {**ADDED_SETTINGS, **saved}
+
+
+def damaged(path, error):
+  """The one-line refusal of a file of a run that cannot be read
+  (truncated, not what the run writes): a resume would otherwise start
+  over or fail with the reader's own error."""
+  reason = str(error).splitlines()[0] if str(error) else ""
+  return ValueError(
+      "{} is damaged ({}{}): restore it from a copy, or start the head "
+      "training over in another --train_dir".format(
+          path, type(error).__name__, ": " + reason if reason else ""))
 
 
 def saved_config(train_dir):
@@ -181,12 +199,20 @@ def saved_config(train_dir):
 
 
 def load_optimizer(name_or_path):
-  """The frozen learned optimizer: a pretrained name or a checkpoint."""
+  """The frozen learned optimizer: a pretrained name or a checkpoint (a
+  ``model.ckpt-K`` prefix or a folder holding one); a ValueError naming
+  the shipped names for anything else."""
   from l2o_scale import keras_optimizer  # pylint: disable=g-import-not-at-top
   from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   if name_or_path in pretrained.names():
     return keras_optimizer.LearnedOptimizer.pretrained(
         name_or_path).learned_optimizer
+  if not (os.path.isdir(name_or_path) or
+          tf.io.gfile.exists(name_or_path + ".index")):
+    raise ValueError(
+        "--optimizer={} is neither a shipped optimizer ({}) nor a "
+        "checkpoint (a model.ckpt-K of metarun.py, or its folder)".format(
+            name_or_path, ", ".join(pretrained.names())))
   return keras_optimizer.LearnedOptimizer.from_checkpoint(
       name_or_path).learned_optimizer
 
@@ -242,16 +268,20 @@ class HeadTrainer:
       self.rng = np.random.default_rng(self.config.seed)
       self.references = {}
       return
-    with np.load(path) as saved:
-      self.theta = saved["theta"]
-      self.adam_m, self.adam_v = saved["adam_m"], saved["adam_v"]
-      self.done = int(saved["done"])
-      self.rng = np.random.default_rng()
-      self.rng.bit_generator.state = json.loads(str(saved["rng"]))
-      self.references = {
-          tuple(json.loads(key)): float(value)
-          for key, value in zip(saved["reference_keys"],
-                                saved["reference_values"])}
+    try:
+      with np.load(path) as saved:
+        self.theta = saved["theta"]
+        self.adam_m, self.adam_v = saved["adam_m"], saved["adam_v"]
+        self.done = int(saved["done"])
+        self.rng = np.random.default_rng()
+        self.rng.bit_generator.state = json.loads(str(saved["rng"]))
+        self.references = {
+            tuple(json.loads(key)): float(value)
+            for key, value in zip(saved["reference_keys"],
+                                  saved["reference_values"])}
+    except (zipfile.BadZipFile, EOFError, KeyError, TypeError,
+            ValueError) as e:
+      raise damaged(path, e) from None
 
   def save(self):
     """Writes the training state, then the head (both atomically)."""
