@@ -4,11 +4,15 @@ outputs stay within their bounds for any input, its multiplier moves the
 step where the learned learning rate sits at its cap, its scaled decay is
 the decay times the multiplier, and its arguments are checked."""
 
+import json
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from l2o_scale import keras_optimizer
+from l2o_scale import pretrained
 from l2o_scale.meta_testing import inner_step
 from l2o_scale.steps import learned_schedule as ls
 from l2o_scale.steps import transform
@@ -249,15 +253,133 @@ def test_zero_initialized_head_in_test_optimizer(shipped):
           np.abs(alone[0] - start[0]).sum())
 
 
-def test_pretrained_with_a_head_feeds_total_steps_to_it_not_the_card():
+def _a_head_that_reads_its_progress():
+  """A head whose multiplier depends on the run's progress: the
+  multiplier's weight from the hidden unit fed by the progress embedding
+  at centre 0.03 (whose value moves most early in a run)."""
+  theta = ls.initial_theta(seed=4)
+  hidden = np.zeros((ls.NUM_INPUTS, ls.HIDDEN_UNITS), np.float32)
+  hidden[0, 0] = 3.  # unit 0 reads tanh(10 (progress - 0.03))
+  theta[:hidden.size] = hidden.reshape(-1)
+  w2 = np.zeros((ls.HIDDEN_UNITS, ls.NUM_OUTPUTS), np.float32)
+  w2[0, 0] = 1.  # the multiplier's input from unit 0
+  start = ls.NUM_INPUTS * ls.HIDDEN_UNITS + ls.HIDDEN_UNITS
+  theta[start:start + w2.size] = w2.reshape(-1)
+  return theta
+
+
+def test_pretrained_with_a_head_feeds_total_steps_to_it_not_the_card(
+    shipped):
+  """pretrained("l2o-scale", schedule_head=H, total_steps=30) takes the
+  steps of the optimizer with H over a run of 30 steps and no other
+  setting, bit for bit: not those of H over the default length, and not
+  the card's (weight decay, decaying learning rate), which total_steps
+  applies without a head."""
+  theta = _a_head_that_reads_its_progress()
+  head = lambda: ls.ScheduleHead(theta, 0.1, 10., 0.)  # pylint: disable=unnecessary-lambda-assignment
+
+  def weights(**kwargs):
+    return keras_steps.weights_after_steps(
+        keras_optimizer.LearnedOptimizer.pretrained("l2o-scale", **kwargs))
+
+  by_name = weights(schedule_head=head(), total_steps=30)
+  alone = keras_steps.weights_after_steps(keras_optimizer.LearnedOptimizer(
+      shipped.learned_optimizer, schedule_head=head(), total_steps=30))
+  assert _same(by_name, alone)
+  assert not _same(by_name, weights(schedule_head=head()))
+  assert not _same(by_name, weights())  # the head changes the steps
+  # The card over 30 steps: a weight decay and a schedule that decays.
+  carded = weights(total_steps=30)
+  assert not _same(carded, weights())
+
+
+def _same(a, b):
+  return all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
+
+
+def test_a_head_refuses_a_hand_set_decay_or_step_scale_as_metatest_does():
+  """A schedule head decides the step's scale and the weight decay: a
+  weight_decay or a learning_rate other than 1 beside it is refused in
+  one line, the rule of metatest.py's --schedule_head."""
   head = ls.ScheduleHead()
-  optimizer = keras_optimizer.LearnedOptimizer.pretrained(
-      "l2o-scale", schedule_head=head, total_steps=300)
-  assert optimizer.schedule_head is head and optimizer.total_steps == 300
-  # l2o-scale's card (a weight decay, a decaying learning rate) is not
-  # applied: the head decides both.
-  assert not optimizer.weight_decay
-  assert float(optimizer.learning_rate) == 1.
-  carded = keras_optimizer.LearnedOptimizer.pretrained("l2o-scale",
-                                                       total_steps=300)
-  assert carded.weight_decay
+  rule = ("decides the step's scale and the weight decay: drop "
+          "learning_rate and weight_decay$")
+  for kwargs in (dict(weight_decay=0.1), dict(learning_rate=0.5),
+                 dict(learning_rate=keras.optimizers.schedules
+                      .CosineDecay(1., 10))):
+    with pytest.raises(ValueError, match="^LearnedOptimizer: the "
+                       "schedule_head " + rule):
+      keras_optimizer.LearnedOptimizer.pretrained(
+          "l2o-scale", schedule_head=head, total_steps=8, **kwargs)
+    with pytest.raises(ValueError, match="^l2o-scale-head has a learned "
+                       "schedule head, which " + rule):
+      keras_optimizer.LearnedOptimizer.pretrained("l2o-scale-head",
+                                                  **kwargs)
+  # The same rule, in metatest.py's words.
+  with pytest.raises(ValueError, match="^--schedule_head decides the "
+                     "step's scale and the weight decay: drop "
+                     "--step_schedule and --weight_decay$"):
+    ls.check_no_hand_set_schedule("--schedule_head", False, 1e-3,
+                                  ("--step_schedule", "--weight_decay"))
+  ls.check_no_hand_set_schedule("--schedule_head", False, 0.,
+                                ("--step_schedule", "--weight_decay"))
+  # learning_rate 1 is the head's own step.
+  keras_optimizer.LearnedOptimizer.pretrained(
+      "l2o-scale", schedule_head=head, learning_rate=1.)
+
+
+def _head_files(folder):
+  """{what is wrong: the path of such a file}."""
+  shipped_head = pretrained.schedule_head("l2o-scale-head")
+  with open(shipped_head, "rb") as f:
+    data = f.read()
+  files = {}
+  files["truncated"] = folder / "half.npz"
+  files["truncated"].write_bytes(data[:len(data) // 2])
+  files["text"] = folder / "notes.npz"
+  files["text"].write_text("theta = 1, 2, 3\n")
+  files["nan"] = folder / "nan.npz"
+  theta = ls.initial_theta()
+  theta[5] = np.nan
+  np.savez(files["nan"], theta=theta, bounds=np.array([1e-3, 1., 3e-3]))
+  files["keys"] = folder / "keys.npz"
+  np.savez(files["keys"], weights=theta)
+  files["array"] = folder / "array.npy"
+  np.save(files["array"], theta)
+  return files
+
+
+def test_a_file_that_is_not_a_head_is_refused_in_one_line_naming_it(
+    tmp_path):
+  """ScheduleHead.load (behind LearnedOptimizer's schedule_head, metatest's
+  --schedule_head and the benchmark's +head=): a truncated file, a text
+  file, NaN parameters, other arrays: one HeadFileError line naming the
+  file and what is wrong; the benchmark names it once."""
+  from l2o_scale.benchmark import optimizers as bench_optimizers  # pylint: disable=g-import-not-at-top
+  why = {"truncated": "it is truncated or damaged", "text": "it is not an "
+         ".npz file", "nan": "theta holds 1 values that are not finite",
+         "keys": "it has no theta and no bounds array",
+         "array": "it is one numpy array"}
+  for what, path in _head_files(tmp_path).items():
+    expected = "{} is not a saved schedule head: {}".format(path, why[what])
+    with pytest.raises(ls.HeadFileError) as e:
+      keras_optimizer.LearnedOptimizer.pretrained("l2o-scale",
+                                                  schedule_head=str(path))
+    assert str(e.value).startswith(expected), (what, str(e.value))
+    assert "\n" not in str(e.value)
+    spec = "l2o-scale+head={}".format(path)
+    with pytest.raises(ValueError) as e:
+      bench_optimizers.factory(spec)
+    assert str(e.value).startswith("--optimizer={!r}: {}".format(
+        spec, expected)), str(e.value)
+    assert str(e.value).count(str(path)) == 2  # in the spec, then once
+
+
+def test_the_head_round_trips_through_its_config_exactly():
+  theta = ls.initial_theta(seed=5)
+  theta[-2:] = [0.1234567, -3.3e-7]
+  head = ls.ScheduleHead(theta, 0.01, 4., 1e-3, True)
+  config = json.loads(json.dumps(head.get_config()))
+  again = ls.schedule_head(config)
+  assert again.bounds == head.bounds
+  assert again.theta.numpy().tobytes() == theta.tobytes()

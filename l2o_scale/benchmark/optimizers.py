@@ -45,7 +45,6 @@ import inspect
 import json
 import math
 import os
-import zipfile
 
 from l2o_scale import pretrained as shipped
 
@@ -347,10 +346,8 @@ def _check_head(parsed):
   except FileNotFoundError:
     raise FileNotFoundError("--optimizer={!r}: no schedule head file {}"
                             .format(parsed.text, parsed.head)) from None
-  except (ValueError, OSError, KeyError, zipfile.BadZipFile) as e:
-    raise _refuse(parsed.text, "{} is not a saved schedule head ({})".format(
-        parsed.head, str(e).splitlines()[0] if str(e) else type(e).__name__)
-                  ) from None
+  except learned_schedule.HeadFileError as e:  # It names the file.
+    raise _refuse(parsed.text, str(e)) from None
 
 
 def factory(spec):

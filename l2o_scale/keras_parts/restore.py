@@ -7,6 +7,7 @@ import warnings
 
 from l2o_scale import pretrained as shipped
 from l2o_scale.config import optimizer_flags
+from l2o_scale.keras_parts import checks
 from l2o_scale.runs import checkpoints
 from l2o_scale.runs import run_record
 from l2o_scale.steps import settings as step_settings
@@ -59,6 +60,10 @@ def card_kwargs(name, total_steps, keras_kwargs):
   keras_kwargs = dict(keras_kwargs)
   if keras_kwargs.get("schedule_head") is None:
     keras_kwargs["schedule_head"] = shipped.schedule_head(name)
+    checks.check_head_alone(
+        keras_kwargs["schedule_head"], keras_kwargs.get("weight_decay"),
+        keras_kwargs.get("learning_rate", 1.),
+        "{} has a learned schedule head, which".format(name))
   if keras_kwargs["schedule_head"] is not None:
     keras_kwargs["total_steps"] = total_steps
     return keras_kwargs

@@ -260,21 +260,19 @@ def _check_schedule_head(config):
   """--schedule_head (or the head of --pretrained): a head file, on the
   learned optimizer, without the hand-set schedule and decay it
   replaces."""
+  hand_set = (config.step_schedule != "none", config.weight_decay,
+              ("--step_schedule", "--weight_decay"))
   if not config.schedule_head:
-    if config.pretrained and config.head_file() and (
-        config.step_schedule != "none" or config.weight_decay):
-      raise ValueError("--pretrained={} has a learned schedule head, which "
-                       "decides the step's scale and the weight decay: drop "
-                       "--step_schedule and --weight_decay".format(
-                           config.pretrained))
+    if config.pretrained and config.head_file():
+      learned_schedule.check_no_hand_set_schedule(
+          "--pretrained={} has a learned schedule head, which".format(
+              config.pretrained), *hand_set)
     return
   if config.test_optimizer != "L2o":
     raise ValueError("--schedule_head goes with the learned optimizer "
                      "(--test_optimizer=L2o), not --test_optimizer={}".format(
                          config.test_optimizer))
-  if config.step_schedule != "none" or config.weight_decay:
-    raise ValueError("--schedule_head decides the step's scale and the "
-                     "weight decay: drop --step_schedule and --weight_decay")
+  learned_schedule.check_no_hand_set_schedule("--schedule_head", *hand_set)
   if not os.path.isfile(config.schedule_head):
     raise ValueError("--schedule_head={}: no such file (a head.npz of "
                      "python -m l2o_scale.head_training)".format(

@@ -44,6 +44,7 @@ so that the estimator evaluates many perturbed heads side by side
 """
 
 import math
+import zipfile
 
 import numpy as np
 import tensorflow as tf
@@ -222,9 +223,13 @@ class ScheduleHead(transform.StepTransform):
                        "got {}".format(max_weight_decay))
     theta = initial_theta() if theta is None else np.asarray(theta,
                                                              np.float32)
-    if theta.shape != (NUM_PARAMETERS,) or not np.all(np.isfinite(theta)):
-      raise ValueError("schedule head: theta must be {} finite numbers, got "
-                       "shape {}".format(NUM_PARAMETERS, theta.shape))
+    if theta.shape != (NUM_PARAMETERS,):
+      raise ValueError("schedule head: theta must be {} numbers, got shape "
+                       "{}".format(NUM_PARAMETERS, theta.shape))
+    if not np.all(np.isfinite(theta)):
+      raise ValueError("schedule head: theta holds {} values that are not "
+                       "finite (NaN or inf)".format(
+                           int(np.sum(~np.isfinite(theta)))))
     self.min_multiplier = float(min_multiplier)
     self.max_multiplier = float(max_multiplier)
     self.max_weight_decay = float(max_weight_decay)
@@ -270,6 +275,20 @@ class ScheduleHead(transform.StepTransform):
     # The traced step reads this head's own variables.
     return ("schedule_head", id(self))
 
+  def get_config(self):
+    """The head's constructor arguments (its parameters as a list of
+    floats, which JSON keeps exactly): what a Keras config holds of it
+    (:meth:`from_config`); its per-run state is not among them."""
+    return dict(theta=self.theta.numpy().tolist(),
+                min_multiplier=self.min_multiplier,
+                max_multiplier=self.max_multiplier,
+                max_weight_decay=self.max_weight_decay,
+                decay_scaled_by_multiplier=self.decay_scaled_by_multiplier)
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(**config)
+
   def save(self, path):
     """Writes the head (parameters and bounds) to ``path`` (``.npz``)."""
     np.savez(path, theta=self.theta.numpy(),
@@ -277,14 +296,61 @@ class ScheduleHead(transform.StepTransform):
 
   @classmethod
   def load(cls, path):
-    """The head :meth:`save` wrote; an OSError names a missing file."""
+    """The head :meth:`save` wrote. A missing file raises
+    FileNotFoundError, any other file (truncated, not an ``.npz``, without
+    the head's arrays, with values a head cannot take) a
+    :class:`HeadFileError`: one line naming the file and what is wrong."""
     if not tf.io.gfile.exists(path):
       raise FileNotFoundError("no schedule head at {}".format(path))
-    with np.load(path) as saved:
-      bounds = [float(x) for x in saved["bounds"]]
+    try:
+      saved = np.load(path, allow_pickle=False)
+      if not isinstance(saved, np.lib.npyio.NpzFile):
+        raise ValueError("it is one numpy array, not an .npz archive of a "
+                         "head's theta and bounds")
+      with saved:
+        missing = [k for k in ("theta", "bounds") if k not in saved.files]
+        if missing:
+          raise ValueError("it has no {} array (it holds: {})".format(
+              " and no ".join(missing), ", ".join(saved.files) or "none"))
+        theta, bounds = saved["theta"], saved["bounds"]
+      bounds = np.asarray(bounds, np.float64).reshape(-1)
+      if len(bounds) not in (3, 4):
+        raise ValueError("its bounds hold {} numbers, not 3 or 4".format(
+            len(bounds)))
       # Heads saved before the scaled decay existed hold three bounds.
-      return cls(saved["theta"], *bounds[:3],
-                 decay_scaled_by_multiplier=bool(bounds[3:] and bounds[3]))
+      return cls(theta, *bounds[:3],
+                 decay_scaled_by_multiplier=bool(len(bounds) > 3 and
+                                                 bounds[3]))
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+      raise HeadFileError(path, e) from None
+
+
+class HeadFileError(ValueError):
+  """A file that is not a schedule head :meth:`ScheduleHead.save` wrote:
+  one line naming it and what is wrong."""
+
+  def __init__(self, path, error):
+    what = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if isinstance(error, (zipfile.BadZipFile, EOFError)):
+      what = "it is truncated or damaged ({})".format(what)
+    elif "pickled" in what:
+      # numpy's words for a file that is neither an array nor an archive.
+      what = "it is not an .npz file"
+    super().__init__("{} is not a saved schedule head: {}".format(
+        path, what.replace("schedule head: ", "")))
+    self.path = path
+
+
+def check_no_hand_set_schedule(head, step_scaled, weight_decay, names):
+  """The one rule of every caller that takes a schedule head (metatest.py's
+  flags, the Keras optimizer's arguments): the head decides the step's
+  scale and the weight decay, so neither is also set by hand. ``head``
+  names the head (a flag, an argument), ``step_scaled`` and
+  ``weight_decay`` say whether each is set, ``names`` are the two settings
+  as the caller spells them; a ValueError in one line otherwise."""
+  if step_scaled or weight_decay:
+    raise ValueError("{} decides the step's scale and the weight decay: "
+                     "drop {}".format(head, " and ".join(names)))
 
 
 def progress_inputs(num_steps):
@@ -296,14 +362,17 @@ def progress_inputs(num_steps):
 
 def schedule_head(head=None):
   """The step transform of a schedule head: None gives the identity (no
-  op); a :class:`ScheduleHead`, or the path of a saved one, gives it."""
+  op); a :class:`ScheduleHead`, the path of a saved one or its
+  :meth:`~ScheduleHead.get_config` gives it."""
   if head is None:
     return transform.identity()
   if isinstance(head, str):
     return ScheduleHead.load(head)
+  if isinstance(head, dict):
+    return ScheduleHead.from_config(head)
   if not isinstance(head, ScheduleHead):
     raise ValueError("schedule_head must be a ScheduleHead, the path of a "
-                     "saved one or None, got {!r}".format(
+                     "saved one, its config or None, got {!r}".format(
                          type(head).__name__))
   return head
 
