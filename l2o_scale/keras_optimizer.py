@@ -52,8 +52,10 @@ update cannot be split per replica variable).
 import warnings
 
 from l2o_scale.runs import quiet_cuda
-# TensorFlow's start-up lines filtered as in the command-line programs
-# (the CUDA probing on a machine without CUDA; nothing where it has CUDA).
+# A quiet start where TensorFlow is not imported yet: no info lines (unless
+# TF_CPP_MIN_LOG_LEVEL says otherwise), and the CUDA probing filtered as in
+# the command-line programs (on a machine without CUDA).
+quiet_cuda.hide_info_lines()
 quiet_cuda.import_tensorflow()
 
 import keras  # pylint: disable=g-import-not-at-top,g-bad-import-order
@@ -125,11 +127,14 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       cannot run, TensorFlow's ops do, with a warning that says why.
       False: TensorFlow's ops only.
     schedule_head: None, or a learned schedule-and-decay head (a
-      :class:`l2o_scale.steps.learned_schedule.ScheduleHead` or the path of
-      a saved one) that scales each tensor's learned step and adds a
-      decoupled weight decay from the run's progress and gradient norms
-      (docs/schedule-head.md); with it the step takes one pass. It is not
-      part of the optimizer's config: pass it again after loading.
+      :class:`l2o_scale.steps.learned_schedule.ScheduleHead`, the path of
+      a saved one or its config) that scales each tensor's learned step and
+      adds a decoupled weight decay from the run's progress and gradient
+      norms (docs/schedule-head.md); with it the step takes one pass, and
+      no ``weight_decay`` or ``learning_rate`` other than 1 (the head
+      decides both: metatest.py's rule). Its parameters and bounds are in
+      the optimizer's config, its per-run state is saved with the
+      optimizer's variables.
     total_steps: the run's length in steps, the head's progress input
       (``iterations / total_steps``); None: the head takes
       :data:`~l2o_scale.steps.learned_schedule.DEFAULT_TOTAL_STEPS`.
@@ -152,6 +157,8 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     self._native = native.NativeStep(learned_optimizer, native_step)
     self.schedule_head = learned_schedule.schedule_head(schedule_head)
     self.total_steps = learned_schedule.check_total_steps(total_steps)
+    checks.check_head_alone(self.schedule_head, kwargs.get("weight_decay"),
+                            learning_rate)
     checks.check_transforms(learned_optimizer, schedule_head,
                             hold_zero_gradients, kwargs.get("weight_decay"),
                             learning_rate)
@@ -167,6 +174,17 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     # Set by from_config until load_own_variables restores the
     # meta-parameters (a config holds the options only).
     self._meta_parameters_pending = False
+    with tf.init_scope():
+      # Not a Keras variable, so that files saved before it existed still
+      # load their state (saving.SKIPPED_STEPS_KEY).
+      self._skipped_steps = tf.Variable(
+          0, dtype=tf.int64, trainable=False, name="skipped_steps")
+
+  @property
+  def skipped_steps(self):
+    """How many steps were skipped, as a gradient held a NaN or an inf
+    (:meth:`_backend_update_step`); saved with the optimizer."""
+    return int(self._skipped_steps.numpy())
 
   @classmethod
   def from_checkpoint(cls, path, level_sizes=DEFAULT_LEVEL_SIZES,
@@ -239,9 +257,11 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
 
   def reset_state(self):
     """Re-initialises the optimizer state from the variables' current
-    values."""
+    values (and the schedule head's state, which reads their gradients)."""
     self._state.reset([tf.cast(tf.convert_to_tensor(v), tf.float32)
                        for v in self._trainable_variables])
+    if isinstance(self.schedule_head, learned_schedule.ScheduleHead):
+      self.schedule_head.state.assign(learned_schedule.initial_state())
 
   # ------------------------------------------------------------------ step
   def _backend_update_step(self, grads, trainable_variables, learning_rate):
@@ -255,7 +275,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     scaling, clipping and accumulation and before its EMA and constraints.
     The public ``update_step`` sees one variable at a time, and the learned
     step reads all of them at once; overriding the public ``apply`` instead
-    would mean rewriting all those features of Keras."""
+    would mean rewriting all those features of Keras.
+
+    A step whose gradients hold a NaN or an inf is skipped (no variable,
+    no state changes) and counted in :attr:`skipped_steps`."""
     checks.check_can_step(self._meta_parameters_pending)
     self._native.check_traced_step()
     given = {self._get_variable_index(var): grad
@@ -267,7 +290,16 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
               learned_schedule.PROGRESS: learned_schedule.keras_progress(
                   self.iterations, self.total_steps)}
     self._step.apply(list(self._trainable_variables), given,
-                     self._step_transforms, inputs)
+                     self._step_transforms, inputs, self._skip_step)
+
+  def _skip_step(self):
+    """In place of a step whose gradients are not all finite: no variable
+    and no state changes (:meth:`JointStep.apply
+    <l2o_scale.keras_parts.joint_step.JointStep.apply>` says why); the step
+    is counted in :attr:`skipped_steps`, and in Keras' ``iterations``
+    as every step is, so that a schedule over ``total_steps`` keeps to
+    the batches of ``fit``."""
+    self._skipped_steps.assign_add(1)
 
   def _step_transforms(self, variables):
     """The held coordinates, the learning rate's scale, the schedule head,
@@ -305,6 +337,16 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     the sorted order of their TF1 names (:mod:`l2o_scale.keras_parts.saving`)."""
     super().save_own_variables(store)
     saving.save_meta_parameters(self.learned_optimizer, store)
+    saving.save_run_state(self._run_state(), store)
+
+  def _run_state(self):
+    """The state of the run that is not a Keras variable, by its key in
+    the saved store: the count of skipped steps, the schedule head's
+    state."""
+    state = {saving.SKIPPED_STEPS_KEY: self._skipped_steps}
+    if isinstance(self.schedule_head, learned_schedule.ScheduleHead):
+      state[saving.HEAD_STATE_KEY] = self.schedule_head.state
+    return state
 
   def load_own_variables(self, store):
     """Restores what :meth:`save_own_variables` wrote. State that does not
@@ -313,6 +355,7 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     optimizer was built, without one."""
     if saving.load_meta_parameters(self.learned_optimizer, store):
       self._meta_parameters_pending = False
+    saving.load_run_state(self._run_state(), store)
     rest = saving.optimizer_store(store)
     if saving.fits(rest, self.variables):
       super().load_own_variables(rest)
@@ -326,15 +369,30 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
       self.reset_state()
 
   def get_config(self):
-    """Keras config: the options of the learned optimizer (all of them), not
-    its meta-parameters, which are saved as variables."""
+    """Keras config: the options of the learned optimizer (all of them) and
+    the schedule head's parameters and bounds, not the meta-parameters,
+    which are saved as variables. ValueError, in one line, for a schedule
+    head of another class, which a config cannot rebuild."""
     config = super().get_config()
     config.update(optimizer_kwargs=saving.json_ready(self.optimizer_kwargs),
                   level_sizes=list(self.level_sizes),
                   coordinates_per_pass=self.coordinates_per_pass,
                   hold_zero_gradients=self.hold_zero_gradients,
-                  native_step=self.native_step)
+                  native_step=self.native_step,
+                  schedule_head=self._head_config(),
+                  total_steps=self.total_steps)
     return config
+
+  def _head_config(self):
+    head = self.schedule_head
+    if isinstance(head, transform.Identity):
+      return None
+    if type(head) is not learned_schedule.ScheduleHead:  # pylint: disable=unidiomatic-typecheck
+      raise ValueError(
+          "LearnedOptimizer: its schedule head is a {}, which a saved "
+          "config cannot rebuild (only a ScheduleHead); save the model with "
+          "a ScheduleHead".format(type(head).__name__))
+    return head.get_config()
 
   @classmethod
   def from_config(cls, config, custom_objects=None):

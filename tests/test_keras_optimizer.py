@@ -3,6 +3,7 @@
 import functools
 import json
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -204,15 +205,166 @@ def test_from_checkpoint_rebuilds_from_the_run_record(tmp_path):
 
 
 def test_load_model_needs_no_custom_objects(fixtures_dir, tmp_path):
+  """keras.models.load_model, with no custom_objects, rebuilds the
+  optimizer by its registered name with its meta-parameters and state:
+  the loaded model's next epoch is the saving model's, bit for bit (the
+  file loaded in another process: tests/test_pretrained_head.py)."""
   ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  assert keras.saving.get_registered_object(
+      "l2o_scale>LearnedOptimizer") is LearnedOptimizer
+  rng = np.random.RandomState(0)
+  x = rng.randn(32, 4).astype(np.float32)
+  y = rng.randn(32, 2).astype(np.float32)
+  keras.utils.set_random_seed(2)
   model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
   model.compile(optimizer=LearnedOptimizer.from_checkpoint(ckpt), loss="mse")
-  model.fit(np.ones((8, 4), np.float32), np.ones((8, 2), np.float32),
-            epochs=1, verbose=0)
+  fit = functools.partial(model.fit, x, y, batch_size=8, epochs=1,
+                          shuffle=False, verbose=0)
+  fit()
   path = str(tmp_path / "model.keras")
   model.save(path)
   loaded = keras.models.load_model(path)
   assert isinstance(loaded.optimizer, LearnedOptimizer)
+  assert int(loaded.optimizer.iterations.numpy()) == 4
+  before = [w.numpy() for w in model.weights]
+  fit()
+  loaded.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+  assert any(not np.array_equal(a, w.numpy())
+             for a, w in zip(before, model.weights))
+  for a, b in zip(model.weights, loaded.weights):
+    assert a.numpy().tobytes() == b.numpy().tobytes(), a.path
+
+
+def test_the_config_holds_every_constructor_argument(fixtures_dir):
+  """Every argument of LearnedOptimizer but the learned optimizer itself
+  (rebuilt from optimizer_kwargs and level_sizes, its meta-parameters
+  saved as variables) and checkpoint_path (where it came from) is in
+  get_config and comes back from it, as Keras' own optimizers' arguments
+  do; a schedule head that a config cannot rebuild refuses in one line."""
+  import inspect  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
+  ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  theta = learned_schedule.initial_theta(seed=1)
+  theta[-2] = 0.3
+  head = learned_schedule.ScheduleHead(theta, 0.01, 3., 1e-3, True)
+  opt = LearnedOptimizer.from_checkpoint(
+      ckpt, schedule_head=head, total_steps=77, hold_zero_gradients=True,
+      coordinates_per_pass=1000, clipnorm=2.)
+  config = json.loads(json.dumps(opt.get_config()))
+  own = set(inspect.signature(LearnedOptimizer.__init__).parameters) - {
+      "self", "learned_optimizer", "checkpoint_path", "kwargs"}
+  assert own <= set(config), own - set(config)
+  assert config["total_steps"] == 77
+  clone = LearnedOptimizer.from_config(config)
+  assert clone.get_config() == config
+  assert clone.total_steps == 77 and clone.clipnorm == 2.
+  assert clone.schedule_head.bounds == head.bounds
+  assert clone.schedule_head.theta.numpy().tobytes() == theta.tobytes()
+  plain = LearnedOptimizer.from_config(
+      LearnedOptimizer.from_checkpoint(ckpt).get_config())
+  assert plain.get_config()["schedule_head"] is None
+
+  class Other(learned_schedule.ScheduleHead):
+    pass
+
+  other = LearnedOptimizer.from_checkpoint(ckpt, schedule_head=Other())
+  with pytest.raises(ValueError, match="^LearnedOptimizer: its schedule "
+                     "head is a Other, which a saved config cannot rebuild"):
+    other.get_config()
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_gradient_that_is_not_finite_skips_the_step(jit_compile):
+  """One NaN (or inf) coordinate in one tensor's gradient: the step is
+  skipped (no weight, no optimizer state, no schedule head state
+  changes) and counted; the next finite step proceeds as if the skipped
+  one had not come, bit for bit (the learned step reads no step count),
+  where the learned step would otherwise have turned every coordinate of
+  every tensor into NaN."""
+  from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
+  shapes = [(5, 4), (4,), (4, 3), (3,)]
+  rng = np.random.RandomState(0)
+  init = [rng.randn(*s).astype(np.float32) for s in shapes]
+  finite = [[rng.randn(*s).astype(np.float32) for s in shapes]
+            for _ in range(3)]
+  broken = {"nan": [g.copy() for g in finite[1]],
+            "inf": [g.copy() for g in finite[1]]}
+  broken["nan"][2][1, 2] = np.nan
+  broken["inf"][1][0] = -np.inf
+
+  def run(grads_per_step, **kwargs):
+    opt = LearnedOptimizer.pretrained("l2o-scale", **kwargs)
+    variables = [keras.Variable(v) for v in init]
+    tf.random.set_seed(4)  # The initial learning rates are drawn.
+    opt.build(variables)
+    step = functools.partial(_apply, opt, variables)
+    if jit_compile:
+      step = tf.function(step, jit_compile=True)
+    states = []
+    for grads in grads_per_step:
+      step([tf.constant(g) for g in grads])
+      states.append([v.numpy() for v in variables] +
+                    [np.asarray(v) for v in opt.variables[1:]] +
+                    [opt.schedule_head.state.numpy()
+                     if kwargs else np.zeros(0)])
+    return opt, states
+
+  head = dict(schedule_head=learned_schedule.ScheduleHead(), total_steps=10)
+  _, uninterrupted = run([finite[0], finite[2]])
+  for bad in broken.values():
+    opt, states = run([finite[0], bad, finite[2]])
+    assert opt.skipped_steps == 1 and int(opt.iterations.numpy()) == 3
+    for a, b in zip(states[0], states[1]):
+      assert a.tobytes() == b.tobytes()
+    for a, b in zip(uninterrupted[1], states[2]):
+      assert a.tobytes() == b.tobytes()
+    assert all(np.all(np.isfinite(a)) for a in states[2])
+    opt, states = run([finite[0], bad], **head)
+    assert opt.skipped_steps == 1
+    for a, b in zip(states[0], states[1]):
+      assert a.tobytes() == b.tobytes()
+  # What the skip prevents: the step taken (and the finite one after it)
+  # spreads the one NaN to every weight.
+  opt = LearnedOptimizer.pretrained("l2o-scale")
+  variables = [keras.Variable(v) for v in init]
+  opt.build(variables)
+  for grads in (broken["nan"], finite[2]):
+    opt._step._step(variables, [0, 1, 2, 3],  # pylint: disable=protected-access
+                    [tf.constant(g) for g in grads],
+                    opt._step_transforms,  # pylint: disable=protected-access
+                    {"scale": tf.constant(1.), "progress": tf.constant(0.)})
+  assert all(np.all(np.isnan(v.numpy())) for v in variables)
+
+
+def test_a_skipped_step_count_is_saved_with_the_optimizer(fixtures_dir):
+  ckpt = os.path.join(fixtures_dir, "mnist_mlp_sigmoid", "ckpt")
+  opt = LearnedOptimizer.from_checkpoint(ckpt)
+  variable = keras.Variable(np.ones(3, np.float32))
+  opt.apply([np.array([1., np.nan, 1.], np.float32)], [variable])
+  store = {}
+  opt.save_own_variables(store)
+  clone = LearnedOptimizer.from_config(opt.get_config())
+  clone.build([keras.Variable(np.ones(3, np.float32))])
+  clone.load_own_variables(store)
+  assert opt.skipped_steps == clone.skipped_steps == 1
+
+
+def test_from_checkpoint_takes_a_train_dir_with_one_run(tmp_path):
+  """A train dir (metarun.py's --train_dir) whose one run folder holds
+  the checkpoint is that checkpoint; with several run folders the error
+  names them."""
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  train_dir = tmp_path / "fast"
+  run = train_dir / "HierarchicalRNN_GRUCell_20_2"
+  shutil.copytree(pretrained.folder("l2o-scale"), run)
+  (run / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-0"\n')
+  opt = LearnedOptimizer.from_checkpoint(str(train_dir))
+  assert opt.checkpoint_path == str(run / "model.ckpt-0")
+  shutil.copytree(run, train_dir / "other")
+  with pytest.raises(FileNotFoundError, match="^No checkpoint in directory "
+                     "{0}; its run folders: {0}/HierarchicalRNN_GRUCell_20_2, "
+                     "{0}/other: pass one of them$".format(train_dir)):
+    LearnedOptimizer.from_checkpoint(str(train_dir))
 
 
 def _one_step_of_the_fixture_optimizer(fixture):

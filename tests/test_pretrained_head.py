@@ -2,12 +2,17 @@
 it is the shipped ``l2o-scale`` byte for byte with the head the
 registered selection chose, and by name it runs with that head and no
 hand-set setting, in Keras, in metatest.py and in the benchmark; a run's
-length, where given, feeds the head's progress input."""
+length, where given, feeds the head's progress input; a ``.keras`` file
+holds the whole headed optimizer, so a saved run continues exactly in
+another process."""
 
 import filecmp
 import json
 import os
+import pickle
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +23,7 @@ from l2o_scale.keras_optimizer import LearnedOptimizer
 from l2o_scale.meta_testing import metatest_config
 from l2o_scale.steps import learned_schedule
 from tests import keras_steps
+from tests import paths
 
 NAME = "l2o-scale-head"
 BASE = "l2o-scale"
@@ -102,14 +108,49 @@ def _metatest(**flags):
       save_dir="/tmp/l2o-head-unused", **flags)
 
 
-def test_metatest_by_name_runs_its_head_and_refuses_hand_set_settings():
-  config = _metatest()
-  assert config.head_file() == pretrained.schedule_head(NAME)
-  head, = config.step_transforms().transforms
-  np.testing.assert_array_equal(
-      head.theta.numpy(),
-      learned_schedule.ScheduleHead.load(_chosen_head()).theta.numpy())
-  assert metatest_config.long_run_note(config) is None
+@pytest.fixture(scope="module")
+def metatest_runs(tmp_path_factory):
+  """metatest.py runs (20 steps, held-out loss every 10, seed 6) by name
+  (``--pretrained=l2o-scale-head``), of l2o-scale with the chosen head's
+  file given by hand, and of l2o-scale alone: {which: (the training
+  losses, the held-out record)}."""
+  import metatest  # pylint: disable=g-import-not-at-top
+  from l2o_scale.meta_testing import metatest_run  # pylint: disable=g-import-not-at-top
+  runs = {}
+  for which, flags in (("by_name", ["--pretrained=" + NAME]),
+                       ("by_hand", ["--pretrained=" + BASE,
+                                    "--schedule_head=" + _chosen_head()]),
+                       ("base", ["--pretrained=" + BASE])):
+    save_dir = str(tmp_path_factory.mktemp(which))
+    metatest.FLAGS.unparse_flags()
+    metatest.FLAGS(["metatest.py"] + flags + [
+        "--include_mnist_mlp_problems", "--num_testing_itrs=20",
+        "--heldout_every=10", "--seeds=6", "--data_dir=" + paths.mnist_dir(),
+        "--save_dir=" + save_dir, "--model_name=h"])
+    try:
+      written = metatest_run.run(metatest.build_config(metatest.FLAGS))
+    finally:
+      metatest.FLAGS.unparse_flags()
+      metatest.FLAGS(["metatest.py"])
+    losses, = [p for p in written if "eval_loss_record" in p]
+    records = [p for p in os.listdir(save_dir) if "heldout_record" in p]
+    assert len(records) == 1, os.listdir(save_dir)
+    with open(losses, "rb") as f, open(os.path.join(save_dir,
+                                                    records[0])) as g:
+      runs[which] = (np.asarray(pickle.load(f), np.float64), json.load(g))
+  return runs
+
+
+def test_metatest_by_name_runs_its_head_and_refuses_hand_set_settings(
+    metatest_runs):
+  """By name, metatest.py's run is l2o-scale's with the chosen head's file
+  given by hand, loss for loss, and not l2o-scale's without it."""
+  by_name, by_hand, base = (metatest_runs[k][0]
+                            for k in ("by_name", "by_hand", "base"))
+  assert len(by_name) == 20 and np.all(np.isfinite(by_name))
+  assert by_name.tobytes() == by_hand.tobytes()
+  assert by_name.tobytes() != base.tobytes()
+  assert metatest_config.long_run_note(_metatest()) is None
   for flags in (dict(weight_decay=1e-3), dict(step_schedule="cosine")):
     with pytest.raises(ValueError, match="^--pretrained=l2o-scale-head has "
                        "a learned schedule head, which decides the step's "
@@ -122,10 +163,17 @@ def test_metatest_by_name_runs_its_head_and_refuses_hand_set_settings():
 
 
 def test_the_benchmark_runs_it_as_shipped_and_has_no_bare_variant():
+  """The benchmark's optimizer for a budget of 300 steps takes the steps
+  of l2o-scale with the chosen head over a run of 300 steps, bit for bit
+  (not those of l2o-scale alone, nor of the head over the default
+  length)."""
   make, identity = bench_optimizers.factory(NAME)
-  built = make(300)
-  assert isinstance(built.schedule_head, learned_schedule.ScheduleHead)
-  assert built.total_steps == 300 and built.weight_decay is None
+  benchmark = _weights(make(300))
+  assert _same(benchmark, _weights(LearnedOptimizer.pretrained(
+      BASE, schedule_head=_chosen_head(), total_steps=300)))
+  assert not _same(benchmark, _weights(LearnedOptimizer.pretrained(BASE)))
+  assert not _same(benchmark, _weights(LearnedOptimizer.pretrained(
+      BASE, schedule_head=_chosen_head())))
   assert bench_optimizers.bare_variant(NAME) is None
   with pytest.raises(ValueError, match="l2o-scale-head has no hand-set "
                      r"settings to leave out: .*it is l2o-scale\+bare"):
@@ -151,23 +199,90 @@ def test_a_missing_head_file_is_a_damaged_shipped_optimizer(tmp_path,
              for line in pretrained.listing(width=1000))
 
 
-def test_metatest_py_by_name_records_the_shipped_head(data_dir, tmp_path):
-  import metatest  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_testing import metatest_run  # pylint: disable=g-import-not-at-top
-  metatest.FLAGS.unparse_flags()
-  metatest.FLAGS(["metatest.py", "--pretrained=" + NAME,
-                  "--include_mnist_mlp_problems", "--num_testing_itrs=40",
-                  "--heldout_every=20", "--seeds=6", "--data_dir=" + data_dir,
-                  "--save_dir=" + str(tmp_path), "--model_name=h"])
-  try:
-    metatest_run.run(metatest.build_config(metatest.FLAGS))
-  finally:
-    metatest.FLAGS.unparse_flags()
-    metatest.FLAGS(["metatest.py"])
-  records = [p for p in os.listdir(tmp_path) if "heldout_record" in p]
-  assert records, os.listdir(tmp_path)
-  with open(os.path.join(tmp_path, records[0])) as f:
-    record = json.load(f)
+def test_metatest_py_by_name_records_the_shipped_head(metatest_runs):
+  """The held-out record of the run by name names the shipped head's file
+  and no hand-set setting, and holds the losses of the run with the head
+  given by hand (not those of l2o-scale alone)."""
+  record = metatest_runs["by_name"][1]
   assert record["schedule_head"] == pretrained.schedule_head(NAME)
   assert record["weight_decay"] == 0 and record["step_schedule"] == "none"
-  assert all(np.isfinite(record["train_loss"]))
+  by_hand, base = metatest_runs["by_hand"][1], metatest_runs["base"][1]
+  assert by_hand["schedule_head"] == _chosen_head()
+  assert "schedule_head" not in base
+  for key in ("train_loss", "heldout_loss"):
+    assert len(record[key]) >= 2 and np.all(np.isfinite(record[key])), key
+    assert record[key] == by_hand[key], key
+  assert record["train_loss"] != base["train_loss"]
+
+
+# One run of the headed optimizer in Keras' fit, saved and continued: the
+# first half in this process, the second in another, which loads the file
+# as docs/keras.md says (``import keras``, ``import l2o_scale``,
+# ``keras.models.load_model`` without custom_objects). Argument 1 is the
+# data folder, 2 the .keras file, 3 where the weights go, 4 the mode.
+_HEADED_RUN = """
+import sys
+import numpy as np
+import keras
+import l2o_scale
+from l2o_scale.data import load_mnist
+from l2o_scale.keras_optimizer import LearnedOptimizer
+
+data_dir, path, out, mode = sys.argv[1:5]
+x, y = load_mnist(data_dir)
+x, y = x[:64], y[:64]
+
+
+def epoch(model):  # 4 steps of 16 images, in order
+  model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+
+
+if mode == "first":
+  keras.utils.set_random_seed(3)
+  model = keras.Sequential([
+      keras.Input((28, 28, 1)), keras.layers.Flatten(),
+      keras.layers.Dense(4, activation="sigmoid"), keras.layers.Dense(10)])
+  model.compile(optimizer=LearnedOptimizer.pretrained(NAME, total_steps=8),
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  epoch(model)
+  model.save(path)
+  epoch(model)
+else:
+  model = keras.models.load_model(path)
+  epoch(model)
+head = model.optimizer.schedule_head
+np.savez(out, *model.get_weights(), theta=head.theta.numpy(),
+         state=head.state.numpy(), total_steps=model.optimizer.total_steps)
+""".replace("NAME", repr(NAME))
+
+
+def test_a_keras_file_continues_a_headed_run_bit_for_bit_in_another_process(
+    data_dir, tmp_path):
+  """8 steps of fit with l2o-scale-head (total_steps=8): the model saved
+  after 4 and loaded in a fresh process ends its 4 steps at the weights
+  of the uninterrupted run, bit for bit, with the head's parameters, its
+  state and the run's length."""
+  script = tmp_path / "headed_run.py"
+  script.write_text(_HEADED_RUN)
+  path = str(tmp_path / "model.keras")
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      p for p in (paths.ROOT, os.environ.get("PYTHONPATH")) if p))
+  ends = {}
+  for mode in ("first", "continued"):
+    ends[mode] = str(tmp_path / (mode + ".npz"))
+    done = subprocess.run(
+        [sys.executable, str(script), os.path.abspath(data_dir), path,
+         ends[mode], mode],
+        cwd=str(tmp_path), env=env, capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+  whole, continued = np.load(ends["first"]), np.load(ends["continued"])
+  assert sorted(whole.files) == sorted(continued.files)
+  for key in whole.files:
+    assert whole[key].tobytes() == continued[key].tobytes(), key
+  assert int(continued["total_steps"]) == 8
+  assert continued["state"][0] == 8.  # The head took all 8 steps.
+  np.testing.assert_array_equal(
+      continued["theta"],
+      learned_schedule.ScheduleHead.load(_chosen_head()).theta.numpy())

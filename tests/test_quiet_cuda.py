@@ -131,3 +131,35 @@ def test_install_filters_the_first_import_whenever_it_comes(tmp_path):
   assert out.returncode == 0, out.stderr
   assert out.stderr == "import-time real line\n" + REAL
   assert out.stdout == "0\n"
+
+
+def test_the_keras_snippet_starts_quietly():
+  """docs/keras.md's start (``from l2o_scale.keras_optimizer import
+  LearnedOptimizer`` before ``import keras``, then a fit compiled by XLA)
+  with no TF_CPP_MIN_LOG_LEVEL set: none of TensorFlow's or XLA's info
+  lines (the CPU instructions, the XLA service, "Compiled cluster using
+  XLA!"), on any machine; a level the user sets is kept."""
+  code = ("import os\n"
+          "from l2o_scale.keras_optimizer import LearnedOptimizer\n"
+          "import keras\n"
+          "import numpy as np\n"
+          "print(os.environ['TF_CPP_MIN_LOG_LEVEL'])\n"
+          "model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])\n"
+          "model.compile(optimizer=LearnedOptimizer.pretrained('l2o-scale'),\n"
+          "              loss='mse', jit_compile=True)\n"
+          "model.fit(np.ones((4, 3)), np.ones((4, 2)), verbose=0)\n")
+  env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+      p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  out = subprocess.run([sys.executable, "-c", code], env=env,
+                       capture_output=True, text=True, timeout=300)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout == "1\n"
+  info = [l for l in out.stderr.splitlines()
+          if l.startswith("I0") or "To enable the following" in l]
+  assert not info, out.stderr
+  mine = _run("import os\n"
+              "from l2o_scale.keras_optimizer import LearnedOptimizer\n"
+              "print(os.environ['TF_CPP_MIN_LOG_LEVEL'])\n",
+              {"TF_CPP_MIN_LOG_LEVEL": "0"})
+  assert mine.stdout == "0\n", mine.stderr

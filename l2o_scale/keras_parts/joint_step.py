@@ -19,6 +19,12 @@ from l2o_scale.meta_testing import inner_step
 from l2o_scale.steps import transform
 
 
+def all_finite(tensors):
+  """A scalar bool: whether every entry of every tensor is finite."""
+  return tf.reduce_all(tf.stack([tf.reduce_all(tf.math.is_finite(t))
+                                 for t in tensors]))
+
+
 class JointStep(object):
   """The step of a Keras optimizer's variables and packed state.
 
@@ -36,8 +42,17 @@ class JointStep(object):
     self._state = state
     self._assign = assign
 
-  def apply(self, variables, given, transforms, inputs):
-    """One step.
+  def apply(self, variables, given, transforms, inputs, skip):
+    """One step, or none where a gradient is not finite.
+
+    Why a step is skipped: the hierarchical RNN mixes every gradient into
+    every tensor's update (the per-tensor and global RNNs, the mean log
+    learning rate), so one NaN or inf coordinate would make every
+    coordinate of every variable and of the state NaN for the rest of the
+    run. As Keras' ``LossScaleOptimizer`` does for a gradient that
+    overflowed, such a step changes no variable and no state; ``skip()``
+    runs in its place (it counts the step). One flag over all gradients
+    chooses the branch inside the compiled step.
 
     Args:
       variables: all the model's trainable variables, in the optimizer's
@@ -48,15 +63,23 @@ class JointStep(object):
         those variables.
       inputs: this step's scalar inputs of the transforms (its scale and
         progress).
+      skip: what runs in place of a step whose gradients are not all
+        finite (returns nothing).
     """
-    params = [tf.cast(tf.convert_to_tensor(v), tf.float32)
-              for v in variables]
     indices = sorted(given)
     # A gradient may lack a static shape where its variable has one (a
     # Dense kernel applied to a sequence: the gradient of a tensordot); the
     # packed step sizes its segments from the gradients' static shapes.
     grads = [tf.reshape(tf.cast(tf.convert_to_tensor(given[i]), tf.float32),
                         variables[i].shape) for i in indices]
+    tf.cond(all_finite(grads),
+            lambda: self._step(variables, indices, grads, transforms, inputs),
+            skip)
+
+  def _step(self, variables, indices, grads, transforms, inputs):
+    """The step of :meth:`apply` with finite gradients."""
+    params = [tf.cast(tf.convert_to_tensor(v), tf.float32)
+              for v in variables]
     global_state = self._state.read_global()
     if len(self._state.passes) > 1 and len(indices) == len(variables):
       self._state.assign_global(self._step_in_passes(

@@ -166,11 +166,20 @@ def latest_checkpoint(folder):
 
 
 def resolve_checkpoint_path(path):
-  """Accepts a checkpoint prefix or a directory holding a ``checkpoint`` file."""
+  """Accepts a checkpoint prefix, a directory holding a ``checkpoint`` file,
+  or a train dir (``metarun.py --train_dir``) whose one run folder (e.g.
+  ``HierarchicalRNN_GRUCell_20_2``) holds one. A directory without a
+  checkpoint raises FileNotFoundError naming its run folders, where it
+  has several."""
   if os.path.isdir(path):
     latest = latest_checkpoint(path)
     if latest is None:
-      raise FileNotFoundError("No checkpoint in directory {}".format(path))
+      runs = _run_folders(path)
+      if len(runs) == 1:
+        return resolve_checkpoint_path(runs[0])
+      raise FileNotFoundError("No checkpoint in directory {}{}".format(
+          path, "; its run folders: {}: pass one of them".format(
+              ", ".join(runs)) if runs else ""))
     return latest
   if not tf.io.gfile.exists(path + ".index"):
     folder = os.path.dirname(path) or "."
@@ -178,6 +187,19 @@ def resolve_checkpoint_path(path):
         "No checkpoint {}. Checkpoints in {}: {}".format(
             path, folder, ", ".join(list_checkpoints(folder)) or "none"))
   return path
+
+
+def _run_folders(folder):
+  """The sub-folders of ``folder`` that hold checkpoints or a ``checkpoint``
+  state file (the run folders of a train dir), sorted."""
+  found = []
+  for name in sorted(os.listdir(folder)):
+    sub = os.path.join(folder, name)
+    if os.path.isdir(sub) and (
+        list_checkpoints(sub) or
+        os.path.exists(os.path.join(sub, STATE_FILENAME))):
+      found.append(sub)
+  return found
 
 
 def checkpoint_in(folder, name=""):

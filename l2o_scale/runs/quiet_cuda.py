@@ -127,6 +127,18 @@ def install():
     sys.meta_path.insert(0, _QuietTensorFlowImport())
 
 
+def hide_info_lines():
+  """Hides TensorFlow's and XLA's info lines (the CPU instructions it was
+  built for, the XLA service, "Compiled cluster using XLA!") by setting
+  ``TF_CPP_MIN_LOG_LEVEL=1`` where the environment sets no level and
+  TensorFlow is not imported yet (it reads the variable then); its
+  warnings and errors are kept. For a library imported by the user's own
+  program, whose start should print nothing but what needs reading (the
+  command-line programs set level 2 themselves)."""
+  if "tensorflow" not in sys.modules:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
 def import_tensorflow():
   """Imports TensorFlow and lists its devices; returns the module.
 
