@@ -12,9 +12,10 @@ import pytest
 from l2o_scale.head_training import training
 from l2o_scale.steps import learned_schedule as ls
 from reproduce import head_objective
+from tests import paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA_DIR = os.environ.get("L2O_SCALE_DATA_DIR", "/work/shared/data/mnist")
+DATA_DIR = paths.mnist_dir()
 BOUNDS = (1e-3, 1., 3e-3)
 
 

@@ -5,7 +5,6 @@ the steps loses to it, the choice never reads a test split or runs a test
 task, and a selection resumes from its file."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -14,8 +13,9 @@ from l2o_scale.benchmark import training as bench_training
 from l2o_scale.head_training import select
 from l2o_scale.head_training import training
 from l2o_scale.steps import learned_schedule as ls
+from tests import paths
 
-DATA_DIR = os.environ.get("L2O_SCALE_DATA_DIR", "/work/shared/data/mnist")
+DATA_DIR = paths.mnist_dir()
 TASKS = ("logreg_mnist", "regression_synthetic_rich")
 
 

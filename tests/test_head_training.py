@@ -15,9 +15,10 @@ from l2o_scale.head_training import estimator
 from l2o_scale.head_training import tasks as task_lib
 from l2o_scale.head_training import training
 from l2o_scale.steps import learned_schedule as ls
+from tests import paths
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA_DIR = os.environ.get("L2O_SCALE_DATA_DIR", "/work/shared/data/mnist")
+DATA_DIR = paths.mnist_dir()
 TINY = dict(tasks=("regression_synthetic",), tasks_per_estimate=1, pairs=1,
             min_length=4, max_length=8, length_grid=2, seeds_per_task=2,
             batch_size=16)
