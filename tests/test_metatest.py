@@ -227,6 +227,30 @@ def test_a_run_too_long_for_memory_is_refused_before_any_work(
     datasets.batch_indices(5000, 10 ** 13, 128)
 
 
+def test_a_damaged_schedule_head_is_one_line_before_any_work(
+    data_dir, tmp_path, capsys):
+  """--schedule_head=F, F the first half of the shipped head's file (a
+  copy cut short): one line naming it and exit 2, as the benchmark and
+  Keras say it, and no result file."""
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
+  with open(pretrained.schedule_head("l2o-scale-head"), "rb") as f:
+    raw = f.read()
+  half = tmp_path / "half.npz"
+  half.write_bytes(raw[:len(raw) // 2])
+  save_dir = tmp_path / "res"
+  _parse("--pretrained=l2o-scale", "--schedule_head=" + str(half),
+         "--include_mnist_mlp_problems", "--num_testing_itrs=5", "--seeds=6",
+         "--data_dir=" + data_dir, "--save_dir=" + str(save_dir))
+  with pytest.raises(SystemExit) as ended:
+    entry_point.run_main("metatest.py", metatest.main, ["metatest.py"])
+  lines = capsys.readouterr().err.strip().splitlines()
+  assert ended.value.code == 2
+  assert lines[-1].startswith("metatest.py: error: {} is not a saved "
+                              "schedule head: it is truncated".format(half))
+  assert not save_dir.exists()
+
+
 def test_other_configuration_names_variable(train_dir, tmp_path):
   _parse("--train_dir=" + train_dir, "--restore_model_name=model.ckpt-0",
          "--include_mnist_mlp_relu_problems", "--nouse_gradient_shortcut",
