@@ -71,6 +71,9 @@ def _main(argv, capsys):
     (["--optimizer=import:os.path.no_such_function"],
      "os.path has no callable 'no_such_function'"),
     (["--optimizer=+hold_zero_gradients"], "goes with a learned optimizer"),
+    (["--optimizer=import:os.getcwd"], "getcwd() returned a str ("),
+    (["--optimizer=import:builtins.dict"], "builtins.dict() returned a dict "
+     "({}), not a Keras optimizer"),
 ])
 def test_bad_flag_is_one_line_naming_it_before_any_work(argv, message,
                                                         capsys, tmp_path):

@@ -229,12 +229,27 @@ def _import_target(spec):
   return target
 
 
-def _from_import(target, total_steps):
+def _from_import(spec, target, total_steps):
+  """What the ``import:`` callable ``target`` returns for a run of
+  ``total_steps``; ValueError naming ``--optimizer`` when it is not a
+  Keras optimizer (the suite would fail on it in the middle of a run)."""
+  import keras  # pylint: disable=g-import-not-at-top
   try:
     accepts = "total_steps" in inspect.signature(target).parameters
   except (TypeError, ValueError):
     accepts = False
-  return target(total_steps=total_steps) if accepts else target()
+  made = target(total_steps=total_steps) if accepts else target()
+  if not isinstance(made, keras.optimizers.Optimizer):
+    raise _refuse(spec, "{}.{}() returned {}, not a Keras optimizer".format(
+        target.__module__, target.__qualname__, _what(made)))
+  return made
+
+
+def _what(value):
+  """A value in a few words: its type and, for a short one, itself."""
+  text = repr(value)
+  return "a {} ({})".format(type(value).__name__, text) if len(text) <= 40 \
+      else "a {}".format(type(value).__name__)
 
 
 def _split_suffixes(spec):
@@ -383,7 +398,10 @@ def factory(spec):
     return make, identity(spec, prefix)
   if parsed.kind == "import":
     target = _import_target(parsed)
-    return (lambda total_steps: _from_import(target, total_steps)), (
+    # One call now (for a 1-step run): what it returns is refused before
+    # any training, as a checkpoint that does not restore is.
+    _from_import(spec, target, 1)
+    return (lambda total_steps: _from_import(spec, target, total_steps)), (
         identity(spec))
   if _keras_optimizer(parsed.target, parsed.lr) is None:
     raise _no_optimizer(spec)
