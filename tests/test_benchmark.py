@@ -477,6 +477,14 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   events = [n for _, _, names in os.walk(os.path.join(out, "tensorboard"))
             for n in names if n.startswith("events.out.tfevents")]
   assert len(events) >= 2 * 2 * (1 + 3 * 2)  # a START marker and a writer
+  # Schedule-free without tuning, scored at x and, from the same runs, at y.
+  for entry in results["entries"]:
+    at_x = entry["untuned"]["schedule_free_adamw"]
+    at_y = entry["untuned"]["schedule_free_adamw_at_y"]
+    assert at_x["runs"][0]["steps"] == at_y["runs"][0]["steps"]
+    assert at_x["runs"][0]["final_train_loss"] != at_y["runs"][0][
+        "final_train_loss"]
+    assert at_x["speedup"] is not None and at_x["summary"]["diverged"] == 0
   page = open(os.path.join(out, "results.md"), encoding="utf-8").read()
   assert "speedup over tuned Adam" in page and "regression_synthetic" in page
   assert "| speedup, bare |" in page and "`l2o-scale+bare`" in page
@@ -513,7 +521,9 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   # Interrupted or not, a second run resumes from the stored runs: nothing
   # retrains and the numbers are the same.
   again = suite.run(config, log=lambda line: None)
-  assert again["runs_reused"] == 2 * (2 + 3 * 2)
+  # Per task: the optimizer and its bare variant, 3 baselines at 2 learning
+  # rates, schedule-free without tuning.
+  assert again["runs_reused"] == 2 * (2 + 3 * 2 + 1)
   assert again["entries"] == results["entries"]
   # Counted per data regime: a task marked data-rich leaves the small-data
   # counts and forms its own, for the optimizer and its bare variant.

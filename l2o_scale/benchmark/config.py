@@ -11,6 +11,7 @@ import os
 from l2o_scale.benchmark import optimizers
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
+from l2o_scale.benchmark import untuned as untuned_lib
 from l2o_scale.config import config_flags
 from l2o_scale.config.config_flags import flag
 
@@ -20,7 +21,7 @@ SIZES = {
     "small": dict(tasks=("logreg_mnist", "regression_synthetic"),
                   budgets=(50,), seeds=1, grid="small", tiny=True,
                   eval_points=5, batch_size=32, jit_compile=False,
-                  grid_extension=0),
+                  grid_extension=0, untuned=("schedule_free_adamw",)),
     "medium": dict(),
     "full": dict(budgets=(2000, 10000), seeds=3),
 }
@@ -66,6 +67,10 @@ class Config:
   baselines: tuple = flag(tuple(b.name for b in optimizers.BASELINES),
                           "subset of " + ",".join(
                               b.name for b in optimizers.BASELINES))
+  untuned: tuple = flag(
+      untuned_lib.NAMES, "baselines without tuning, each run once at its "
+      "defaults beside the tuned ones (empty: none): subset of " +
+      ",".join(untuned_lib.NAMES))
   data_dir: str = flag(None, "MNIST IDX files (default: "
                        "$L2O_SCALE_DATA_DIR)")
   out: str = flag("benchmark_results", "folder for results.json, the "
@@ -78,6 +83,11 @@ class Config:
       None, "results.json of an earlier benchmark run: per task and budget, "
       "each tuned baseline it ran with the same settings is taken from it "
       "instead of run again (the optimizer under test always runs)")
+  reuse_optimizer: bool = flag(
+      False, "with --reuse_baselines: also take the optimizer under test's "
+      "runs (and its bare variant's) from that file where it ran the same "
+      "spec with the same settings, so that only what the file lacks runs "
+      "(e.g. the baselines without tuning beside an earlier page)")
   jit_compile: bool = flag(
       True, "XLA-compile the training steps of the tasks that allow it "
       "(Task.jit_compile; the small size runs without: its runs are too "
@@ -98,9 +108,16 @@ class Config:
                             b.name for b in optimizers.BASELINES)),
                         ("budgets", "step counts, e.g. 2000")):
       _nonempty_and_distinct(name, getattr(config, name), known)
+    repeated = sorted({n for n in config.untuned
+                       if list(config.untuned).count(n) > 1})
+    if repeated:
+      raise ValueError("--untuned names {} more than once".format(
+          ", ".join(repeated)))
     for flag_name, names, get in (("tasks", config.tasks, task_registry.get),
                                   ("baselines", config.baselines,
-                                   optimizers.baseline)):
+                                   optimizers.baseline),
+                                  ("untuned", config.untuned,
+                                   untuned_lib.get)):
       for name in names:
         try:
           get(name)
@@ -115,6 +132,9 @@ class Config:
     if min(config.budgets) < 1:
       raise ValueError("--budgets must be positive step counts, not {}".format(
           ",".join(str(b) for b in config.budgets)))
+    if config.reuse_optimizer and not config.reuse_baselines:
+      raise ValueError("--reuse_optimizer takes the runs from "
+                       "--reuse_baselines's file: give it too")
     optimizers.parse(config.optimizer)
     return config
 

@@ -26,6 +26,7 @@ import sys
 
 from l2o_scale.benchmark import config
 from l2o_scale.benchmark import scoring
+from l2o_scale.benchmark import untuned
 from l2o_scale.runs import atomic_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -72,15 +73,27 @@ def within_tolerance(higher_is_better, metric, reference):
   return metric <= reference * (1 + MSE_TOLERANCE)
 
 
-def verdict(entry, which="optimizer"):
-  """How an optimizer under test (``which``: ``"optimizer"``, or ``"bare"``
-  for its bare variant) compares with tuned Adam on one entry: whether its
-  final training loss is at or below Adam's, whether its test metric is
-  within tolerance of Adam's (or better), and the differences."""
-  if which not in entry:
+def _block(entry, which):
+  """The block ``which`` of an entry: ``"optimizer"``, ``"bare"``, or a
+  baseline without tuning by name (:mod:`untuned`); None where absent."""
+  if which in ("optimizer", "bare"):
+    return entry.get(which)
+  return entry.get("untuned", {}).get(which)
+
+
+def verdict(entry, which="optimizer", against=None):
+  """How an optimizer under test (``which``: ``"optimizer"``, ``"bare"``
+  for its bare variant, or a baseline without tuning by name) compares with
+  tuned Adam (``against``: None) or with a baseline without tuning
+  (``against``: its name) on one entry: whether its final training loss is
+  at or below the reference's, whether its test metric is within tolerance
+  of it (or better), and the differences."""
+  block = _block(entry, which)
+  if block is None:
     return None
-  mine = entry[which]["summary"]
-  adam = entry["baselines"].get("adam", {}).get("summary")
+  mine = block["summary"]
+  adam = (entry["baselines"].get("adam", {}).get("summary") if against is None
+          else (_block(entry, against) or {}).get("summary"))
   if adam is None or mine["final_train_loss"]["mean"] is None:
     return None
   loss, adam_loss = (mine["final_train_loss"]["mean"],
@@ -115,8 +128,8 @@ def bare_spec(results):
 
 
 def _speedup(entry, which):
-  return entry["speedup"] if which == "optimizer" else entry[which][
-      "speedup"]
+  return entry["speedup"] if which == "optimizer" else _block(
+      entry, which)["speedup"]
 
 
 def _baseline_names(results):
@@ -177,8 +190,76 @@ def _table(results, budget):
   return "\n".join(lines) + "\n"
 
 
+def untuned_names(results):
+  """The baselines without tuning of the results, in the page's order
+  (results written before they existed hold none)."""
+  for e in results["entries"]:
+    if e.get("untuned"):
+      return [name for name, _ in untuned.blocks_in_order(e)]
+  return []
+
+
+def beats(results, budget, against, which="optimizer", in_regime=None):
+  """(tasks where ``which`` meets both criteria against the baseline
+  without tuning ``against``, tasks scored)."""
+  scored = [v for v in (
+      verdict(e, which, against) for e in results["entries"]
+      if e["budget"] == budget and (in_regime is None or
+                                     regime(e) == in_regime))
+            if v is not None]
+  return sum(v["loss_ok"] and v["metric_ok"] for v in scored), len(scored)
+
+
+def untuned_lines(results, budget):
+  """Per baseline without tuning: how it does against tuned Adam, and
+  where the optimizer under test meets both criteria against it."""
+  names = untuned_names(results)
+  if not names:
+    return []
+  label = {n: b["label"] for e in results["entries"]
+           for n, b in e.get("untuned", {}).items()}
+  lines = ["Against the baselines a user picks without tuning (each run "
+           "once at its defaults; the same criteria, the optimizer under "
+           "test against each):", ""]
+  for name in names:
+    mine, of = beats(results, budget, name)
+    lines.append("- {}: {}; `{}` meets both criteria "
+                 "against it on {} of {}.".format(
+                     label[name], _regime_counts_text(
+                         counts(results, budget, which=name)),
+                     results["config"]["optimizer"], mine, of))
+  return lines + [""]
+
+
+def _untuned_table(results, budget):
+  names = untuned_names(results)
+  if not names:
+    return ""
+  entries = [e for e in results["entries"] if e["budget"] == budget]
+  head = ("| task | optimizer | " + " | ".join(names) + " |\n|---|---|" +
+          "---|" * len(names))
+  lines = ["Without tuning, final training loss (speedup over tuned Adam):",
+           "", head]
+  for e in entries:
+    lines.append("| {} | {} | {} |".format(
+        e["task"], cell(e["optimizer"]["summary"], "final_train_loss"),
+        " | ".join("{} ({})".format(
+            cell(_block(e, n)["summary"], "final_train_loss"),
+            speedup_text(_block(e, n)["speedup"])) if _block(e, n) else "—"
+                   for n in names)))
+  lines += ["", "Without tuning, held-out metric (test split):", "", head]
+  for e in entries:
+    lines.append("| {} | {} | {} |".format(
+        e["task"], cell(e["optimizer"]["summary"], "test_metric"),
+        " | ".join(cell(_block(e, n)["summary"], "test_metric")
+                   if _block(e, n) else "—" for n in names)))
+  return "\n".join(lines) + "\n"
+
+
 def tables(results):
-  return "\n".join(_table(results, b) for b in results["config"]["budgets"])
+  return "\n".join(_table(results, b) + (
+      "\n" + _untuned_table(results, b) if untuned_names(results) else "")
+                   for b in results["config"]["budgets"])
 
 
 def counts(results, budget, tasks=None, which="optimizer", in_regime=None):
@@ -190,7 +271,8 @@ def counts(results, budget, tasks=None, which="optimizer", in_regime=None):
   these; ``in_regime``: only the tasks of that regime; ``which``:
   ``"optimizer"`` or ``"bare"`` (its bare variant, where run)."""
   entries = [e for e in results["entries"] if e["budget"] == budget and
-             (tasks is None or e["task"] in tasks) and which in e and
+             (tasks is None or e["task"] in tasks) and
+             _block(e, which) is not None and
              (in_regime is None or regime(e) == in_regime)]
   scored = [v for v in (verdict(e, which) for e in entries) if v is not None]
   speedups = [_speedup(e, which)["value"] for e in entries
@@ -202,9 +284,10 @@ def counts(results, budget, tasks=None, which="optimizer", in_regime=None):
       both=sum(v["loss_ok"] and v["metric_ok"] for v in scored),
       median_speedup=statistics.median(speedups) if speedups else None,
       diverged=[e["task"] for e in entries
-                if e[which]["summary"]["diverged"]],
+                if _block(e, which)["summary"]["diverged"]],
       collapsed=[e["task"] for e in entries
-                 if any(scoring.collapsed(r) for r in e[which].get("runs", ()))])
+                 if any(scoring.collapsed(r)
+                        for r in _block(e, which).get("runs", ()))])
 
 
 def counts_sentence(c, budget):
@@ -283,6 +366,7 @@ def summary_lines(results, budget):
         ", as configured and bare" if has_bare(results) else ""), ""]
     lines += regime_lines(results, budget)
   lines.append("")
+  lines += untuned_lines(results, budget)
   for e, v in scored:
     lines.append("- {}: training loss {:.3g}x tuned Adam's ({}), test {} "
                  "{:+.4f} ({}).".format(
@@ -355,6 +439,10 @@ def card_section(results, outside_training=None):
     entry = dict(counts=counts(results, budget), tasks=per_task,
                  date=section["date"], seeds=c["seeds"],
                  baselines=list(c["baselines"]))
+    if untuned_names(results):
+      entry["against_untuned"] = {
+          name: dict(zip(("both", "tasks"), beats(results, budget, name)))
+          for name in untuned_names(results)}
     present = regimes(results)
     if len(present) > 1:
       entry["counts_by_regime"] = {r: counts(results, budget, in_regime=r)
@@ -497,13 +585,18 @@ def _baselines_from(results):
   source = results.get("baselines_from")
   if not source or not source.get("blocks"):
     return []
+  mine = source.get("optimizer_blocks")
   return ["The tuned baselines ({}, one per task, budget and baseline) "
           "are those of an earlier run, measured {} on {} ({} CPU cores), "
-          "taken from its results.json and not run again; the optimizers "
-          "under test ran here.".format(
+          "taken from its results.json and not run again; {}.".format(
               _plural(source["blocks"], "block"),
               (source.get("date") or "?")[:10], source.get("cpu"),
-              source.get("cpu_count")), ""]
+              source.get("cpu_count"),
+              "the runs of the optimizers under test ({}) are taken from "
+              "that file too (measured {}); what it lacks ran here".format(
+                  _plural(mine, "block"),
+                  (source.get("optimizer_date") or "?")[:10]) if mine else
+              "the optimizers under test ran here"), ""]
 
 
 def page(results, prefix, against=None):

@@ -11,12 +11,17 @@ and how it grows, what selection reads, XLA on or off, the sizes of the
 splits and, where both runs recorded it, the digest of the data. A task or
 baseline the earlier file lacks, or ran otherwise, is run as usual.
 
-The optimizer under test is never taken from the earlier file: it runs
-here, so the page compares it with baselines measured on the machine and
-date the page names (``baselines_from`` in ``results.json``).
+The optimizer under test runs here, so the page compares it with
+baselines measured on the machine and date the page names
+(``baselines_from`` in ``results.json``), unless ``--reuse_optimizer``
+asks for its runs too (the same spec, task and settings): then only what
+the earlier file lacks runs here, e.g. the baselines without tuning added
+beside an earlier page's, and the page says which runs came from where.
 """
 
 import json
+
+from l2o_scale.benchmark import untuned
 
 # The Config fields that shape a tuned baseline's runs.
 CONFIG_FIELDS = ("seeds", "batch_size", "tiny", "grid", "select_on",
@@ -50,6 +55,7 @@ class StoredBaselines:
                        "benchmark".format(flag))
     self.path, self.results = path, results
     self.taken = 0  # baseline blocks taken, for the page
+    self.optimizer_taken = 0  # blocks of the optimizer under test taken
 
   def source(self):
     """Where the baselines were measured, for ``results.json`` and the
@@ -57,11 +63,14 @@ class StoredBaselines:
     baselines from a still earlier one, that one's."""
     origin = self.results.get("baselines_from")
     if origin:
-      return dict(origin, path=self.path, blocks=self.taken)
+      return dict(origin, path=self.path, blocks=self.taken,
+                  optimizer_blocks=self.optimizer_taken,
+                  optimizer_date=self.results.get("date"))
     m = self.results.get("machine", {})
     return dict(path=self.path, date=self.results.get("date"),
                 cpu=m.get("cpu"), cpu_count=m.get("cpu_count"),
-                blocks=self.taken)
+                blocks=self.taken, optimizer_blocks=self.optimizer_taken,
+                optimizer_date=self.results.get("date"))
 
   def _entry(self, entry_key, config, sizes, data):
     """The earlier entry run with the settings of this one, or None."""
@@ -89,6 +98,33 @@ class StoredBaselines:
       return None
     self.taken += 1
     return block
+
+
+  def untuned_blocks(self, name, entry_key, config, sizes, data):
+    """The earlier runs of baseline without tuning ``name`` for this task
+    and budget, as {name: block} (schedule-free's with its reading at y),
+    or None where they must run here."""
+    e = self._entry(entry_key, config, sizes, data)
+    found = (e or {}).get("untuned", {})
+    names = [name] + ([untuned.AT_Y] if untuned.get(name).averaged else [])
+    if not all(found.get(n, {}).get("runs") for n in names):
+      return None
+    self.taken += 1
+    return {n: dict(label=found[n]["label"], runs=found[n]["runs"])
+            for n in names}
+
+
+  def under_test_runs(self, spec, entry_key, config, sizes, data):
+    """With ``--reuse_optimizer``: the earlier runs of the optimizer under
+    test ``spec`` (or of its bare variant) for this task and budget, or
+    None where it must run here."""
+    e = self._entry(entry_key, config, sizes, data) or {}
+    for which in ("optimizer", "bare"):
+      block = e.get(which)
+      if block and block.get("spec") == spec and block.get("runs"):
+        self.optimizer_taken += 1
+        return block["runs"]
+    return None
 
 
 def load(path):

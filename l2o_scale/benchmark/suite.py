@@ -53,6 +53,7 @@ from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
 from l2o_scale.benchmark import training
+from l2o_scale.benchmark import untuned as untuned_lib
 from l2o_scale.meta_training import reporting
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
@@ -238,6 +239,26 @@ class TaskRunner:
     return [self.store.get_or_run(self.key(name, None, s),
                                   lambda s=s: run(s)) for s in self.seeds]
 
+  def untuned(self, baseline):
+    """A baseline without tuning (:mod:`untuned`) at every seed, one run
+    each: {name: block}, schedule-free's runs also read at y."""
+    name = untuned_lib.identity(baseline)
+
+    def run(seed):
+      model = self.task.build(self.config.tiny)
+      model.set_weights(self.initial[seed])
+      trainer = training.Trainer(self.task, self.splits, model,
+                                 baseline.make(self.budget), self.jit_compile,
+                                 averaged=baseline.averaged)
+      return self._train(trainer, seed, baseline.name)
+    runs = [self.store.get_or_run(self.key(name, None, s),
+                                  lambda s=s: run(s)) for s in self.seeds]
+    blocks = {baseline.name: dict(label=baseline.label, runs=runs)}
+    if baseline.averaged:
+      blocks[untuned_lib.AT_Y] = dict(label=untuned_lib.AT_Y_LABEL,
+                                      runs=[r["at_y"] for r in runs])
+    return blocks
+
   def tuned(self, baseline):
     """Grid at the first seed, selection on validation, then every seed."""
     state = {}
@@ -318,27 +339,45 @@ def run_task(task, budget, config, factories, store, log, stored=None):
   test, a second its bare variant); ``stored``, a
   :class:`reuse.StoredBaselines`, supplies tuned baselines run earlier."""
   runner = TaskRunner(task, budget, config, store, log)
-  under_test = {spec: runner.under_test(make, spec, name)
-                for spec, (make, name) in factories.items()}
   sizes = dict(train=len(runner.splits.train[0]),
                validation=len(runner.splits.validation[0]),
                test=len(runner.splits.test[0]))
+  entry_key = dict(task=task.name, budget=budget, eval_every=runner.eval_every,
+                   loss=task.loss, metric=task.metric)
+  under_test = {}
+  for spec, (make, name) in factories.items():
+    taken = (stored and config.reuse_optimizer and stored.under_test_runs(
+        spec, entry_key, config, sizes, runner.data))
+    if taken:
+      log("  {}: taken from {}".format(spec, stored.path))
+    under_test[spec] = taken or runner.under_test(make, spec, name)
   baselines = {}
   for name in config.baselines:
-    block = stored and stored.block(
-        name, dict(task=task.name, budget=budget, eval_every=runner.eval_every,
-                   loss=task.loss, metric=task.metric), config, sizes,
-        runner.data)
+    block = stored and stored.block(name, entry_key, config, sizes,
+                                    runner.data)
     if block:
       log("  {}: taken from {} (learning rate {})".format(
           block["label"], stored.path, block["chosen_lr"]))
     baselines[name] = block or runner.tuned(optimizers.baseline(name))
+  untuned = {}
+  for name in config.untuned:
+    taken = stored and stored.untuned_blocks(name, entry_key, config, sizes,
+                                             runner.data)
+    if taken:
+      log("  {}: taken from {}".format(name, stored.path))
+    untuned.update(taken or runner.untuned(untuned_lib.get(name)))
   adam = baselines.get("adam")
+
+  def speedup(runs):
+    return (scoring.task_speedup(runs, adam["runs"], budget)
+            if adam and adam["runs"] else None)
 
   def block(spec, runs):
     return dict(spec=spec, runs=runs, summary=scoring.summarize(runs),
-                speedup=scoring.task_speedup(runs, adam["runs"], budget)
-                if adam and adam["runs"] else None)
+                speedup=speedup(runs))
+  for value in untuned.values():
+    value.update(summary=scoring.summarize(value["runs"]),
+                 speedup=speedup(value["runs"]))
   blocks = [block(spec, runs) for spec, runs in under_test.items()]
   entry = dict(task=task.name, family=task.family, regime=task.regime,
                description=task.description, budget=budget,
@@ -346,7 +385,7 @@ def run_task(task, budget, config, factories, store, log, stored=None):
                loss=task.loss, eval_every=runner.eval_every,
                sizes=dict(sizes, train_loss_measured_on=task.train_eval_size
                           or sizes["train"]), data=runner.data,
-               optimizer=blocks[0], baselines=baselines,
+               optimizer=blocks[0], baselines=baselines, untuned=untuned,
                speedup=blocks[0]["speedup"])
   if len(blocks) > 1:
     entry["bare"] = blocks[1]

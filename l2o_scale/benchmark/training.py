@@ -91,10 +91,49 @@ def initial_weights(task, seed, tiny):
   return task.build(tiny).get_weights()
 
 
-class Trainer:
-  """A task's model and one optimizer with their compiled step loop."""
+class AveragedPoint:
+  """Schedule-free's averaged point ``x = (y - (1 - beta_1) z) / beta_1``
+  in the model's trainable variables (which hold ``y``) while a
+  measurement runs, ``y`` restored after (``with AveragedPoint(...):``).
+  ``z`` is the optimizer's ``momentum`` slot of each variable (Keras's
+  ``ScheduleFreeAdamW``)."""
 
-  def __init__(self, task, splits, model, optimizer, jit_compile=True):
+  def __init__(self, optimizer, variables):
+    self.variables = list(variables)
+    slots = [optimizer._momentums[optimizer._get_variable_index(v)]  # pylint: disable=protected-access
+             for v in self.variables]
+    beta_1 = float(optimizer.beta_1)
+    self._saved = [tf.Variable(v, trainable=False) for v in self.variables]
+
+    def to_x():
+      for var, z, saved in zip(self.variables, slots, self._saved):
+        saved.assign(var)
+        var.assign((var - (1. - beta_1) * z) / beta_1)
+
+    def back():
+      for var, saved in zip(self.variables, self._saved):
+        var.assign(saved)
+    self._to_x, self._back = tf.function(to_x), tf.function(back)
+
+  def __enter__(self):
+    self._to_x()
+    return self
+
+  def __exit__(self, *exc):
+    self._back()
+    return False
+
+
+class Trainer:
+  """A task's model and one optimizer with their compiled step loop.
+
+  ``averaged``: the optimizer is schedule-free, whose method evaluates at
+  its averaged point (:class:`AveragedPoint`): every measurement is taken
+  there, and the record's ``at_y`` holds the same measurements at the
+  model's own weights."""
+
+  def __init__(self, task, splits, model, optimizer, jit_compile=True,
+               averaged=False):
     self.task, self.model, self.optimizer = task, model, optimizer
     self.splits = {name: tuple(tf.constant(a) for a in arrays)
                    for name, arrays in (("train", splits.train),
@@ -104,6 +143,8 @@ class Trainer:
     self.splits["train_eval"] = tuple(
         a[:task.train_eval_size] for a in self.splits["train"])
     optimizer.build(model.trainable_variables)
+    self.averaged = (AveragedPoint(optimizer, model.trainable_variables)
+                     if averaged else None)
     self._loss = loss_fn(task.loss)
     self._steps = tf.function(self._steps_py, jit_compile=jit_compile)
     self._evaluate = tf.function(self._evaluate_py, jit_compile=jit_compile)
@@ -138,24 +179,45 @@ class Trainer:
       loss, metric = loss + float(l), metric + float(m)
     return loss / n, metric / n
 
+  def _measure(self, split, at_y=False):
+    """(mean loss, mean metric) over ``split``, at the averaged point of a
+    schedule-free optimizer unless ``at_y``."""
+    if self.averaged is None or at_y:
+      return self.evaluate(split)
+    with self.averaged:
+      return self.evaluate(split)
+
   def run(self, indices, eval_every, log=None):
     """Trains for ``len(indices)`` steps; returns the run's record."""
     start = time.perf_counter()
-    steps, losses = [0], [self.evaluate("train_eval")[0]]
-    diverged = not np.isfinite(losses[0])
+    views = [False] + ([True] if self.averaged is not None else [])
+    losses = {v: [self._measure("train_eval", v)[0]] for v in views}
+    steps = [0]
+    diverged = not np.isfinite(losses[False][0])
     total = len(indices)
     while steps[-1] < total and not diverged:
       stop = min(steps[-1] + eval_every, total)
       self._steps(tf.constant(indices[steps[-1]:stop]))
       steps.append(stop)
-      losses.append(self.evaluate("train_eval")[0])
-      diverged = not np.isfinite(losses[-1])
+      for v in views:
+        losses[v].append(self._measure("train_eval", v)[0])
+      diverged = not np.isfinite(losses[False][-1])
       if log is not None:
-        log(stop, losses[-1])
-    record = dict(steps=steps, train_loss=losses, diverged=bool(diverged),
-                  final_train_loss=losses[-1] if not diverged else None)
-    for split in ("validation", "test"):
-      loss, metric = (None, None) if diverged else self.evaluate(split)
-      record[split + "_loss"], record[split + "_metric"] = loss, metric
+        log(stop, losses[False][-1])
+    records = {}
+    for v in views:
+      bad = diverged or not np.isfinite(losses[v][-1])
+      record = dict(steps=list(steps), train_loss=losses[v],
+                    diverged=bool(bad),
+                    final_train_loss=None if bad else losses[v][-1])
+      for split in ("validation", "test"):
+        loss, metric = (None, None) if bad else self._measure(split, v)
+        record[split + "_loss"], record[split + "_metric"] = loss, metric
+      records[v] = record
+    record = records[False]
+    if True in records:
+      record["at_y"] = records[True]
     record["wall_s"] = time.perf_counter() - start
+    if "at_y" in record:
+      record["at_y"]["wall_s"] = record["wall_s"]
     return record

@@ -1,0 +1,86 @@
+"""The baselines without tuning of the benchmark (l2o_scale/benchmark/
+untuned.py): schedule-free is measured at its averaged point and the model
+keeps y; an earlier page's runs are taken whole with --reuse_optimizer, so
+only the baselines it lacks run."""
+
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from l2o_scale.benchmark import config as config_module
+from l2o_scale.benchmark import report
+from l2o_scale.benchmark import suite
+from l2o_scale.benchmark import training
+from l2o_scale.benchmark import untuned
+
+
+def test_the_averaged_point_is_read_from_y_and_z_and_y_is_kept():
+  """AveragedPoint sets the model's weights to x = (y - (1 - beta_1) z) /
+  beta_1 from Keras's ScheduleFreeAdamW's y (the weights) and z (its
+  momentum slot), and gives y back after the measurement."""
+  rng = np.random.default_rng(0)
+  var = keras.Variable(rng.standard_normal((3, 4)).astype(np.float32))
+  optimizer = keras.optimizers.ScheduleFreeAdamW(learning_rate=0.05,
+                                                 beta_1=0.8)
+  optimizer.build([var])
+  point = training.AveragedPoint(optimizer, [var])
+  z = optimizer._momentums[0]  # pylint: disable=protected-access
+  for _ in range(6):
+    optimizer.apply([tf.constant(rng.standard_normal((3, 4)), tf.float32)],
+                    [var])
+  y = var.numpy().copy()
+  with point:
+    x = var.numpy().copy()
+  np.testing.assert_array_equal(var.numpy(), y)
+  np.testing.assert_allclose(x, (y - 0.2 * z.numpy()) / 0.8, rtol=1e-6,
+                             atol=1e-7)
+  assert not np.allclose(x, y, atol=1e-3)
+
+
+def test_every_untuned_baseline_is_a_fresh_keras_optimizer_at_its_defaults():
+  names = [u.name for u in untuned.UNTUNED]
+  assert names == ["schedule_free_adamw", "adam_default",
+                   "adam_default_cosine", "adamw_default",
+                   "adamw_default_cosine"]
+  def config(optimizer):
+    return {k: v for k, v in optimizer.get_config().items() if k != "name"}
+  sf = untuned.get("schedule_free_adamw").make(100)
+  assert type(sf) is keras.optimizers.ScheduleFreeAdamW and config(sf) == (
+      config(keras.optimizers.ScheduleFreeAdamW()))
+  constant = untuned.get("adamw_default").make(100)
+  assert config(constant) == config(keras.optimizers.AdamW())
+  cosine = untuned.get("adam_default_cosine").make(100)
+  assert float(cosine.learning_rate) == np.float32(1e-3)
+  assert abs(float(cosine._learning_rate(50)) - 5e-4) < 1e-9  # pylint: disable=protected-access
+
+
+def test_reuse_optimizer_runs_only_what_the_earlier_page_lacks(tmp_path,
+                                                               data_dir):
+  first = config_module.Config.for_size(
+      "small", optimizer="adam:3e-3", data_dir=data_dir,
+      out=str(tmp_path / "first"), tasks=("logreg_mnist",),
+      baselines=("adam",), untuned=())
+  earlier = suite.run(first, log=lambda line: None)
+  assert "untuned" not in json.dumps(earlier["config"]["untuned"])
+  lines = []
+  second = config_module.Config.for_size(
+      "small", optimizer="adam:3e-3", data_dir=data_dir,
+      out=str(tmp_path / "second"), tasks=("logreg_mnist",),
+      baselines=("adam",), untuned=("adam_default",),
+      reuse_baselines=os.path.join(first.out, "results.json"),
+      reuse_optimizer=True)
+  results = suite.run(second, log=lines.append)
+  entry, = results["entries"]
+  old, = earlier["entries"]
+  assert entry["optimizer"]["runs"] == old["optimizer"]["runs"]
+  assert entry["baselines"]["adam"] == old["baselines"]["adam"]
+  assert list(entry["untuned"]) == ["adam_default"]
+  # Only the baseline the earlier file lacks ran here.
+  assert [l for l in lines if " seed 0: train loss" in l] == [
+      l for l in lines if l.startswith("  adam_default seed 0:")]
+  page = report.page(results, "")
+  assert "are taken from that file too" in page and "Adam (Keras defaults" in (
+      page)
