@@ -160,11 +160,14 @@ class Draw:
 class ControllerTrainer:
   """The recipe's loop over estimates (module doc)."""
 
-  def __init__(self, config, train_dir, log=print):
+  def __init__(self, config, train_dir, log=print, traced=None):
+    """``traced``: a dict shared by trainers of the same settings, which
+    then reuse each other's traced runs (a resume in the same process)."""
     config.check()
     self.config, self.train_dir, self.log = config, train_dir, log
     self.settings = config.base()
-    self._runs = {}  # (family, config index) -> (model, TaskRuns)
+    # (family, config index) -> (task, TaskRuns)
+    self._runs = {} if traced is None else traced
     self.seconds = dict(tracing=0.)
     os.makedirs(train_dir, exist_ok=True)
     self._check_settings()
