@@ -44,6 +44,7 @@ from l2o_scale.config import programs
 from l2o_scale.config import recipes
 from l2o_scale.meta_training import training_config as training_lib
 from l2o_scale.meta_training import distributed
+from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import training as training_run
 from l2o_scale.meta_training import validation
 from l2o_scale.runs import checkpoints
@@ -471,39 +472,70 @@ def train(config, spec, problems_and_data, cluster, selection_problems=None):
 
 
 def report_end(config, result, logdir):
-  """The end-of-run line of the run of ``config`` (its RunConfig): which
-  checkpoint is the best model; a run whose every evaluation was non-finite
-  (diverged) exits 3 saying what to try."""
+  """The end-of-run lines of the run of ``config`` (its RunConfig): the
+  best model (``result["best_checkpoint"]``, the ``model.ckpt-0`` it
+  wrote, or None), the latest checkpoint and, last, whether it learned. A
+  run
+  that evaluated but kept no best model (every evaluation cost, or every
+  robust selection score, was non-finite) exits 3 saying why and what to
+  try; a "Best model" line only names a checkpoint that was written."""
+  del logdir  # The result names the run's checkpoints.
   schedule = config.schedule
-  if (not schedule.if_cl and result.get("evaluations") and
-      not np.isfinite(result["best_evaluation"])):
-    sys.stderr.write(
-        "metarun.py: meta-training diverged: all {} evaluation(s) gave a "
-        "non-finite cost, so no best model (model.ckpt-0) was written; the "
-        "latest checkpoint {} holds diverged meta-parameters. Try a smaller "
-        "--meta_learning_rate (now {}) or --gradient_clip_level (now {}), "
-        "and --resume=False --overwrite.\n".format(
-            result["evaluations"], result["last_checkpoint"],
-            schedule.learning_rate, schedule.gradient_clip))
+  best = result.get("best_checkpoint")
+  if best is None and result.get("evaluations") and not schedule.if_cl:
+    sys.stderr.write("metarun.py: {}\n".format(_no_best_model(config,
+                                                              result)))
     return 3
-  best = os.path.join(logdir, checkpoints.CHECKPOINT_BASENAME + "-0")
+  latest = "Latest checkpoint: {}".format(result["last_checkpoint"])
+  if best is None:
+    print("{}\n{}".format(latest, reporting.paragraph(
+        "Done. No best model (model.ckpt-0) yet: no evaluation ran (one "
+        "every --evaluation_period={} meta-iterations).".format(
+            schedule.evaluation_period))))
+    return 0
   if result.get("best_model_idx") is not None and not schedule.if_cl:
-    best_line = ("Best model: {} ({} {:.6g}, from meta-iteration {}); latest "
-                 "checkpoint: {}".format(
-                     best, "robust score" if config.training.selection ==
-                     "robust"
-                     else "evaluation cost", result["best_evaluation"],
-                     result["best_model_idx"], result["last_checkpoint"]))
+    best_line = "Best model: {} ({} {:.6g}, from meta-iteration {})".format(
+        best, "robust score" if config.training.selection == "robust"
+        else "evaluation cost", result["best_evaluation"],
+        result["best_model_idx"])
   elif result.get("best_model_idx") is not None:  # curriculum: no cost, as
     # its best cost is re-measured at each stage's horizon.
-    best_line = ("Best model: {} (from meta-iteration {}); latest checkpoint: "
-                 "{}".format(best, result["best_model_idx"],
-                             result["last_checkpoint"]))
+    best_line = "Best model: {} (from meta-iteration {})".format(
+        best, result["best_model_idx"])
   else:
-    best_line = "Best model: {}; latest checkpoint: {}".format(
-        best, result["last_checkpoint"])
-  print("{} {}".format(learning_verdict(config, result), best_line))
+    best_line = "Best model: {}".format(best)
+  # The verdict last: the line a user reads first.
+  print("{}\n{}\n{}".format(best_line, latest, reporting.paragraph(
+      learning_verdict(config, result))))
   return 0
+
+
+def _no_best_model(config, result):
+  """The line of a run whose every evaluation left no best model: its
+  evaluation costs were non-finite (it diverged) or, with
+  ``--selection=robust``, its robust scores were (a selection run diverged
+  on a seed, though training may have lowered the objective)."""
+  schedule, training = config.schedule, config.training
+  if training.selection == "robust":
+    return (
+        "no model was selected: each of the {} robust selection score(s) "
+        "was infinite (a {}-step --selection_steps run diverged on at least "
+        "one of its seeds), so no best model (model.ckpt-0) was written; "
+        "the latest checkpoint {} holds the meta-parameters trained. More "
+        "--num_meta_iterations (the same command with a larger value "
+        "resumes) may reach a finite score; a new run with "
+        "--selection=original (and --resume=False --overwrite) keeps the "
+        "lowest evaluation cost instead.".format(
+            result["evaluations"], training.selection_steps,
+            result["last_checkpoint"]))
+  return (
+      "meta-training diverged: all {} evaluation(s) gave a non-finite cost, "
+      "so no best model (model.ckpt-0) was written; the latest checkpoint "
+      "{} holds diverged meta-parameters. Try a smaller "
+      "--meta_learning_rate (now {}) or --gradient_clip_level (now {}), and "
+      "--resume=False --overwrite.".format(
+          result["evaluations"], result["last_checkpoint"],
+          schedule.learning_rate, schedule.gradient_clip))
 
 
 def learning_verdict(config, result):

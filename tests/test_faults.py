@@ -278,22 +278,28 @@ def _run_record_cases(trained_dir, folder, data_dir):
       ("under_a_file", ["--train_dir={}".format(a_file / "run"), data] + same,
        None),
       ("learned_nothing", same, dict(
-          best_evaluation=2.3, last_checkpoint="c", meta_iterations=5,
+          best_evaluation=2.3, last_checkpoint="c",
+          best_checkpoint="logdir/model.ckpt-0", meta_iterations=5,
           best_model_idx=1, evaluations=5, first_evaluation=2.3)),
       ("learned", same, dict(
-          best_evaluation=2.1, last_checkpoint="c", meta_iterations=5,
+          best_evaluation=2.1, last_checkpoint="c",
+          best_checkpoint="logdir/model.ckpt-0", meta_iterations=5,
           best_model_idx=4, evaluations=5, first_evaluation=2.3)),
       ("robust_learned", same + ["--selection=robust"], dict(
-          best_evaluation=0.05, last_checkpoint="c", meta_iterations=5,
+          best_evaluation=0.05, last_checkpoint="c",
+          best_checkpoint="logdir/model.ckpt-0", meta_iterations=5,
           best_model_idx=4, evaluations=5, first_evaluation=0.4)),
       ("one_evaluation", same, dict(
-          best_evaluation=2.1, last_checkpoint="c", meta_iterations=1,
+          best_evaluation=2.1, last_checkpoint="c",
+          best_checkpoint="logdir/model.ckpt-0", meta_iterations=1,
           best_model_idx=1, evaluations=1, first_evaluation=2.1)),
       ("curriculum_learned_nothing", same + ["--if_cl=True"], dict(
-          best_evaluation=1.9, last_checkpoint="c", meta_iterations=5,
+          best_evaluation=1.9, last_checkpoint="c",
+          best_checkpoint="logdir/model.ckpt-0", meta_iterations=5,
           best_model_idx=1, evaluations=5, first_evaluation=2.3)),
       ("curriculum_learned", same + ["--if_cl=True"], dict(
-          best_evaluation=2.5, last_checkpoint="c", meta_iterations=5,
+          best_evaluation=2.5, last_checkpoint="c",
+          best_checkpoint="logdir/model.ckpt-0", meta_iterations=5,
           best_model_idx=3, evaluations=5, first_evaluation=2.3)),
   ]
 
@@ -458,7 +464,9 @@ def test_run_record_faults(refusals, trained, parse_metatest):
       ("curriculum_learned_nothing", "Done, but it learned nothing"),
       ("curriculum_learned", "Done. It learned: a later evaluation")]:
     status, _, stdout = results[name]
-    assert status == 0 and stdout.startswith(start), (name, stdout)
+    # The verdict comes last, wrapped to the width of a terminal.
+    assert status == 0 and " ".join(stdout.split()).split(
+        "Latest checkpoint: c ")[1].startswith(start), (name, stdout)
     assert "Best model: logdir/model.ckpt-0" in stdout
   # ...consistently with the evaluation lines of a real run.
   costs = [float(l.split("cost=")[1]) for l in trained[1].splitlines()

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -231,3 +232,69 @@ metarun.main(["metarun.py"])
   assert out.returncode == 1
   assert lines[-1].startswith("tensorflow.python.framework.errors_impl."
                               "InvalidArgumentError"), lines[-3:]
+
+
+def _end(stdout):
+  """The end-of-run lines of a run's output (from its best model on)."""
+  return stdout[stdout.index("Best model: "):]
+
+
+def test_a_finished_run_run_again_reports_what_it_reported(
+    tmp_path, data_dir, metarun):
+  """The same command after the run finished: its verdict (from the
+  resume state: its first evaluation, its best model's meta-iteration),
+  best model and latest checkpoint as the run itself said them, and no
+  warning of TensorFlow about values the restore left unread. The run's
+  lines fit a terminal (paths aside): the explanations are wrapped, and
+  the note on --mini_batch_size (the original's 10,000 rows, more than the
+  offline MNIST's 5,000) says that nothing needs changing."""
+  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir),
+          "--selection=robust", "--selection_steps=10",
+          "--meta_learning_rate=1e-3"] + [
+              a for a in TINY[1:] if not a.startswith("--mini_batch_size")
+          ] + ["--num_meta_iterations=2"]
+  first = metarun(*args)
+  assert first.returncode == 0, first.stderr[-2000:]
+  # The longest, an unroll's line of numbers: about 130 characters.
+  lines = first.stdout.replace(str(tmp_path), "D").splitlines()
+  assert max(len(l) for l in lines) <= 150, max(lines, key=len)
+  assert "Nothing to change" in first.stdout
+  # A process of its own: TensorFlow warns as the process's objects go.
+  again = subprocess.run([sys.executable, "metarun.py"] + args, cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+  assert again.returncode == 0, again.stderr[-2000:]
+  assert "Training already complete (2 of 2 meta-iterations)" in again.stdout
+  assert _end(again.stdout) == _end(first.stdout)
+  verdict = _end(first.stdout).splitlines()[2]
+  assert verdict.startswith(("Done. It learned", "Done, but it learned "
+                             "nothing")), verdict
+  assert "unrestored values" not in again.stderr
+
+
+def test_a_run_whose_every_selection_diverged_says_so_and_so_does_a_rerun(
+    tmp_path, data_dir, metarun):
+  """--divergence_growth_limit=1e-9: every --selection=robust run counts as
+  diverged on every machine, while training and its evaluation stay
+  finite. No model.ckpt-0 is written; the run and the same command again
+  exit 3 with the line that says it was the selection, and neither names a
+  best model."""
+  args = ["--train_dir={}".format(tmp_path), "--data_dir={}".format(data_dir),
+          "--selection=robust", "--selection_steps=10",
+          "--divergence_growth_limit=1e-9"] + TINY
+  logdir = tmp_path / "HierarchicalRNN_GRUCell_20_2"
+  line = (
+      "metarun.py: no model was selected: each of the 1 robust selection "
+      "score(s) was infinite (a 10-step --selection_steps run diverged on at "
+      "least one of its seeds), so no best model (model.ckpt-0) was "
+      "written; the latest checkpoint {} holds the meta-parameters "
+      "trained.".format(logdir / "model.ckpt-1"))
+  first, again = metarun(*args), metarun(*args)
+  for run in (first, again):
+    assert run.returncode == 3, (run.stdout[-2000:], run.stderr[-2000:])
+    assert run.stderr.strip().splitlines()[-1].startswith(line)
+    assert "Best model" not in run.stdout
+  assert "Training already complete" in again.stdout
+  costs = [float(l.split("cost=")[1]) for l in first.stdout.splitlines()
+           if l.startswith("evaluation 1, cost=")]
+  assert len(costs) == 1 and np.isfinite(costs[0])
+  assert not (logdir / "model.ckpt-0.index").exists()

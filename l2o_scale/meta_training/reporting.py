@@ -17,6 +17,7 @@ import collections
 import json
 import resource
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -98,6 +99,18 @@ DIVERGENCE_ACTIONS = {
     "rollback": "rolling back",
     "stop": "stopping (--on_divergence=stop)",
 }
+
+
+# The width of the run's explanatory lines: a terminal's, not a paragraph
+# on one line of hundreds of characters.
+LINE_WIDTH = 100
+
+
+def paragraph(text):
+  """``text`` (a sentence or more) wrapped to :data:`LINE_WIDTH`, its
+  continuation lines indented by two spaces."""
+  return textwrap.fill(text, LINE_WIDTH, subsequent_indent="  ",
+                       break_long_words=False, break_on_hyphens=False)
 
 
 class Reporter(object):
@@ -223,7 +236,7 @@ class Reporter(object):
     ``key`` comes."""
     if key not in self._explained:
       self._explained.add(key)
-      self.log(text)
+      self.log(paragraph(text))
 
   def evaluation(self, number, cost, step, num_steps=None):
     self.log("evaluation {}, {}cost={:.6g}".format(
@@ -235,11 +248,12 @@ class Reporter(object):
       self._scalar("EvaluationCost", cost, step)
 
   def selection(self, number, result, seeds, seconds, step):
-    self.log("selection {}, robust score={:.6g} (mean final objective over "
-             "seeds {}: {}{}) {:.1f}s".format(
-                 number, result.score, ",".join(str(s) for s in seeds),
+    self.log("selection {}, robust score={:.6g} (seeds {}: {}{}) "
+             "{:.1f}s".format(
+                 number, result.score, ", ".join(str(s) for s in seeds),
                  ", ".join("{:.4g}".format(f) for f in result.finals),
-                 "; diverged on seeds {}".format(result.diverged_runs)
+                 "; diverged: {}".format(", ".join(
+                     str(s) for s in result.diverged_runs))
                  if result.diverged_runs else "", seconds))
     self.event("selection", number=number, score=float(result.score))
     if np.isfinite(result.score):

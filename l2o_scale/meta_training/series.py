@@ -47,10 +47,10 @@ class LocalSeries(object):
 
   def _announce_compile(self):
     if not self._announced:
-      self.reporter.log(
+      self.reporter.log(reporting.paragraph(
           "compiling the unroll (tf.function): the first unroll of each "
           "length (and the first evaluation) includes its compile time: "
-          "seconds on an idle CPU, minutes on a loaded one...")
+          "seconds on an idle CPU, minutes on a loaded one..."))
       self._announced = True
 
   def _breaks_early(self, out, sub_obj):

@@ -22,6 +22,7 @@ from l2o_scale.meta_training import plan as plan_lib
 from l2o_scale.meta_training import selection as selection_lib
 from l2o_scale.meta_testing import testing as testing_lib
 from l2o_scale.meta_training import regularizer as regularizer_lib
+from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import unroll as unroll_lib
 from problems import datasets
 
@@ -88,9 +89,13 @@ class MetaTrainingTask(object):
       self.batch_size = batch_size
       self.mini_batch_size = config.mini_batch_size
       if self.mini_batch_size > self.data.shape[0]:
-        log("mini_batch_size={} is larger than the dataset ({} rows): using "
-            "the whole dataset as the mini dataset.".format(
-                self.mini_batch_size, self.data.shape[0]))
+        log(reporting.paragraph(
+            "Note: --mini_batch_size={} asks for more rows than the dataset "
+            "has ({}), so each unroll's mini dataset (the rows it draws its "
+            "minibatches from and measures the meta-objective on) is the "
+            "whole dataset. Nothing to change; a smaller --mini_batch_size "
+            "draws that many rows per unroll.".format(
+                self.mini_batch_size, self.data.shape[0])))
         self.mini_batch_size = self.data.shape[0]
     self.reg = regularizer_lib.make_regularizer_config(
         problem, config.reg_optimizer, config.reg_optimizee, config.alpha,

@@ -140,6 +140,14 @@ class LoopValues:
   evaluations: int = 0
 
 
+def _loop_values(meta):
+  """The :class:`LoopValues` a sidecar's meta holds (those it lacks, from an
+  older version, at their defaults)."""
+  known = {f.name for f in dataclasses.fields(LoopValues)}
+  return LoopValues(**{k: v for k, v in meta.items() if k in known
+                       and v is not None})
+
+
 def resume_state_path(checkpoint_path):
   """The sidecar of ``model.ckpt-K``."""
   return checkpoint_path + RESUME_STATE_SUFFIX
@@ -212,7 +220,9 @@ class TrainState(object):
       if checkpoints.checkpoint_format(path) == "tf1":
         checkpoints.restore_optimizer(path, self.optimizer)
         return "tf1"
-      self._ckpt.read(path).assert_existing_objects_matched()
+      # The checkpoint's save counter is read below, not restored: without
+      # expect_partial TensorFlow warns of it as an unrestored value.
+      self._ckpt.read(path).assert_existing_objects_matched().expect_partial()
       reader = tf.train.load_checkpoint(path)
       counter = (int(reader.get_tensor(SAVE_COUNTER_KEY))
                  if reader.has_tensor(SAVE_COUNTER_KEY) else None)
@@ -222,6 +232,11 @@ class TrainState(object):
       raise OSError("checkpoint {} is damaged ({})".format(
           path, message.splitlines()[0] if message else type(e).__name__))
     self._pending = self._read_sidecar(resume_state_path(path))
+    if self._pending:
+      # Now, not once a problem attaches: a run that has already finished
+      # attaches none, and its end-of-run report needs them (its first
+      # evaluation, its best model's meta-iteration).
+      self.values = _loop_values(self._pending[0])
     saved = self._pending[0].get("save_counter") if self._pending else None
     if saved is not None and counter is not None and saved != counter:
       # The sidecar is written first: a run stopped while rewriting a
@@ -277,9 +292,7 @@ class TrainState(object):
     lr = meta.pop("meta_learning_rate", None)
     if lr is not None:
       self.meta_optimizer.set_learning_rate(lr)
-    known = {f.name for f in dataclasses.fields(LoopValues)}
-    self.values = LoopValues(**{k: v for k, v in meta.items() if k in known
-                                and v is not None})
+    self.values = _loop_values(meta)
     return True
 
   def _load_carried(self, arrays):

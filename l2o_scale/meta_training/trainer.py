@@ -303,6 +303,7 @@ class MetaTrainer(object):
       self._last_lines()
     return dict(
         best_evaluation=float(self.state.progress.best_evaluation.numpy()),
+        best_checkpoint=self.state.best_checkpoint(),
         last_checkpoint=self.state.latest(), meta_iterations=self.k + 1,
         nonfinite_unrolls=values.nonfinite, divergences=values.divergences,
         stopped_by_divergence=self.stopped == "divergence",
