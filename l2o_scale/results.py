@@ -482,7 +482,8 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 def figure(runs, path):
   """Per problem, the training loss (smoothed mean over seeds over the
   faint raw mean) and, where recorded, the held-out accuracy (axis limits
-  from the second half of the runs) of every run. Returns the (closed)
+  from the second half of the runs where each curve has
+  :data:`ZOOM_POINTS` points there, else from all) of every run. Returns the (closed)
   matplotlib figure."""
   fmt = check_figure_path(path)
   import matplotlib  # pylint: disable=g-import-not-at-top
@@ -542,8 +543,15 @@ def _loss_panel(ax, title, group, runs, style, show_dir):
   ax.grid(alpha=0.3)
 
 
+# The held-out axis zooms to the second half of the runs only where each
+# curve keeps at least this many points there: with fewer (records every
+# half run or less often), the zoom would leave each line a segment that
+# enters from below the frame.
+ZOOM_POINTS = 3
+
+
 def _accuracy_panel(ax, title, group, runs, style, show_dir):
-  late = []
+  curves = []
   for run in group:
     curve = _accuracy_curve(runs[run])
     if curve is None:
@@ -551,16 +559,22 @@ def _accuracy_panel(ax, title, group, runs, style, show_dir):
     iterations, accuracy = curve
     ax.plot(iterations, accuracy, label=_run_name(run, show_dir),
             markersize=5, **style[(run.directory, run.model)])
-    late.extend(accuracy[iterations >= iterations[-1] / 2])
-  late = np.asarray(late)[np.isfinite(late)] if late else np.array([])
-  if late.size:
-    low, high = float(late.min()), float(late.max())
+    curves.append((iterations, accuracy))
+  late = [accuracy[iterations >= iterations[-1] / 2]
+          for iterations, accuracy in curves]
+  zoom = bool(late) and all(
+      np.sum(np.isfinite(points)) >= ZOOM_POINTS for points in late)
+  shown = np.concatenate(late if zoom else [a for _, a in curves]) if (
+      curves) else np.array([])
+  shown = shown[np.isfinite(shown)]
+  if shown.size:
+    low, high = float(shown.min()), float(shown.max())
     pad = max(0.15 * (high - low), 0.005)
     ax.set_ylim(low - pad, high + pad)
-  ax.set(xlabel="step", ylabel="held-out accuracy (axis: range of the "
-         "second half)", title="{}\nheld-out accuracy: mean over "
-         "seeds".format(title))
-  if late.size:
+  ax.set(xlabel="step", ylabel="held-out accuracy" + (
+      " (axis: range of the second half)" if zoom else ""),
+         title="{}\nheld-out accuracy: mean over seeds".format(title))
+  if shown.size:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
   else:

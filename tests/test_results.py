@@ -266,10 +266,11 @@ def test_old_files_and_model_names_ending_like_a_problem_suffix(tmp_path):
       ("rec-problem1", None, None), ("set", 0, None), ("set", 1, None)]
 
 
-def test_figure_names_each_problem_and_focuses_the_accuracy_axis(tmp_path):
+def test_figure_names_each_problem_and_shows_every_accuracy_point(tmp_path):
   """One row of panels per problem, titled by its label (from the held-out
-  record's problem set); the accuracy axis spans the late records, not the
-  0.1 of step 0; overlapping lines differ in style and marker."""
+  record's problem set); with two records per run (step 0 and the end) the
+  accuracy axis spans both, so no line enters from below the frame;
+  overlapping lines differ in style and marker."""
   d = str(tmp_path)
   for model, acc in (("adam", 0.909), ("l2o", 0.893), ("l2o-b", 0.893)):
     for seed in (6, 12):
@@ -287,10 +288,34 @@ def test_figure_names_each_problem_and_focuses_the_accuracy_axis(tmp_path):
   assert titles == ["MNIST MLP 784-20-10, sigmoid"] * 2 + [
       "problem not recorded"] * 2
   low, high = fig.axes[1].get_ylim()
-  assert 0.85 < low < 0.893 and 0.909 < high < 0.95
+  assert -0.2 < low < 0.1 and 0.909 < high < 1.1
+  assert "second half" not in fig.axes[1].get_ylabel()
   lines = [l for l in fig.axes[1].get_lines()]
   assert len({(l.get_linestyle(), l.get_marker()) for l in lines}) == 3
   assert os.path.getsize(str(tmp_path / "f.svg")) > 1000
+
+
+def test_the_accuracy_axis_zooms_to_the_second_half_of_long_records(
+    tmp_path):
+  """Records every tenth of a run: the axis spans the second half's
+  values (where the optimizers differ), not the 0.1 of step 0, and says
+  so."""
+  d = str(tmp_path)
+  for model, final in (("a", 0.909), ("b", 0.893)):
+    _write(d, model, 6, list(np.linspace(2., 0.1, 100)), accuracy=final)
+    path = os.path.join(d, "seed6_heldout_record-{}.json".format(model))
+    with open(path) as f:
+      record = json.load(f)
+    record["iteration"] = list(range(0, 101, 10))
+    record["heldout_accuracy"] = [0.1] + list(np.linspace(0.85, final, 10))
+    for key in ("heldout_loss", "train_loss", "train_accuracy"):
+      record[key] = list(np.linspace(record[key][0], record[key][-1], 11))
+    with open(path, "w") as f:
+      json.dump(record, f)
+  fig = results.figure(results.read_dir(d), str(tmp_path / "f.png"))
+  low, high = fig.axes[1].get_ylim()
+  assert 0.8 < low < 0.87 and 0.909 < high < 0.95
+  assert "second half" in fig.axes[1].get_ylabel()
 
 
 @pytest.mark.parametrize("mode,message", [
