@@ -24,14 +24,17 @@ New flags (not in the original):
 NEW_FLAGS.
 Among them ``--seeds`` (the
 original hard-coded 6, 12, 18, 24, 30), ``--heldout_every``
-(generalization of the optimizee: train on the train split, every N steps
-measure loss and accuracy on the held-out test split, saved as
+(generalization of the optimizee: every N steps measure loss and accuracy
+on the held-out test split, saved as
 ``<save_dir>/seed<S>_heldout_record-<model_name>.json``), ``--pretrained``
 (a pretrained optimizer shipped with the package, by name) and
 ``--overwrite`` (result files of the same ``--model_name`` are otherwise
 kept and the run refused).
 
-Differences: the flags of meta-training that the original declared but never
+Differences: the optimizee of an MNIST or CIFAR-10 problem trains on the
+dataset's train split, with or without ``--heldout_every`` (the original
+trained it on the test split, which leaves no held-out split to measure).
+The flags of meta-training that the original declared but never
 used here (``task``, ``num_problems``, ``meta_learning_rate``...) are kept so
 old command lines still parse. With more than one selected problem the
 original wrote every problem to the same file names (later ones overwrote

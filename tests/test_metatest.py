@@ -152,6 +152,27 @@ def test_heldout_record(train_dir, data_dir, tmp_path, monkeypatch):
   assert report["flatness_probes"] == 2
 
 
+@pytest.mark.parametrize("optimizer", [["--test_optimizer=Adam"],
+                                       ["--pretrained=l2o-scale"]])
+def test_measuring_heldout_accuracy_leaves_the_run_as_it_is(
+    optimizer, data_dir, tmp_path):
+  """The same seed with and without --heldout_every: the same training
+  losses, bit for bit (the measurement reads the parameters between
+  chunks of steps; it trains on the same split, the same batches)."""
+  save_dir = str(tmp_path / "res")
+  common = optimizer + ["--include_mnist_mlp_problems",
+                        "--num_testing_itrs=20", "--seeds=6",
+                        "--data_dir=" + data_dir, "--save_dir=" + save_dir]
+  _parse(*common, "--model_name=plain")
+  _run()
+  _parse(*common, "--model_name=measured", "--heldout_every=10")
+  _run()
+  plain, measured = (_final_losses(save_dir, m) for m in ("plain",
+                                                          "measured"))
+  assert len(plain) == 20
+  assert plain.tobytes() == measured.tobytes()
+
+
 def test_step_schedule_is_one_of_the_named():
   _parse()
   assert FLAGS.step_schedule == "none"  # the original: constant steps

@@ -72,10 +72,11 @@ class MetatestConfig:
       programs.DEFAULT_SEEDS, "Seeds of the test runs (one run and one "
       "result file per seed).")
   heldout_every: int = flag(
-      0, "If > 0: train the optimizee on the train split and every N steps "
-      "record loss and accuracy on the held-out test split (and on the "
-      "whole train split); saved as seed<S>_heldout_record-<model_name>"
-      ".json. 0: off (the original evaluation).", ge=0)
+      0, "If > 0: every N steps record the optimizee's loss and accuracy "
+      "on the held-out test split (and on the whole train split it trains "
+      "on, with or without this flag); saved as "
+      "seed<S>_heldout_record-<model_name>.json. 0: off (the original "
+      "evaluation).", ge=0)
   baseline_learning_rate: typing.Optional[float] = flag(
       None, "Learning rate of the --test_optimizer=SGD/Adam/Adagrad "
       "baseline. Default: the original evaluation's (SGD 1e-3, Adam 1e-4, "

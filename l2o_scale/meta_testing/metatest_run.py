@@ -101,20 +101,27 @@ def _prepare(config):
 def build_problems(config):
   """List of (flag, spec, dataset, batch_size, heldout dataset or None,
   label): the label names the problem in output and result files
-  (result_files.problem_label)."""
+  (result_files.problem_label).
+
+  A problem of a dataset with a held-out split (problems/registry.py)
+  trains on its train split whether or not ``heldout_every`` measures the
+  held-out one, so that measuring changes nothing of the run it measures
+  (the original evaluation's problem sets train on the test split)."""
   out = []
   for flag_name, fn in metatest_config.selected_problem_sets(config):
     entries = ps.get(fn, data_dir=config.data_dir)
-    heldout = None
+    train_split = heldout = None
+    registered = registry.by_flag().get(flag_name)
+    if registered is not None:
+      train_split, test_split = registered.splits(config.data_dir)
     if config.heldout_every > 0:
       # validate() accepts --heldout_every with registered problems only.
-      train_split, heldout = registry.by_flag()[flag_name].splits(
-          config.data_dir)
+      heldout = test_split
       same = same_rows_note(flag_name, train_split, heldout)
       if same:
         print(same, flush=True)
     for i, (spec, dataset, batch_size) in enumerate(entries):
-      if heldout is not None:
+      if train_split is not None:
         dataset = train_split
       out.append((flag_name, spec, dataset, batch_size, heldout,
                   result_files.problem_label(flag_name, spec, i,
