@@ -122,46 +122,56 @@ def initial_state(num_tensors):
 
 
 def _sum_sq(x):
-  return tf.reduce_sum(tf.square(tf.cast(x, tf.float64)))
+  return tf.reduce_sum(tf.square(x))
 
 
 def _safe_log(x):
-  """log of a non-negative float64 as float32; a large finite value where
-  it is not finite."""
+  """log of a non-negative float32; a large finite value where it is not
+  finite (a sum of squares that overflowed or a NaN)."""
   value = tf.math.log(x + _TINY)
-  return tf.cast(tf.where(tf.math.is_finite(value), value,
-                          tf.constant(100., tf.float64)), tf.float32)
+  return tf.where(tf.math.is_finite(value), value, 100.)
 
 
-def tensor_inputs(params, grads, momenta, proposed, tensor_state, first):
+def tensor_statistics(params, grads, momenta, proposed):
+  """[T, 5] sums per tensor, one pass over each (float32, as the step):
+  the squares of the gradient, the previous momentum, the values and the
+  proposed update, and the gradient's product with the momentum."""
+  return tf.stack([tf.stack([_sum_sq(g), _sum_sq(m), _sum_sq(p), _sum_sq(u),
+                             tf.reduce_sum(g * m)])
+                   for p, g, m, u in zip(params, grads, momenta, proposed)])
+
+
+def tensor_inputs(params, grads, momenta, proposed, tensor_state, first,
+                  stats=None):
   """(per-tensor inputs [T, NUM_TENSOR_FEATURES], new tensor state [T, 2]).
 
   ``momenta`` are the first moments before this step's update, ``proposed``
   AdamW's update of each tensor at the base learning rate (its size, not
   its sign, is read); ``first``: a bool, this is the run's first step (the
-  running log gradient norm starts at its value)."""
-  rows, states = [], []
-  for i, (p, g, m, u) in enumerate(zip(params, grads, momenta, proposed)):
-    count = float(max(int(np.prod(p.shape.as_list())), 1))
-    g64, m64 = tf.cast(g, tf.float64), tf.cast(m, tf.float64)
-    gg, mm = _sum_sq(g64), _sum_sq(m64)
-    gm = tf.reduce_sum(g64 * m64)
-    cosine = tf.cast(tf.where(gg * mm > 0., gm / tf.sqrt(gg * mm + _TINY),
-                              tf.constant(0., tf.float64)), tf.float32)
-    log_update = 0.5 * _safe_log(_sum_sq(u) / count)
-    log_value = 0.5 * _safe_log(_sum_sq(p) / count)
-    log_grad = 0.5 * _safe_log(gg)
-    agreement, average = tensor_state[i, 0], tensor_state[i, 1]
-    agreement = AGREEMENT_DECAY * agreement + (1. - AGREEMENT_DECAY) * cosine
-    average = tf.where(first, log_grad, average)
-    rows.append(tf.stack([
-        tf.constant(1. if p.shape.rank <= 1 else 0.),
-        tf.clip_by_value((log_update - log_value + 5.) / 3., -_CLIP, _CLIP),
-        cosine, agreement,
-        tf.clip_by_value(log_grad - average, -_CLIP, _CLIP)]))
-    states.append(tf.stack([
-        agreement, NORM_DECAY * average + (1. - NORM_DECAY) * log_grad]))
-  return tf.stack(rows), tf.stack(states)
+  running log gradient norm starts at its value); ``stats``: their
+  :func:`tensor_statistics`, where computed already."""
+  if stats is None:
+    stats = tensor_statistics(params, grads, momenta, proposed)
+  counts = tf.constant([float(max(int(np.prod(p.shape.as_list())), 1))
+                        for p in params])
+  gg, mm, pp, uu, gm = (stats[:, k] for k in range(5))
+  cosine = tf.where(gg * mm > 0., gm / tf.sqrt(gg * mm + _TINY), 0.)
+  cosine = tf.where(tf.math.is_finite(cosine), cosine, 0.)
+  log_update = 0.5 * _safe_log(uu / counts)
+  log_value = 0.5 * _safe_log(pp / counts)
+  log_grad = 0.5 * _safe_log(gg)
+  agreement = (AGREEMENT_DECAY * tensor_state[:, 0] +
+               (1. - AGREEMENT_DECAY) * cosine)
+  average = tf.where(first, log_grad, tensor_state[:, 1])
+  vector = tf.constant([1. if p.shape.rank <= 1 else 0. for p in params])
+  inputs = tf.stack([
+      vector,
+      tf.clip_by_value((log_update - log_value + 5.) / 3., -_CLIP, _CLIP),
+      cosine, agreement,
+      tf.clip_by_value(log_grad - average, -_CLIP, _CLIP)], 1)
+  state = tf.stack([agreement,
+                    NORM_DECAY * average + (1. - NORM_DECAY) * log_grad], 1)
+  return inputs, state
 
 
 def multipliers(theta, global_inputs, tensor_features):
@@ -251,32 +261,40 @@ def step(theta, settings, params, grads, ms, vs, state, iterations,
   at this step (default: the cosine decay of ``settings.learning_rate`` over
   ``total_steps``); ``decays``: per tensor, whether it takes the weight
   decay (default: all). ``state``: (global, tensor) as
-  :func:`initial_state`."""
+  :func:`initial_state`.
+
+  Each tensor's update is its proposed update (at the base learning rate)
+  times ``alpha_i / alpha``, exactly 1 where the multiplier is 1, so that
+  the update is computed once."""
   global_state, tensor_state = state
   if lr is None:
     lr = cosine_learning_rate(settings.learning_rate, iterations,
                               total_steps)
   progress = tf.cast(iterations, tf.float32) / tf.cast(total_steps,
-                                                     tf.float32)
-  global_inputs, new_global = learned_schedule.global_features(
-      progress, grads, global_state)
+                                                       tf.float32)
   t = tf.cast(iterations, tf.float32) + 1.
   alpha = adam_alpha(lr, t, settings.beta_1, settings.beta_2)
   new_moments = [moments(g, m, v, settings.beta_1, settings.beta_2)
                  for g, m, v in zip(grads, ms, vs)]
   proposed = [direction(m, v, alpha, settings.epsilon)
               for m, v in new_moments]
+  stats = tensor_statistics(params, grads, ms, proposed)
+  global_inputs, new_global = learned_schedule.global_features_of_log_norm(
+      progress, 0.5 * _safe_log(tf.reduce_sum(stats[:, 0])), global_state)
   feats, new_tensor = tensor_inputs(params, grads, ms, proposed,
                                     tensor_state,
-                                    tf.equal(global_state[0], 0.))
+                                    tf.equal(global_state[0], 0.), stats)
   lr_mult, decay_mult = multipliers(theta, global_inputs, feats)
   new_params = []
-  for i, (p, (m, v)) in enumerate(zip(params, new_moments)):
+  for i, (p, u) in enumerate(zip(params, proposed)):
     lr_i = lr * lr_mult[i]
     if settings.weight_decay and (decays is None or decays[i]):
       p = decayed(p, settings.weight_decay * decay_mult[i], lr_i)
-    new_params.append(p - direction(m, v, adam_alpha(
-        lr_i, t, settings.beta_1, settings.beta_2), settings.epsilon))
+    # 0 where the base step is 0 (past the end of the decay), so that the
+    # zero update stays zero.
+    ratio = tf.math.divide_no_nan(
+        adam_alpha(lr_i, t, settings.beta_1, settings.beta_2), alpha)
+    new_params.append(p - u * ratio)
   return (new_params, [m for m, _ in new_moments],
           [v for _, v in new_moments], (new_global, new_tensor),
           (lr_mult, decay_mult))

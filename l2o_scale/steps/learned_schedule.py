@@ -128,7 +128,12 @@ def global_features(progress, gradients, state):
   """(features [NUM_GLOBAL_FEATURES], new state) of one step: the progress
   embedding and the log gradient norm relative to the first step's and to
   the running averages before this step (all 0 at the first step)."""
-  log_norm = _log_norm(gradients)
+  return global_features_of_log_norm(progress, _log_norm(gradients), state)
+
+
+def global_features_of_log_norm(progress, log_norm, state):
+  """:func:`global_features` from the log of the gradients' global norm
+  (float32 scalar), for a caller that has computed it already."""
   first = tf.equal(state[0], 0.)
   log_first = tf.where(first, log_norm, state[1])
   averages = tf.where(first, log_norm, state[2:])
