@@ -3,7 +3,9 @@ the controller of the controlled AdamW (docs/learned-adamw.md); run again
 with the same flags to resume, a larger ``--estimates`` goes on from where
 the run stopped. ``python -m l2o_scale.controller_training base_setting
 --out=DIR``: the protocol's search for the best single base setting on the
-validation tasks (resumable)."""
+validation tasks (resumable). ``python -m l2o_scale.controller_training
+select --train_dirs=A,B,C --out=DIR``: the protocol's selection of a
+controller over those runs on the validation tasks (resumable)."""
 
 import dataclasses
 import os
@@ -24,6 +26,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
 from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top
 from l2o_scale.controller_training import base_setting  # pylint: disable=g-import-not-at-top
+from l2o_scale.controller_training import selection  # pylint: disable=g-import-not-at-top
 from l2o_scale.controller_training import training  # pylint: disable=g-import-not-at-top
 from l2o_scale.runs import dir_lock  # pylint: disable=g-import-not-at-top
 
@@ -40,9 +43,11 @@ class Folders:
   out: str = flag("", "base_setting: where the sweep keeps its runs and "
                   "result (resumed if it holds some)")
   data_dir: str = flag("", "MNIST folder (default: $L2O_SCALE_DATA_DIR)")
+  train_dirs: tuple = flag((), "select: the meta-training runs whose kept "
+                           "controllers are the candidates")
 
 
-COMMANDS = ("train", "base_setting")
+COMMANDS = ("train", "base_setting", "select")
 CONFIG_CLASSES = (training.ControllerTrainingConfig, Folders)
 for _cls in CONFIG_CLASSES:
   config_flags.define_flags(_cls, __name__)
@@ -64,6 +69,15 @@ def main(argv):
     result = base_setting.run(folders.out, folders.data_dir or None)
     print("chosen base setting: learning rate {learning_rate:g}, weight "
           "decay {weight_decay:g}".format(**result["chosen"]))
+    return
+  if command == "select":
+    if not (folders.out and folders.train_dirs):
+      raise ValueError("select: give --train_dirs (the runs) and --out (the "
+                       "selection's folder)")
+    result = selection.run(list(folders.train_dirs), folders.out,
+                           folders.data_dir or None)
+    print("noise {:.4f}; chosen: {}".format(result["threshold"],
+                                            result["shipped"]))
     return
   if not folders.train_dir:
     raise ValueError("--train_dir: give the run's folder")

@@ -9,6 +9,13 @@ for long runs with what they give at 2,000 and 10,000 steps), written by
 ``metatest.py --pretrained=name`` load them; ``python -m l2o_scale.pretrained``
 lists them with their cards (``--help``).
 
+A learned AdamW (docs/learned-adamw.md) ships as its controller: its card's
+``kind`` is ``learned_adamw``, ``controller`` names the controller's file
+beside the run record and ``settings`` holds the base rule's settings;
+``LearnedOptimizer.pretrained(name, total_steps=N)`` and
+``LearnedAdamW.pretrained(name, total_steps=N)`` give it as a Keras
+optimizer, and it has no checkpoint.
+
 An optimizer may ship with a learned schedule-and-decay head
 (docs/schedule-head.md): its card's ``schedule_head`` names the head's file
 beside the checkpoint, which ``LearnedOptimizer.pretrained(name)`` and
@@ -31,6 +38,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 CHECKPOINT_NAME = "model.ckpt-0"
 # The file of a shipped schedule head, beside the checkpoint.
 HEAD_FILE = "schedule_head.npz"
+# The card's kind of a shipped learned AdamW (module doc).
+LEARNED_ADAMW = "learned_adamw"
 
 
 def names():
@@ -61,9 +70,46 @@ def folder(name):
 def checkpoint(name):
   """The checkpoint prefix of ``name`` (``.../model.ckpt-0``), once its
   shipped files are found whole (:class:`DamagedError` otherwise, saying
-  what restores them)."""
-  record(name)
+  what restores them); ValueError for a learned AdamW, which has none."""
+  if is_learned_adamw(name):
+    raise ValueError("{} is a learned AdamW, a controller without a "
+                     "checkpoint: use it as a Keras optimizer "
+                     "(LearnedAdamW.pretrained({!r}, total_steps=N))".format(
+                         name, name))
   return os.path.join(folder(name), CHECKPOINT_NAME)
+
+
+def is_learned_adamw(name):
+  """Whether ``name`` ships a learned AdamW's controller (module doc)."""
+  return record(name).get("card", {}).get("kind") == LEARNED_ADAMW
+
+
+class Controller:
+  """A shipped learned AdamW: its controller's file and parameters, and the
+  base rule's settings (``learning_rate``, ``weight_decay``, ...)."""
+
+  def __init__(self, path, theta, settings):
+    self.path, self.theta, self.settings = path, theta, dict(settings)
+
+
+def controller(name):
+  """The :class:`Controller` of the learned AdamW ``name``; ValueError for
+  any other shipped optimizer, :class:`DamagedError` for a damaged file."""
+  card = record(name).get("card", {})
+  if card.get("kind") != LEARNED_ADAMW:
+    raise ValueError("{} is not a learned AdamW (the learned AdamWs: "
+                     "{})".format(name, ", ".join(
+                         n for n in names() if is_learned_adamw(n)) or
+                                   "none"))
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  path = os.path.join(folder(name), card["controller"])
+  try:
+    with np.load(path, allow_pickle=False) as saved:
+      theta = np.asarray(saved["theta"], np.float32)
+  except Exception as e:  # pylint: disable=broad-except
+    raise DamagedError("the shipped file {} is damaged ({}): {}".format(
+        path, type(e).__name__, RESTORE)) from None
+  return Controller(path, theta, card.get("settings", {}))
 
 
 class DamagedError(OSError):
@@ -89,9 +135,13 @@ def record(name):
         RESTORE)) from None
   card = found.get("card")
   head = card.get("schedule_head") if isinstance(card, dict) else None
-  for needed in [CHECKPOINT_NAME + suffix for suffix in
-                 (".index", ".data-00000-of-00001")] + (
-                     [head] if isinstance(head, str) else []):
+  if isinstance(card, dict) and card.get("kind") == LEARNED_ADAMW:
+    needed_files = [card.get("controller") or "controller.npz"]
+  else:
+    needed_files = [CHECKPOINT_NAME + suffix for suffix in
+                    (".index", ".data-00000-of-00001")] + (
+                        [head] if isinstance(head, str) else [])
+  for needed in needed_files:
     if not os.path.exists(os.path.join(path, needed)):
       raise DamagedError("the shipped file {} is missing: {}".format(
           os.path.join(path, needed), RESTORE))
