@@ -241,7 +241,8 @@ def test_mini_batch_larger_than_data_uses_all(tmp_path, data_dir):
       learning_rate=1e-4, fix_unroll=True, fix_unroll_length=2,
       fix_num_steps=2, fix_num_steps_eval=2, evaluation_epochs=1, out=out,
       config=metaopt.TrainingConfig(mini_batch_size=10000), summaries=False)
-  assert "larger than the dataset (5000 rows)" in out.getvalue()
+  assert ("the dataset has 5000 rows, fewer than --mini_batch_size=10000"
+          in out.getvalue())
 
 
 class _NegativeQuadratic(pg.Quadratic):

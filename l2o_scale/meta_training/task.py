@@ -90,12 +90,12 @@ class MetaTrainingTask(object):
       self.mini_batch_size = config.mini_batch_size
       if self.mini_batch_size > self.data.shape[0]:
         log(reporting.paragraph(
-            "Note: --mini_batch_size={} asks for more rows than the dataset "
-            "has ({}), so each unroll's mini dataset (the rows it draws its "
+            "Note: the dataset has {} rows, fewer than --mini_batch_size={}, "
+            "so each unroll's mini dataset (the rows it draws its "
             "minibatches from and measures the meta-objective on) is the "
             "whole dataset. Nothing to change; a smaller --mini_batch_size "
             "draws that many rows per unroll.".format(
-                self.mini_batch_size, self.data.shape[0])))
+                self.data.shape[0], self.mini_batch_size)))
         self.mini_batch_size = self.data.shape[0]
     self.reg = regularizer_lib.make_regularizer_config(
         problem, config.reg_optimizer, config.reg_optimizee, config.alpha,
