@@ -22,8 +22,10 @@ counter).
 
 The meta-parameters are the learned optimizer's own ``tf.Variable``s,
 restored from a checkpoint written by the original TF1 ``metarun.py`` or by
-this port. They are saved with the optimizer's variables and its options
-with its config, so a ``.keras`` file is self-contained: it loads in a fresh
+this port. They are saved with the optimizer's variables (beside the
+schedule head's state) and its options with its config (with the schedule
+head's parameters and bounds and ``total_steps``), so a ``.keras`` file is
+self-contained: it loads in a fresh
 process, anywhere, without the checkpoint, once this module is imported
 (``keras.saving.register_keras_serializable`` registers the class; ``import
 l2o_scale`` imports this module when Keras is already imported). A config
@@ -44,6 +46,11 @@ once the data is fit; see docs/keras.md). Both are the step transforms of
 metatest.py (:mod:`l2o_scale.steps`), applied to the learned update in one
 chain; neither goes with an optimizer that attends (its real parameters
 live in its state).
+
+A step whose gradients hold a NaN or an inf is skipped and counted
+(:attr:`LearnedOptimizer.skipped_steps`): the learned step mixes every
+gradient into every tensor's update, so taking it would turn every weight
+into NaN (:meth:`l2o_scale.keras_parts.joint_step.JointStep.apply`).
 
 Limitation: only the default distribution strategy is supported (the joint
 update cannot be split per replica variable).
