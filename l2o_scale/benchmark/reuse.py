@@ -21,6 +21,7 @@ beside an earlier page's, and the page says which runs came from where.
 
 import json
 
+from l2o_scale.benchmark import results_format
 from l2o_scale.benchmark import untuned
 
 # The Config fields that shape a tuned baseline's runs.
@@ -47,10 +48,8 @@ class StoredBaselines:
     except ValueError:
       raise ValueError("{}: not JSON; give the results.json of an earlier "
                        "benchmark run".format(flag)) from None
-    # Imported here: suite, which owns the results format, imports this
-    # module.
-    from l2o_scale.benchmark import suite  # pylint: disable=g-import-not-at-top
-    if not isinstance(results, dict) or results.get("format") != suite.FORMAT:
+    if (not isinstance(results, dict) or
+        results.get("format") != results_format.FORMAT):
       raise ValueError("{}: not the results.json of a task-suite "
                        "benchmark".format(flag))
     self.path, self.results = path, results

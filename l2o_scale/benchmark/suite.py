@@ -49,6 +49,7 @@ import tensorflow as tf
 
 from l2o_scale.benchmark import config as config_module
 from l2o_scale.benchmark import optimizers
+from l2o_scale.benchmark import results_format
 from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
@@ -58,8 +59,6 @@ from l2o_scale.meta_training import reporting
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
 
-FORMAT = "l2o-scale task-suite benchmark"
-VERSION = 1
 RUN_VERSION = 1  # Bump when a change alters what a stored run holds.
 
 def machine():
@@ -416,7 +415,8 @@ def run(config, log=print):
     check_data(task_registry.get(name), config)
   config_module.check_out(config.out)
   store = RunStore(os.path.join(config.out, "runs"), log)
-  results = dict(format=FORMAT, version=VERSION,
+  results = dict(format=results_format.FORMAT,
+                 version=results_format.VERSION,
                  date=datetime.datetime.now(datetime.timezone.utc).isoformat(
                      timespec="seconds"),
                  machine=machine(), command=" ".join(sys.argv),
