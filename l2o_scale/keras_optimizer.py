@@ -69,6 +69,7 @@ import keras  # pylint: disable=g-import-not-at-top,g-bad-import-order
 import numpy as np  # pylint: disable=g-import-not-at-top,g-bad-import-order
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
+from l2o_scale import learned_adamw  # pylint: disable=g-import-not-at-top,g-bad-import-order
 from l2o_scale import pretrained as shipped  # pylint: disable=g-import-not-at-top,g-bad-import-order
 from l2o_scale.config import optimizer_flags
 from l2o_scale.keras_parts import checks
@@ -234,7 +235,15 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     given or shipped with the optimizer (``l2o-scale-head``),
     ``total_steps`` feeds the head's progress input instead (2,000 steps
     where it is None) and the card's settings are not applied: the head
-    decides the schedule and the decay."""
+    decides the schedule and the decay.
+
+    A shipped learned AdamW (``l2o-adamw``) is not a learned optimizer of
+    this class: its name gives
+    :meth:`l2o_scale.learned_adamw.LearnedAdamW.pretrained`, which needs
+    ``total_steps``."""
+    if shipped.is_learned_adamw(name):
+      return learned_adamw.LearnedAdamW.pretrained(name, total_steps,
+                                                   **keras_kwargs)
     keras_kwargs = restore.card_kwargs(name, total_steps, keras_kwargs)
     return cls.from_checkpoint(shipped.checkpoint(name), **keras_kwargs)
 

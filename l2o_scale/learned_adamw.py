@@ -30,6 +30,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale import pretrained
 from l2o_scale.steps import controlled_adamw as rule
 
 # The base settings of a controller-free LearnedAdamW: Keras AdamW's
@@ -198,7 +199,6 @@ class LearnedAdamW(keras.optimizers.Optimizer):
     lists them): its controller and the base settings of its card, for a
     run of ``total_steps`` steps; ``kwargs`` override the card's base
     settings or give Keras options."""
-    from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
     shipped = pretrained.controller(name)
     settings = dict(shipped.settings)
     settings.update(kwargs)

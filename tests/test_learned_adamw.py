@@ -5,6 +5,7 @@ learning rate and decay within their bounds; the optimizer's config and
 variables keep it whole through ``model.save``; bad controllers are refused
 in one line."""
 
+import json
 import os
 import subprocess
 import sys
@@ -205,3 +206,49 @@ def test_bad_settings_and_controllers_are_refused_in_one_line(tmp_path):
     assert path in str(e.value) and "\n" not in str(e.value)
   with pytest.raises(FileNotFoundError, match="no controller file"):
     LearnedAdamW(10, controller=str(tmp_path / "missing.npz"))
+
+
+def test_a_shipped_learned_adamw_runs_by_name_in_keras_and_the_benchmark(
+    tmp_path, monkeypatch):
+  """A controller shipped by controller_training.ship is found by name:
+  LearnedOptimizer.pretrained gives LearnedAdamW with its controller and
+  base settings, the benchmark builds the same optimizer and names it by
+  the controller file's digest."""
+  from l2o_scale import keras_optimizer
+  from l2o_scale import pretrained
+  from l2o_scale.benchmark import optimizers
+  from l2o_scale.controller_training import ship
+  from l2o_scale.controller_training import training
+  train_dir = str(tmp_path / "run")
+  os.makedirs(train_dir)
+  config = training.ControllerTrainingConfig(base_learning_rate=3e-3,
+                                             base_weight_decay=0.05)
+  with open(os.path.join(train_dir, training.SETTINGS_FILE), "w") as f:
+    json.dump(config.settings(), f)
+  with open(os.path.join(train_dir, training.LOG_FILE), "w") as f:
+    f.write(json.dumps(dict(estimate=1, seconds=2.)) + "\n")
+  np.savez(str(tmp_path / "c.npz"), theta=_controller(5))
+  root = str(tmp_path / "shipped")
+  ship.ship("l2o-test-adamw", str(tmp_path / "c.npz"), train_dir,
+            dict(validation_score=-0.1), "a command", root=root)
+  monkeypatch.setattr(pretrained, "ROOT", root)
+  assert pretrained.names() == ["l2o-test-adamw"]
+  optimizer = keras_optimizer.LearnedOptimizer.pretrained("l2o-test-adamw",
+                                                          total_steps=40)
+  assert isinstance(optimizer, LearnedAdamW)
+  np.testing.assert_array_equal(optimizer.controller, _controller(5))
+  assert optimizer.settings.as_dict() == config.base().as_dict()
+  assert optimizer.total_steps == 40
+  make, name = optimizers.factory("l2o-test-adamw")
+  assert isinstance(make(50), LearnedAdamW) and make(50).total_steps == 50
+  assert name.startswith("l2o-test-adamw@")
+  assert optimizers.bare_variant("l2o-test-adamw") is None
+  with pytest.raises(ValueError, match="no hand-set settings"):
+    optimizers.parse("l2o-test-adamw+bare")
+  with pytest.raises(ValueError, match="controller without a checkpoint"):
+    pretrained.checkpoint("l2o-test-adamw")
+  os.remove(os.path.join(root, "l2o-test-adamw", ship.SUBDIR,
+                         "controller.npz"))
+  with pytest.raises(pretrained.DamagedError, match="controller.npz is "
+                     "missing"):
+    LearnedAdamW.pretrained("l2o-test-adamw", total_steps=10)

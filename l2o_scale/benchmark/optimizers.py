@@ -154,6 +154,10 @@ def parse(spec):
     return dataclasses.replace(parsed, text=spec, head=head)
   learned, hold, bare = _split_suffixes(spec)
   if learned in shipped.names():
+    if bare and shipped.is_learned_adamw(learned):
+      raise _refuse(spec, "{} has no hand-set settings to leave out: its "
+                    "controller is learned (without it, it is AdamW with a "
+                    "cosine decay)".format(learned))
     if bare and shipped.schedule_head(learned):
       raise _refuse(spec, "{} has no hand-set settings to leave out: its "
                     "schedule head is learned (without the head it is {}"
@@ -323,7 +327,10 @@ def identity(spec, checkpoint=None):
   file."""
   parsed = parse(spec)
   head = [parsed.head] if parsed.head else []
-  if parsed.kind == "shipped":
+  if parsed.kind == "shipped" and shipped.is_learned_adamw(parsed.target):
+    found = shipped.controller(parsed.target)
+    digest = _digest([found.path], found.settings)
+  elif parsed.kind == "shipped":
     own_head = shipped.schedule_head(parsed.target)
     digest = _digest(_checkpoint_files(shipped.checkpoint(parsed.target)) +
                      (head or ([own_head] if own_head else [])),
@@ -382,6 +389,12 @@ def factory(spec):
   # feeds its progress input and no card setting applies; without one, it
   # applies the card's long-run settings.
   with_head = dict(schedule_head=parsed.head) if parsed.head else {}
+  if parsed.kind == "shipped" and shipped.is_learned_adamw(parsed.target):
+    if parsed.hold or parsed.head:
+      raise _refuse(spec, "{} is a learned AdamW: it takes no {} or {}".format(
+          parsed.target, HOLD_SUFFIX, HEAD_MARK))
+    return (lambda total_steps: LearnedOptimizer.pretrained(
+        parsed.target, total_steps=total_steps)), identity(spec)
   if parsed.kind == "shipped":
     return (lambda total_steps: LearnedOptimizer.pretrained(
         parsed.target, total_steps=None if parsed.bare else total_steps,
