@@ -43,8 +43,8 @@ from reproduce import medium  # pylint: disable=g-import-not-at-top,wrong-import
 from reproduce import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce.pipeline import names  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce.pipeline import sizes  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduce.pipeline import variants  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The study as the pipeline runs it (reproduce/pipeline/sizes.py): its arms
@@ -646,7 +646,7 @@ def achieved_shares(train_dir):
             by_iteration[event["meta_iteration"]] = event["shares"]
     shares = [v for k in sorted(by_iteration) for v in by_iteration[k]]
     if shares:
-      arm, seed = variants.split_name(name)
+      arm, seed = names.split_name(name)
       out.setdefault(arm, {})[seed] = float(np.median(shares))
   return out
 

@@ -22,9 +22,10 @@ in the variant registry (reproduce/pipeline/variants.py).
 import math
 import re
 
+from reproduce.pipeline import names
 from reproduce.pipeline import variants
 
-TRAIN_SEED_PATTERN = variants.TRAIN_SEED_PATTERN
+TRAIN_SEED_PATTERN = names.TRAIN_SEED_PATTERN
 TUNED_PATTERN = re.compile(r"^(SGD|Adam|Adagrad)-lr(.+)$")
 
 # Original baselines: (label, colour, marker). Learning rates as in the
@@ -41,7 +42,7 @@ TUNED_MARKERS = ("^", "v", "<", ">", "P", "X")
 _OTHER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 
-split_name = variants.split_name
+split_name = names.split_name
 
 
 def tuned_lr(name):

@@ -46,9 +46,10 @@ def _module_path(root, dotted):
   return None
 
 
-def _imported_paths(root, path):
-  """Repo-relative files that ``path`` imports (absolute imports of the
-  packages; ``from a import b`` counts as ``a.b`` when that is a module)."""
+def _imported_paths(root, path, packages=PACKAGES):
+  """Repo-relative files that ``path`` imports (absolute imports of
+  ``packages``, relative imports; ``from a import b`` counts as ``a.b`` when
+  that is a module)."""
   with open(os.path.join(root, path)) as f:
     tree = ast.parse(f.read(), path)
   found = set()
@@ -67,7 +68,7 @@ def _imported_paths(root, path):
                if _module_path(root, n)] or [module]
     for name in names:
       target = _module_path(root, name)
-      if name.split(".")[0] in PACKAGES and target is not None:
+      if name.split(".")[0] in packages and target is not None:
         found.add(target)
   return found
 
@@ -145,6 +146,55 @@ def test_a_reverse_import_is_caught(tmp_path):
       "l2o_scale/stray.py is in no layer of docs/architecture.md",
       "problems/d.py (model) imports l2o_scale/top/a.py (top), a layer "
       "above it"]
+
+
+# The circle search also covers the reproduction's modules, which no layer
+# of the package holds.
+CIRCLE_PACKAGES = PACKAGES + ("reproduce",)
+
+
+def import_circles(root=ROOT):
+  """Sets of two or more modules that import each other, directly or
+  through others (every import, at module level or inside a function),
+  sorted; [] where none do."""
+  files = [f for f in source_files(root)]
+  for folder, _, names in os.walk(os.path.join(root, "reproduce")):
+    files += [os.path.relpath(os.path.join(folder, n), root).replace(
+        os.sep, "/") for n in names if n.endswith(".py")]
+  graph = {f: _imported_paths(root, f, CIRCLE_PACKAGES) for f in files}
+
+  def reach(start):
+    seen, todo = set(), [start]
+    while todo:
+      for target in graph.get(todo.pop(), ()):
+        if target not in seen:
+          seen.add(target)
+          todo.append(target)
+    return seen
+
+  reached = {f: reach(f) for f in graph}
+  circles = {tuple(sorted({f} | {g for g in reached[f] if f in reached[g]}))
+             for f in graph if f in reached[f]}
+  return sorted(list(c) for c in circles)
+
+
+def test_no_import_circle():
+  assert import_circles() == []
+
+
+def test_a_circle_through_a_function_import_is_caught(tmp_path):
+  _write(tmp_path, "l2o_scale/__init__.py", "")
+  _write(tmp_path, "l2o_scale/a.py", "from l2o_scale import b\n")
+  _write(tmp_path, "l2o_scale/b.py", "import os\n")
+  _write(tmp_path, "reproduce/__init__.py", "")
+  _write(tmp_path, "reproduce/c.py", "from . import d\n")
+  _write(tmp_path, "reproduce/d.py", "X = 1\n")
+  assert import_circles(str(tmp_path)) == []
+  _write(tmp_path, "l2o_scale/b.py",
+         "def f():\n  from l2o_scale import a\n  return a\n")
+  _write(tmp_path, "reproduce/d.py", "from reproduce import c\n")
+  assert import_circles(str(tmp_path)) == [
+      ["l2o_scale/a.py", "l2o_scale/b.py"], ["reproduce/c.py", "reproduce/d.py"]]
 
 
 def test_nothing_reaches_into_keras_private_modules():

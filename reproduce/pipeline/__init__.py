@@ -4,6 +4,8 @@ One module per job:
 
 * :mod:`variants`: the learned variants (their ``metarun.py`` flags, label
   and look), one entry each;
+* :mod:`names`: how a learned optimizer's name carries its training seed
+  (``<variant>.t<k>``);
 * :mod:`problem_list`: the test problems the reproduction meta-tests on;
 * :mod:`sizes`: the sizes (tiny, quick, medium, study, pretrained, full) as
   data, and each one's row of the docs' Sizes table;

@@ -18,6 +18,7 @@ repository or its virtual environment moves.
 import dataclasses
 import os
 
+from . import names
 from . import problem_list as problem_registry
 from . import variants as variant_registry
 
@@ -74,7 +75,7 @@ def train_dir(size, settings, name):
 
 
 def train_seed(size, name):
-  seed = variant_registry.split_name(name)[1]
+  seed = names.split_name(name)[1]
   return size.train_seed if seed is None else seed
 
 

@@ -14,6 +14,7 @@ import dataclasses
 
 from l2o_scale.config import recipes
 
+from . import names
 from . import problem_list as problems
 
 # The medium size: the stable recipe's 30 meta-iterations for L2O-Scale,
@@ -311,10 +312,9 @@ def _seed_text(seeds):
 def _optimizers_text(size):
   """``N optimizers: `a`, `b` x training seeds 1-3; ...``, grouped by
   their seeds, in the size's order."""
-  from . import variants  # pylint: disable=g-import-not-at-top
   seeds = {}
   for name in size.variants:
-    variant, seed = variants.split_name(name)
+    variant, seed = names.split_name(name)
     seeds.setdefault(variant, []).append(size.train_seed if seed is None
                                          else seed)
   groups = {}

@@ -6,7 +6,7 @@ marker, place in the order). ``plan`` builds the meta-training commands
 from it, ``styles`` (plot.py, medium.py, figures.py) the looks.
 
 Names of learned optimizers: ``<variant>`` (the size's training seed) or
-``<variant>.t<k>`` (training seed ``k``). Besides the fixed variants below,
+``<variant>.t<k>`` (training seed ``k``; :mod:`names`). Besides the fixed variants below,
 two families take the regularizer's alpha in the name: ``hess-<alpha>``
 (Hessian-ESD) and ``jacob-<alpha>`` (Jacobian), active in every unroll.
 The flatness study's arms (``hess-5pct-always`` ... ``reg-cl-mt``) take
@@ -19,6 +19,7 @@ Adding a variant is one entry in ``VARIANTS`` (or a family in
 import dataclasses
 import re
 
+from . import names
 from .sizes import STUDY_ALPHAS
 
 
@@ -116,16 +117,9 @@ FAMILIES = {f.prefix: f for f in (
             "1e-2": ("#006d2c", "p")}, ("#bae4b3", "H"), 11),
 )}
 
-TRAIN_SEED_PATTERN = re.compile(r"^(.+)\.t(\d+)$")
 _ALPHA = r"[0-9]+(\.[0-9]+)?(e-?[0-9]+)?"
 _FAMILY_PATTERN = re.compile(r"^({})-({})$".format(
     "|".join(map(re.escape, FAMILIES)), _ALPHA))
-
-
-def split_name(name):
-  """``(variant, train_seed)``; train_seed None without ``.t<k>``."""
-  m = TRAIN_SEED_PATTERN.match(name)
-  return (m.group(1), int(m.group(2))) if m else (name, None)
 
 
 def family_of(variant):
@@ -142,7 +136,7 @@ def lookup(name, strict=True):
   allowed), a family's made on the fly; None for an unknown name.
   ``strict=False`` takes any text as a family's alpha (looks for names
   the figures meet)."""
-  variant = split_name(name)[0]
+  variant = names.split_name(name)[0]
   if variant in VARIANTS:
     return VARIANTS[variant]
   if strict and not _FAMILY_PATTERN.match(variant):
