@@ -308,7 +308,18 @@ def test_a_finished_study_gives_verdicts_and_what_ships(tmp_path):
   assert ("excludes a gain in held-out accuracy above {:+.2f} points (the "
           "highest upper end: hess-5pct-always on A-sigmoid;".format(1 + half)
           in out_rules)
-  inside = out_rules.split("Intervals inside the equivalence margin: ")[1]
+  # Read together: Bonferroni's 1 - 0.05/20 intervals, t(0.99875, 14) =
+  # 3.6745939 (scipy), for every comparison at once.
+  joint = 3.6745939 * sd * 0.5
+  assert ("over the 20 comparisons at once (Bonferroni's 99.75% intervals"
+          in out_rules)
+  assert ("| hess-5pct-always | [{:+.2f}, {:+.2f}] points | [{:+.2f}, "
+          "{:+.2f}] points |".format(1 - joint, 1 + joint, 1 - joint,
+                                     1 + joint) in out_rules)
+  assert "and {:+.2f} points (hess-5pct-always on A-sigmoid)".format(
+      1 + joint) in out_rules
+  inside = out_rules.split("Intervals inside the equivalence margin: ")[
+      1].split("\n")[0]
   assert "hess-5pct-posterior on A-sigmoid" in inside
   assert "hess-5pct-always on A-sigmoid" not in inside
   assert "reg-cl-mt on L-sigmoid" not in inside
