@@ -1,5 +1,6 @@
 """``python -m reproduce.head_objective``: what the head's meta-training
-objective rewards (docs/schedule-head.md).
+objective rewards (docs/schedule-head-results.md, "What the objective
+rewards").
 
 Scores schedule heads on the objective a run of ``python -m
 l2o_scale.head_training`` meta-trains them on (``--run``: its settings file

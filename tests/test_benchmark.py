@@ -583,33 +583,34 @@ def test_report_command_refuses_a_missing_file(tmp_path, capsys):
   assert "cannot read" in capsys.readouterr().err
 
 
-def test_the_readme_claims_are_generated_from_the_cards():
-  """README's lines about the shipped optimizers on the benchmark are
-  exactly what ``report --claims`` makes of their cards."""
+def test_the_readme_results_table_is_generated_from_the_committed_results(
+    capsys):
+  """README's results table is exactly what ``report --readme_table``
+  makes of the committed results.json files: one row per shipped optimizer,
+  '—' where an optimizer has no such run."""
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   text = open(os.path.join(root, "README.md"), encoding="utf-8").read()
-  start = text.index("<!-- benchmark claims:")
+  start = text.index("<!-- results table:")
   start = text.index("\n", start) + 1
-  end = text.index("<!-- end of benchmark claims -->")
-  assert text[start:end].splitlines() == report.shipped_claims()
-
-
-def test_the_readme_data_rich_claims_are_generated_from_the_results():
-  """README's lines on the data-rich regime are exactly what ``report
-  --regime_claims`` makes of the committed results its marker names."""
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  text = open(os.path.join(root, "README.md"), encoding="utf-8").read()
-  marker = text.index("<!-- data-rich claims:")
-  paths = text[marker:text.index("-->", marker)].split(
-      "--regime_claims", 1)[1].split()
-  assert paths and all(p.endswith("results.json") for p in paths)
-  start = text.index("\n", marker) + 1
-  end = text.index("<!-- end of data-rich claims -->")
-  results = [json.load(open(os.path.join(root, p), encoding="utf-8"))
-             for p in paths]
-  assert text[start:end].splitlines() == report.regime_claims(results)
-  assert report.main(["--regime_claims"] + [os.path.join(root, p)
-                                            for p in paths]) == 0
+  end = text.index("<!-- end of results table -->")
+  table = report.shipped_readme_table()
+  assert text[start:end].splitlines() == table
+  rows = [line for line in table if line.startswith("| `")]
+  assert [r.split("`")[1] for r in rows] == pretrained.names()
+  assert all(r.count(" | ") == len(report.README_COLUMNS) for r in rows)
+  assert report.main(["--readme_table"]) == 0
+  assert capsys.readouterr().out.splitlines() == table
+  # A name without committed runs has a row of dashes; a cell counts the
+  # file's verdicts.
+  mine, none = report.readme_table(["l2o-scale", "no-such-optimizer"])[-2:]
+  assert none == "| `no-such-optimizer` | " + " | ".join(
+      ["—"] * len(report.README_COLUMNS)) + " |"
+  held_out = json.load(open(os.path.join(
+      root, "reproduce/results/benchmark/held-out/l2o-scale/results.json"),
+                            encoding="utf-8"))
+  c = report.counts(held_out, 2000)
+  assert "| {} of {} (".format(c["both"], c["tasks"]) in mine
 
 
 def test_a_changed_shipped_optimizer_never_reuses_stored_runs(monkeypatch):

@@ -525,6 +525,89 @@ def shipped_claims():
                       for name in pretrained.names()})
 
 
+# The README's results table (``--readme_table``): one row per shipped
+# optimizer, one column per committed benchmark run. A column is its
+# heading, the results.json of optimizer ``{name}`` (below the repository
+# root), the budget and the block counted (the optimizer as shipped, or
+# "bare": without its card's hand-set settings). A shipped optimizer
+# without that file, or without that block, has "—" there; a new one gets
+# its row from its name alone.
+README_COLUMNS = (
+    ("task suite (10 tasks)",
+     "reproduce/results/benchmark/{name}/results.json", 2000, "optimizer"),
+    ("task suite, without hand-set settings",
+     "reproduce/results/benchmark/{name}/results.json", 2000, "bare"),
+    ("task suite, 10,000 steps",
+     "reproduce/results/benchmark/10000-steps/{name}/results.json", 10000,
+     "optimizer"),
+    ("data-rich (4 tasks)",
+     "reproduce/results/benchmark/data-rich/{name}/results.json", 2000,
+     "optimizer"),
+    ("held-out set 1 (4 tasks)", "reproduce/results/benchmark/held-out/{name}/"
+     "results.json", 2000, "optimizer"),
+    ("held-out set 2 (4 tasks)", "reproduce/results/benchmark/held-out-2/{name}/"
+     "results.json", 2000, "optimizer"),
+    ("held-out set 3 (4 tasks)", "reproduce/results/benchmark/held-out-3/{name}/"
+     "results.json", 2000, "optimizer"),
+)
+# Runs of a shipped optimizer stored under another spec, by (column heading,
+# name): l2o-scale-head's head was run on the third held-out set once, as
+# l2o-scale+head=<its file, the same bytes as the shipped head> before it
+# shipped.
+README_RUNS = {
+    ("held-out set 3 (4 tasks)", "l2o-scale-head"):
+        "reproduce/results/head/scaled-decay/test/s1/held-out-3/results.json",
+}
+
+
+def readme_cell(results, budget, which):
+  """``'3 of 10 (0.88)'``: the tasks where ``which`` meets both criteria
+  against tuned Adam, of the tasks run, and the median speedup (a '>1'
+  counts as 1); '—' where the results lack that budget or block."""
+  if results is None or budget not in results["config"]["budgets"]:
+    return "—"
+  c = counts(results, budget, which=which)
+  if not c["tasks"]:
+    return "—"
+  return "{} of {} ({})".format(c["both"], c["tasks"],
+                                _num(c["median_speedup"], 2))
+
+
+def readme_table(names, root=ROOT):
+  """The README's results table of the shipped optimizers ``names``
+  (:data:`README_COLUMNS`, :data:`README_RUNS`): a caption line with the
+  runs' seeds, batch sizes and dates, then the Markdown table."""
+  rows, used = [], []
+  for name in names:
+    cells = []
+    for heading, template, budget, which in README_COLUMNS:
+      path = os.path.join(root, README_RUNS.get((heading, name),
+                                                template.format(name=name)))
+      results = _read(path) if os.path.isfile(path) else None
+      if results is not None and budget in results["config"]["budgets"]:
+        used.append(results)
+      cells.append(readme_cell(results, budget, which))
+    rows.append("| `{}` | {} |".format(name, " | ".join(cells)))
+  dates = sorted(r["date"][:10] for r in used)
+  seeds = sorted({r["config"]["seeds"] for r in used})
+  batches = sorted({r["config"]["batch_size"] for r in used})
+  caption = ("Tasks where the optimizer matches tuned Adam on both counts, "
+             "of the tasks run (median speedup over tuned Adam, capped at 1); "
+             "2,000 steps unless marked; {} seeds per task, batch size {}; "
+             "measured {} to {}.".format(
+                 " or ".join(str(s) for s in seeds),
+                 " or ".join(str(b) for b in batches),
+                 dates[0] if dates else "—", dates[-1] if dates else "—"))
+  header = "| optimizer | " + " | ".join(c[0] for c in README_COLUMNS) + " |"
+  return [caption, "", header, "|---|" + "---|" * len(README_COLUMNS)] + rows
+
+
+def shipped_readme_table():
+  """:func:`readme_table` of the shipped optimizers."""
+  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
+  return readme_table(pretrained.names())
+
+
 def figure_prefix(out):
   rel = os.path.relpath(os.path.abspath(out), RESULTS)
   if rel.startswith(".."):
@@ -664,15 +747,24 @@ def main(argv=None):
   p.add_argument("results", nargs="?", help="results.json of a benchmark "
                  "run")
   p.add_argument("--out", help="folder to write into")
-  p.add_argument("--claims", action="store_true", help="print the README's "
-                 "lines about the shipped optimizers, from the benchmark "
+  p.add_argument("--claims", action="store_true", help="print one line "
+                 "per shipped optimizer and budget, from the benchmark "
                  "sections of their cards, and exit")
   p.add_argument("--against", help="results.json of another optimizer on "
                  "the same tasks: the page compares the two task by task")
   p.add_argument("--regime_claims", nargs="+", metavar="RESULTS_JSON",
-                 help="print the README's lines on these results, per data "
-                 "regime and for each bare variant, and exit")
+                 help="print one line per data regime on these results, "
+                 "with each bare variant, and exit")
+  p.add_argument("--readme_table", action="store_true", help="print the "
+                 "README's results table, one row per shipped optimizer, "
+                 "from the committed results.json files, and exit")
   args = p.parse_args(argv)
+  if args.readme_table:
+    try:
+      print("\n".join(shipped_readme_table()))
+    except (OSError, ValueError, KeyError) as e:
+      return _refuse("cannot read the committed results: {}".format(e))
+    return 0
   if args.regime_claims:
     try:
       print("\n".join(regime_claims([_read(path)

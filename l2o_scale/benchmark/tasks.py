@@ -47,8 +47,8 @@ RICH_TRAIN_EVAL_SIZE = 8192
 REGIMES = ("small-data", "data-rich")
 # The held-out sets, each looked at once as a whole: the first by the
 # heads meta-trained on the full splits, the second by the heads
-# meta-trained on the suite's own models, the third kept for the heads
-# whose decay follows their step (docs/schedule-head.md).
+# meta-trained on the suite's own models, the third by the heads whose
+# decay follows their step (docs/schedule-head-results.md, "The search").
 HELD_OUT_SETS = ("held-out", "held-out-2", "held-out-3")
 
 
@@ -503,7 +503,7 @@ _rich("attention_topics_rich", "attention (generated data)",
 
 # ------------------------------------------------------- held-out tasks
 # Families and data that no learned optimizer or head is meta-trained,
-# chosen or tuned on (docs/schedule-head.md, "Registered next: heads
+# chosen or tuned on (docs/schedule-head-results.md, "Recipe 3: heads
 # meta-trained on the full splits"): outside the suite's default tasks.
 def _lstm(tiny):
   import keras  # pylint: disable=g-import-not-at-top
