@@ -173,6 +173,27 @@ def test_measuring_heldout_accuracy_leaves_the_run_as_it_is(
   assert plain.tobytes() == measured.tobytes()
 
 
+def test_optimizee_split_test_keeps_the_original_problem_sets(data_dir):
+  """--optimizee_split=test trains on the data of the original evaluation's
+  problem sets (MNIST's test split); the default trains on the train split;
+  --heldout_every, which measures the test split, is refused with it."""
+  from problems import problem_sets  # pylint: disable=g-import-not-at-top
+  common = ("--include_mnist_mlp_problems", "--data_dir=" + data_dir)
+  (_, _, original, _, _, _), = metatest_run.build_problems(
+      _config(*common, "--optimizee_split=test"))
+  (_, _, default, _, _, _), = metatest_run.build_problems(_config(*common))
+  (_, fn), = metatest_config.selected_problem_sets(_config(*common))
+  (_, own, _), = problem_sets.get(fn, data_dir=data_dir)
+  train, test = datasets.load_mnist_arrays("train", data_dir), (
+      datasets.load_mnist_arrays("test", data_dir))
+  assert len(original.data) == len(own.data) == len(test[0]) == 10000
+  assert np.array_equal(np.asarray(original.data), np.asarray(own.data))
+  assert len(default.data) == len(train[0])
+  with pytest.raises(ValueError, match="--optimizee_split=test trains on"):
+    metatest_config.validate(_config(*common, "--optimizee_split=test",
+                                     "--heldout_every=10"))
+
+
 def test_step_schedule_is_one_of_the_named():
   _parse()
   assert FLAGS.step_schedule == "none"  # the original: constant steps

@@ -77,6 +77,12 @@ class MetatestConfig:
       "on, with or without this flag); saved as "
       "seed<S>_heldout_record-<model_name>.json. 0: off (the original "
       "evaluation).", ge=0)
+  optimizee_split: str = flag(
+      "train", "The split an MNIST or CIFAR-10 optimizee trains on: train "
+      "(whatever --heldout_every measures, so measuring changes nothing of "
+      "the run), or test, as the original evaluation's problem sets do (no "
+      "held-out split is then left: --heldout_every is refused).",
+      choices=("train", "test"))
   baseline_learning_rate: typing.Optional[float] = flag(
       None, "Learning rate of the --test_optimizer=SGD/Adam/Adagrad "
       "baseline. Default: the original evaluation's (SGD 1e-3, Adam 1e-4, "
@@ -297,6 +303,9 @@ def _check_problems(config):
     raise ValueError(
         "No test problem selected. Pass one of: {}".format(", ".join(
             "--" + n for n, _ in EVALUATION_PROBLEM_FLAGS)))
+  if config.heldout_every > 0 and config.optimizee_split == "test":
+    raise ValueError("--heldout_every measures the test split, which "
+                     "--optimizee_split=test trains on: drop one of them")
   if config.heldout_every > 0:
     for name, _ in selected_problem_sets(config):
       if registry.by_flag().get(name) is None:

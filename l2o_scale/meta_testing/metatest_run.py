@@ -105,14 +105,15 @@ def build_problems(config):
 
   A problem of a dataset with a held-out split (problems/registry.py)
   trains on its train split whether or not ``heldout_every`` measures the
-  held-out one, so that measuring changes nothing of the run it measures
-  (the original evaluation's problem sets train on the test split)."""
+  held-out one, so that measuring changes nothing of the run it measures;
+  ``optimizee_split="test"`` keeps the original evaluation's problem sets
+  as they are, training on the test split."""
   out = []
   for flag_name, fn in metatest_config.selected_problem_sets(config):
     entries = ps.get(fn, data_dir=config.data_dir)
     train_split = heldout = None
     registered = registry.by_flag().get(flag_name)
-    if registered is not None:
+    if registered is not None and config.optimizee_split == "train":
       train_split, test_split = registered.splits(config.data_dir)
     if config.heldout_every > 0:
       # validate() accepts --heldout_every with registered problems only.
