@@ -197,6 +197,26 @@ def test_a_circle_through_a_function_import_is_caught(tmp_path):
       ["l2o_scale/a.py", "l2o_scale/b.py"], ["reproduce/c.py", "reproduce/d.py"]]
 
 
+def test_no_package_module_imports_a_script():
+  """The command-line scripts (metarun.py, metatest.py) read flags at a
+  program's boundary; the packages never import them (a library module
+  that did would read another program's flags)."""
+  scripts = {os.path.splitext(s)[0] for s in SCRIPTS}
+  found = []
+  for path in source_files():
+    if path in SCRIPTS:
+      continue
+    with open(os.path.join(ROOT, path)) as f:
+      tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+               else [node.module] if isinstance(node, ast.ImportFrom) and
+               not node.level else [])
+      found += ["{} imports {}".format(path, n) for n in names
+                if n and n.split(".")[0] in scripts]
+  assert found == []
+
+
 def test_nothing_reaches_into_keras_private_modules():
   for path in source_files():
     with open(os.path.join(ROOT, path)) as f:

@@ -174,8 +174,8 @@ def _calibrate(tmp_path, data_dir, alpha, out):
           "--mini_batch_size=100", "--num_cells=1", "--cell_size=4",
           "--calibration_iterations=1", "--seeds=1",
           "--target_share=0.05,0.25", "--out={}".format(out)])
-  assert calibrate_regularizer.check(values) is None
-  return calibrate_regularizer.calibrate(values, io.StringIO())
+  return calibrate_regularizer.calibrate(calibrate_regularizer.build(values),
+                                         io.StringIO())
 
 
 def test_the_calibration_command_gives_the_alpha_of_a_target_share(
@@ -200,10 +200,40 @@ def test_the_calibration_refuses_an_unregularized_setting():
   values = calibrate_regularizer.define_flags("test_calibration_refusal")
   values(["calibrate_regularizer", "--reg_optimizer=True",
           "--regularize_time=none"])
-  assert "never applies" in calibrate_regularizer.check(values)
+  with pytest.raises(ValueError, match="never applies"):
+    calibrate_regularizer.build(values)
   values(["calibrate_regularizer", "--reg_optimizer=False",
           "--regularize_time=always"])
-  assert "--reg_optimizer=True" in calibrate_regularizer.check(values)
+  with pytest.raises(ValueError, match="--reg_optimizer=True"):
+    calibrate_regularizer.build(values)
+
+
+def test_the_calibration_reads_metarun_flags_as_metarun_does():
+  """The calibration's metarun.py flags are metarun.py's (names, defaults),
+  its setting holds each of them that says what a run measures, and the
+  RunConfig it builds is the one metarun.py builds of the same command."""
+  import metarun  # pylint: disable=g-import-not-at-top
+  from l2o_scale.tools import metarun_command  # pylint: disable=g-import-not-at-top
+  ours = metarun_command.define_flags("test_metarun_command")
+  assert metarun_command.flag_names() == sorted(
+      n for n in metarun.FLAGS if metarun.FLAGS[n].name == n)
+  assert all(ours[n].default == metarun.FLAGS[n].default
+             for n in metarun_command.flag_names())
+  argv = ["metarun.py", "--include_mnist_mlp_problems", "--alpha=0.002",
+          "--reg_optimizer=True", "--fix_unroll=True", "--seed=3"]
+  ours(argv)
+  # repr: the schedule's unroll samplers are partials, equal by identity.
+  assert repr(metarun_command.run_config(ours)) == repr(
+      metarun.parse_config(argv))
+  values = calibrate_regularizer.define_flags("test_calibration_setting")
+  values(["calibrate_regularizer", "--reg_optimizer=True", "--alpha=0.002",
+          "--seeds=1,2"])
+  calibration = calibrate_regularizer.build(values)
+  assert calibration.seeds == [1, 2]
+  assert calibration.setting["alpha"] == 0.002
+  assert set(calibration.setting) == (
+      set(metarun_command.flag_names()) - calibrate_regularizer.NOT_SETTING -
+      {"allow_data_change"})
 
 
 def test_the_hessian_fixture_replays_with_the_share_recorded(

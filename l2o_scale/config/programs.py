@@ -165,7 +165,8 @@ def install(program_flags, argv0=None):
   ``program_flags``."""
   module_name = argv0 or sys.argv[0]
   global_flags = flags.FLAGS
-  for name, item in program_flags._flags().items():  # pylint: disable=protected-access
+  for name in program_flags:
+    item = program_flags[name]
     if name != item.name or (name in global_flags and
                              global_flags[name] is item):
       continue
@@ -200,9 +201,8 @@ def new_flags(program_flags, original_names):
   ``original_names``, the optimizer's flags and the include_* problem
   flags."""
   old = set(original_names) | set(optimizer_flags.optimizer_flag_names())
-  return sorted(n for n, f in program_flags._flags().items()  # pylint: disable=protected-access
-                if n == f.name and n not in old and
-                not n.startswith("include_"))
+  return sorted(n for n in program_flags if program_flags[n].name == n and
+                n not in old and not n.startswith("include_"))
 
 
 def new_flags_line(program_flags, original_names):

@@ -23,6 +23,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top,g-bad-import-order
 from l2o_scale.head_training import training  # pylint: disable=g-import-not-at-top
 from l2o_scale.runs import dir_lock  # pylint: disable=g-import-not-at-top
 from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top
+from l2o_scale.config import programs  # pylint: disable=g-import-not-at-top
 
 flag = config_flags.flag
 
@@ -38,30 +39,46 @@ class Folders:
 
 
 CONFIG_CLASSES = (training.HeadTrainingConfig, Folders)
-for _cls in CONFIG_CLASSES:
-  config_flags.define_flags(_cls, __name__)
-FLAGS = flags.FLAGS
 
 
-def config_from_flags():
-  return config_flags.from_flags(training.HeadTrainingConfig, FLAGS)
+def define_flags(module_name=__name__):
+  """This program's flags (the fields of :data:`CONFIG_CLASSES`), in a
+  fresh ``FlagValues``."""
+  values = flags.FlagValues()
+  for cls in CONFIG_CLASSES:
+    config_flags.define_flags(cls, module_name, values)
+  return values
+
+
+# This program's own flags, in their own FlagValues (run() adds them to
+# absl's global ones, which app.run parses).
+FLAGS = define_flags()
+
+
+def config_from_flags(flag_values):
+  """``(HeadTrainingConfig, Folders)`` of the parsed ``flag_values``, every
+  flag read here, once; ValueError with the line of a flag out of
+  bounds."""
+  errors = config_flags.validate(Folders, flag_values)
+  if errors:
+    raise ValueError(errors[0])
+  return (config_flags.from_flags(training.HeadTrainingConfig, flag_values),
+          config_flags.from_flags(Folders, flag_values))
 
 
 def main(argv):
   if len(argv) > 1:
     raise ValueError("unexpected arguments: {}".format(" ".join(argv[1:])))
-  errors = config_flags.validate(Folders, FLAGS)
-  if errors:
-    raise ValueError(errors[0])
-  config = config_from_flags()
+  FLAGS.mark_as_parsed()  # app.run parsed them, as absl's global flags.
+  config, folders = config_from_flags(FLAGS)
   config.check()
   # Before the train dir is made: a wrong --optimizer leaves nothing.
   frozen = training.load_optimizer(config.optimizer)
-  os.makedirs(FLAGS.train_dir, exist_ok=True)
-  lock = dir_lock.acquire(FLAGS.train_dir, " ".join(sys.argv))
+  os.makedirs(folders.train_dir, exist_ok=True)
+  lock = dir_lock.acquire(folders.train_dir, " ".join(sys.argv))
   try:
-    trainer = training.HeadTrainer(config, FLAGS.train_dir,
-                                   FLAGS.data_dir or None, frozen)
+    trainer = training.HeadTrainer(config, folders.train_dir,
+                                   folders.data_dir or None, frozen)
     trainer.run()
     print("head written to {}".format(trainer.train_dir + "/" +
                                       training.HEAD_FILE))
@@ -70,6 +87,7 @@ def main(argv):
 
 
 def run():
+  programs.install(FLAGS)
   app.run(main, flags_parser=entry_point.parse_absl_flags)
 
 

@@ -36,22 +36,35 @@ import datetime
 import io
 import json
 import os
+import platform
 import random
 import sys
 import tempfile
 import time
+import typing
 
-from absl import app
-from absl import logging
-import numpy as np
+# As metarun.py, whose runs this command makes: TensorFlow's info lines
+# hidden, and its import and device probing without the CUDA-probing lines
+# (before any module below imports it).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top,wrong-import-position
+quiet_cuda.import_tensorflow()
 
-from l2o_scale.config import config_flags
+from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import logging  # pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags
 from l2o_scale.config import programs
 from l2o_scale.config import recipes
 from l2o_scale.meta_training import reporting
+from l2o_scale.meta_training import training as training_run
+from l2o_scale.meta_training import training_config
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import entry_point
+from l2o_scale.tools import metarun_command
 
 PROG = "calibrate_regularizer"
 
@@ -81,68 +94,82 @@ NOT_SETTING = frozenset(["train_dir", "seed", "resume", "overwrite",
                          "allow_data_change"])
 
 
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+  """What a calibration command is told, read from its flags once
+  (:func:`build`): ``run``, the metarun.py command the flags describe;
+  ``own``, this command's flags; ``seeds``, the runs' seeds (``[None]``: one
+  run unseeded); ``setting``, what the run measures (:func:`setting_of`)."""
+  run: training_config.RunConfig
+  own: CalibrationConfig
+  seeds: typing.List[typing.Optional[int]]
+  setting: typing.Dict[str, typing.Any]
+
+
 def define_flags(module_name=__name__):
   """metarun.py's flags and this command's, in a fresh ``FlagValues``."""
-  import metarun  # pylint: disable=g-import-not-at-top
-  values = metarun.define_flags(module_name)
+  values = metarun_command.define_flags(module_name)
   config_flags.define_flags(CalibrationConfig, module_name, values)
   return values
 
 
-def check(flag_values):
-  """The error line of a command that cannot calibrate, or None."""
-  import metarun  # pylint: disable=g-import-not-at-top
-  errors = metarun.check_flags(flag_values)
+def build(flag_values):
+  """The :class:`Calibration` of the parsed ``flag_values`` (every flag read
+  here, once); ValueError with the one line of a command that cannot
+  calibrate."""
+  run = metarun_command.run_config(flag_values)
+  errors = metarun_command.errors(run)
   errors += config_flags.validate(CalibrationConfig, flag_values)
   if errors:
-    return errors[0]
-  config = config_flags.from_flags(CalibrationConfig, flag_values)
-  if not flag_values.reg_optimizer:
-    return ("--reg_optimizer=True is needed: the share is that of the "
-            "optimizer regularizer")
-  if flag_values.regularize_time == "none":
-    return ("--regularize_time=none never applies the regularizer; give "
-            "posterior, prior or always")
-  if not flag_values.alpha > 0:
-    return ("--alpha must be > 0 (got {:g}): the ratio is the share divided "
-            "by alpha".format(flag_values.alpha))
+    raise ValueError(errors[0])
+  own = config_flags.from_flags(CalibrationConfig, flag_values)
+  training = run.training
+  if not training.reg_optimizer:
+    raise ValueError("--reg_optimizer=True is needed: the share is that of "
+                     "the optimizer regularizer")
+  if training.regularize_time == "none":
+    raise ValueError("--regularize_time=none never applies the regularizer; "
+                     "give posterior, prior or always")
+  if not training.alpha > 0:
+    raise ValueError("--alpha must be > 0 (got {:g}): the ratio is the share "
+                     "divided by alpha".format(training.alpha))
   try:
-    [int(s) for s in flag_values.seeds]
+    seeds = [int(s) for s in own.seeds] or [run.program.seed]
   except ValueError:
-    return "--seeds takes integers, e.g. 1,2,3 (got {})".format(
-        ",".join(flag_values.seeds))
-  if not config.target_share or any(not t > 0 for t in config.target_share):
-    return "--target_share takes shares > 0, e.g. 0.05,0.25"
-  if flag_values.if_mt:
-    return ("--if_mt is not supported: imitation meta-iterations have no "
-            "regularizer")
-  return None
+    raise ValueError("--seeds takes integers, e.g. 1,2,3 (got {})".format(
+        ",".join(own.seeds))) from None
+  if not own.target_share or any(not t > 0 for t in own.target_share):
+    raise ValueError("--target_share takes shares > 0, e.g. 0.05,0.25")
+  if training.if_mt:
+    raise ValueError("--if_mt is not supported: imitation meta-iterations "
+                     "have no regularizer")
+  return Calibration(run=run, own=own, seeds=seeds,
+                     setting=setting_of(flag_values))
 
 
-def run_seed(flag_values, seed, iterations, workdir, log):
-  """The first ``iterations`` meta-iterations of the metarun.py run of
-  ``flag_values`` with ``seed`` (as metarun.py's ``main`` seeds and builds
-  it), in ``workdir``; returns its ``regularizer_share`` events."""
-  import metarun  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import training as training_run  # pylint: disable=g-import-not-at-top
-  from problems import problem_sets as ps  # pylint: disable=g-import-not-at-top
+def setting_of(flag_values):
+  """The run's setting: every metarun.py flag that says what it measures,
+  as given or defaulted in ``flag_values``."""
+  return {n: flag_values[n].value for n in metarun_command.flag_names()
+          if n not in NOT_SETTING and n not in programs.NOT_RECORDED}
+
+
+def run_seed(run, seed, iterations, workdir, log):
+  """The first ``iterations`` meta-iterations of the metarun.py command
+  ``run`` (a RunConfig) with ``seed`` (as metarun.py's ``main`` seeds and
+  builds it), in ``workdir``; returns its ``regularizer_share`` events."""
   if seed is not None:
     np.random.seed(seed)
     random.seed(seed)
     tf.random.set_seed(seed)
-  command = metarun.run_config(flag_values)
-  spec = optimizer_flags.optimizer_spec(command.optimizer)
+  spec = optimizer_flags.optimizer_spec(run.optimizer)
   spec.build()  # As metarun.py: its draws come before the problems'.
-  problems_and_data = metarun.selected_problems(command, log)
-  selection_problems = (
-      ps.get_training_triples(command.training.selection_set,
-                              data_dir=command.program.data_dir)
-      if command.training.selection_set else None)
+  problems_and_data = metarun_command.selected_problems(run, log)
+  selection_problems = metarun_command.selection_problems(run)
   logdir = os.path.join(workdir, "seed{}".format(seed),
-                        optimizer_flags.checkpoint_subdir(command.optimizer))
+                        optimizer_flags.checkpoint_subdir(run.optimizer))
   os.makedirs(logdir)
-  config = command.trainer_config(logdir)
+  config = run.trainer_config(logdir)
   config = dataclasses.replace(
       config, resume=False, summaries=False,
       schedule=dataclasses.replace(config.schedule,
@@ -177,16 +204,6 @@ def summary(ratios, targets):
       alphas={"{:g}".format(t): t / median for t in targets})
 
 
-def setting(flag_values):
-  """The run's setting: every metarun.py flag that says what it measures,
-  as given or defaulted."""
-  import metarun  # pylint: disable=g-import-not-at-top
-  names = sorted(n for n, f in metarun.FLAGS._flags().items()  # pylint: disable=protected-access
-                 if n == f.name and n not in NOT_SETTING and
-                 n not in programs.NOT_RECORDED)
-  return {n: flag_values[n].value for n in names}
-
-
 def machine():
   """The CPU's model name (as ``lscpu`` gives it)."""
   try:
@@ -196,7 +213,6 @@ def machine():
           return line.split(":", 1)[1].strip()
   except OSError:
     pass
-  import platform  # pylint: disable=g-import-not-at-top
   return platform.processor() or platform.machine()
 
 
@@ -222,20 +238,20 @@ def add_to(path, entry):
     f.write("\n")
 
 
-def calibrate(flag_values, out=sys.stdout, argv=None):
-  """Runs the calibration the parsed ``flag_values`` describe; returns the
-  entry (also added to ``--out``)."""
-  config = config_flags.from_flags(CalibrationConfig, flag_values)
-  seeds = [int(s) for s in config.seeds] or [flag_values.seed]
+def calibrate(calibration, out=sys.stdout, argv=None):
+  """Runs ``calibration`` (a :class:`Calibration`); returns the entry (also
+  added to ``--out``)."""
+  config, training = calibration.own, calibration.run.training
+  seeds = calibration.seeds
   start = time.time()
   per_seed, ratios = [], []
   with tempfile.TemporaryDirectory(prefix="calibrate_regularizer") as workdir:
     for seed in seeds:
       log = io.StringIO()
       seed_start = time.time()
-      events = run_seed(flag_values, seed, config.calibration_iterations,
-                        workdir, log)
-      found = ratios_of(events, flag_values.alpha)
+      events = run_seed(calibration.run, seed,
+                        config.calibration_iterations, workdir, log)
+      found = ratios_of(events, training.alpha)
       out.write("seed {}: {} unroll(s) with the regularizer, ratio median "
                 "{:.4g} ({:.0f} s)\n".format(
                     seed, len(found),
@@ -250,10 +266,10 @@ def calibrate(flag_values, out=sys.stdout, argv=None):
         "no unroll of the first {} meta-iteration(s) applied the regularizer "
         "(--regularize_time={}, --reg_scale={:g}); give more "
         "--calibration_iterations or longer series".format(
-            config.calibration_iterations, flag_values.regularize_time,
-            flag_values.reg_scale))
+            config.calibration_iterations, training.regularize_time,
+            training.reg_scale))
   entry = dict(summary(ratios, config.target_share),
-               setting=setting(flag_values), alpha_run=flag_values.alpha,
+               setting=calibration.setting, alpha_run=training.alpha,
                seeds=seeds,
                calibration_iterations=config.calibration_iterations,
                per_seed=per_seed,
@@ -297,10 +313,7 @@ def main(argv):
                      .format(" ".join(argv[1:])))
   logging.set_verbosity(logging.WARNING)
   FLAGS.mark_as_parsed()
-  problem = check(FLAGS)
-  if problem:
-    raise ValueError(problem)
-  calibrate(FLAGS)
+  calibrate(build(FLAGS))
   return 0
 
 
