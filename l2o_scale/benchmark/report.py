@@ -594,7 +594,8 @@ def readme_table(names, root=ROOT):
   caption = ("Tasks where the optimizer matches tuned Adam on both counts, "
              "of the tasks run (median speedup over tuned Adam, capped at 1); "
              "2,000 steps unless marked; {} seeds per task, batch size {}; "
-             "measured {} to {}.".format(
+             "measured {} to {}; — where not run (an optimizer without "
+             "hand-set settings has no run without them).".format(
                  " or ".join(str(s) for s in seeds),
                  " or ".join(str(b) for b in batches),
                  dates[0] if dates else "—", dates[-1] if dates else "—"))
