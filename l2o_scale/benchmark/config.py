@@ -8,6 +8,7 @@ need it and nothing that trains.
 import dataclasses
 import os
 
+from l2o_scale.benchmark import families
 from l2o_scale.benchmark import optimizers
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import tasks as task_registry
@@ -113,7 +114,7 @@ class Config:
     if repeated:
       raise ValueError("--untuned names {} more than once".format(
           ", ".join(repeated)))
-    for flag_name, names, get in (("tasks", config.tasks, task_registry.get),
+    for flag_name, names, get in (("tasks", config.tasks, families.get_task),
                                   ("baselines", config.baselines,
                                    optimizers.baseline),
                                   ("untuned", config.untuned,

@@ -99,6 +99,25 @@ def register_family(family):
   return family
 
 
+def get_task(name):
+  """The task named ``name``: a registered task, or a family's task by the
+  name :meth:`TaskFamily.task` gives it (``FAMILY/CONFIG/SPLITS/SEED``, e.g.
+  ``mlp_blobs/3/small/7``); ValueError naming what is wrong."""
+  if name in registry.REGISTRY or "/" not in name:
+    return registry.get(name)
+  parts = name.split("/")
+  if len(parts) != 4 or not (parts[1].isdigit() and parts[3].isdigit()):
+    raise ValueError("{!r} is not a task: a family's task is FAMILY/CONFIG/"
+                     "SPLITS/SEED (e.g. mlp_blobs/3/small/7)".format(name))
+  family = get_family(parts[0])
+  index, splits, seed = int(parts[1]), parts[2], int(parts[3])
+  if index >= len(family.configs) or splits not in SPLITS:
+    raise ValueError("{!r}: {} has configurations 0 to {} and splits {}"
+                     .format(name, family.name, len(family.configs) - 1,
+                             ", ".join(sorted(SPLITS))))
+  return family.task(index, seed, splits)
+
+
 def get_family(name):
   if name not in FAMILIES:
     raise ValueError("unknown task family {!r}; the families: {}".format(

@@ -52,7 +52,7 @@ from l2o_scale.benchmark import optimizers
 from l2o_scale.benchmark import results_format
 from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import scoring
-from l2o_scale.benchmark import tasks as task_registry
+from l2o_scale.benchmark import families
 from l2o_scale.benchmark import training
 from l2o_scale.benchmark import untuned as untuned_lib
 from l2o_scale.meta_training import reporting
@@ -412,7 +412,7 @@ def run(config, log=print):
   factories = factories_of(config)
   stored = reuse.load(config.reuse_baselines)
   for name in config.tasks:
-    check_data(task_registry.get(name), config)
+    check_data(families.get_task(name), config)
   config_module.check_out(config.out)
   store = RunStore(os.path.join(config.out, "runs"), log)
   results = dict(format=results_format.FORMAT,
@@ -424,8 +424,8 @@ def run(config, log=print):
   jobs = [(b, t) for b in config.budgets for t in config.tasks]
   for i, (budget, name) in enumerate(jobs):
     log("[{}/{}] {} at {} steps".format(i + 1, len(jobs), name, budget))
-    results["entries"].append(run_task(task_registry.get(name), budget, config,
-                                       factories, store, log, stored))
+    results["entries"].append(run_task(families.get_task(name), budget,
+                                       config, factories, store, log, stored))
   if stored:
     results["baselines_from"] = stored.source()
   results.update(wall_time_s=time.perf_counter() - start,

@@ -13,7 +13,8 @@ length are inputs, so one trace serves every task of a model
 configuration.
 
 The model is a Keras model called statelessly (``model.stateless_call``) on
-parameters given as tensors (as :mod:`l2o_scale.head_training.tasks`),
+parameters given as tensors (:func:`l2o_scale.head_training.tasks.
+stateless_loss`),
 with the two augmentations of learned_optimization's
 ``tasks/task_augmentation.py``: each tensor ``p`` is trained as ``p / s``
 with its own scale ``s`` (parameter scale) and the loss whose gradient the
@@ -26,17 +27,8 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale.head_training import tasks
 from l2o_scale.steps import controlled_adamw as rule
-
-
-def task_loss(model, fixed, loss_name, params, x, y, training):
-  """The mean loss of ``model`` with ``params`` on ``(x, y)``."""
-  outputs, _ = model.stateless_call(list(params), list(fixed), x,
-                                    training=training)
-  if loss_name == "mse":
-    return tf.reduce_mean(tf.square(tf.cast(y, tf.float32) - outputs))
-  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.cast(y, tf.int32), logits=outputs))
 
 
 class TaskRuns:
@@ -77,9 +69,9 @@ class TaskRuns:
     return val.numpy(), train_loss.numpy()
 
   def _loss(self, params, scales, x, y, training=True):
-    return task_loss(self.model, self.fixed, self.loss_name,
-                     [p * scales[i] for i, p in enumerate(params)], x, y,
-                     training)
+    return tasks.stateless_loss(self.model, self.fixed, self.loss_name,
+                                [p * scales[i] for i, p in enumerate(params)],
+                                x, y, training)
 
   def _runs(self, thetas, initial, x_train, y_train, x_val, y_val, scales,
             loss_scale, seed, length):

@@ -1,7 +1,9 @@
 """The tasks a schedule head is meta-trained on: the task suite's models
-(:mod:`l2o_scale.benchmark.tasks`), their small versions (``tiny=True``)
-or their own, on their small data or the suite's full splits, as pure
-functions of their parameters, with parameter-scale augmentation.
+(:mod:`l2o_scale.benchmark.tasks`) or a task family's
+(:mod:`l2o_scale.benchmark.families`, by the name of one of its tasks),
+their small versions (``tiny=True``) or their own, on their small data or
+the full splits, as pure functions of their parameters, with
+parameter-scale augmentation.
 
 A task's loss is its Keras model called statelessly
 (``model.stateless_call``) on parameters given as tensors, so one traced
@@ -18,7 +20,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale.benchmark import tasks as suite
+from l2o_scale.benchmark import families
 
 # The suite's tasks that run here: every family users train (MLP,
 # convolutional, recurrent, attention, autoencoder, embedding, regression).
@@ -47,10 +49,22 @@ def check_names(names):
   if not names:
     raise ValueError("--tasks: name at least one task")
   for name in names:
-    suite.get(name)  # A ValueError lists the tasks.
+    families.get_task(name)  # A ValueError lists the tasks.
     if name == "mlp_relu_bn_mnist":
       raise ValueError("--tasks: mlp_relu_bn_mnist keeps batch statistics "
                        "outside its parameters; choose another task")
+
+
+def stateless_loss(model, fixed, loss_name, params, x, y, training=True):
+  """The mean loss (``"mse"`` or ``"sparse_ce"`` of logits) of the Keras
+  ``model`` called statelessly with trainable ``params`` and other
+  variables ``fixed`` on ``(x, y)``."""
+  outputs, _ = model.stateless_call(list(params), list(fixed), x,
+                                    training=training)
+  if loss_name == "mse":
+    return tf.reduce_mean(tf.square(tf.cast(y, tf.float32) - outputs))
+  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(y, tf.int32), logits=outputs))
 
 
 @dataclasses.dataclass
@@ -66,12 +80,8 @@ class HeadTask:
 
   def loss(self, params, x, y):
     """The mean training loss of the model with ``params`` on ``(x, y)``."""
-    outputs, _ = self.model.stateless_call(list(params), list(self.fixed), x,
-                                           training=True)
-    if self.loss_name == "mse":
-      return tf.reduce_mean(tf.square(tf.cast(y, tf.float32) - outputs))
-    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.cast(y, tf.int32), logits=outputs))
+    return stateless_loss(self.model, self.fixed, self.loss_name, params, x,
+                          y)
 
   def initial_parameters(self, seed):
     """The initial parameters of run ``seed``: the model's initial values,
@@ -102,7 +112,7 @@ def build(name, data_dir=None, seed=0, data="small", models="small"):
   if models not in TASK_MODELS:
     raise ValueError("task models must be one of {}, got {!r}".format(
         ", ".join(TASK_MODELS), models))
-  task = suite.get(name)
+  task = families.get_task(name)
   keras.utils.set_random_seed(seed)
   model = task.build(models == "small")
   splits = task.data(data == "small", data_dir)
