@@ -254,3 +254,68 @@ def test_listing_has_help_and_fits_a_narrow_terminal(monkeypatch, capsys):
   assert max(len(l) for l in lines) <= 60
   assert [l.split(":")[0] for l in lines if not l.startswith(" ")][1:] == (
       pretrained.names())
+
+
+def _count_opens(monkeypatch):
+  """Counts, per file under the shipped folder, Python's opens (the record,
+  a head) and the checkpoint readers made (TensorFlow opens the index in
+  C++, once per reader)."""
+  import builtins  # pylint: disable=g-import-not-at-top
+  import collections  # pylint: disable=g-import-not-at-top
+  from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top
+  opened, real_open, real_reader = (collections.Counter(), builtins.open,
+                                    checkpoints._Reader)  # pylint: disable=protected-access
+
+  def counted(path):
+    path = os.path.abspath(os.fspath(path))
+    if path.startswith(pretrained.ROOT + os.sep):
+      opened[os.path.relpath(path, pretrained.ROOT)] += 1
+
+  def counting_open(file, *args, **kwargs):
+    if isinstance(file, (str, os.PathLike)):
+      counted(file)
+    return real_open(file, *args, **kwargs)
+
+  def counting_reader(path):
+    counted(path + ".index")
+    return real_reader(path)
+
+  monkeypatch.setattr(builtins, "open", counting_open)
+  monkeypatch.setattr(checkpoints, "_Reader", counting_reader)
+  return opened
+
+
+def test_reading_a_shipped_optimizer_opens_each_of_its_files_once(
+    shipped_copy, monkeypatch):
+  """LearnedOptimizer.pretrained(name) with a head and a run length (the
+  card read for its kind, checkpoint, head and settings, the optimizer
+  restored with the record's flags): each file opened once; the listing
+  and another read later in the process open the record no more, until
+  it changes."""
+  opened = _count_opens(monkeypatch)
+  keras_optimizer.LearnedOptimizer.pretrained(HEADED, total_steps=100)
+  folder = os.path.join(HEADED, SUBDIR)
+  assert dict(opened) == {
+      os.path.join(folder, "run_record.json"): 1,
+      os.path.join(folder, "model.ckpt-0.index"): 1,
+      os.path.join(folder, pretrained.HEAD_FILE): 1}
+  opened.clear()
+  pretrained.listing()
+  keras_optimizer.LearnedOptimizer.pretrained(HEADED, total_steps=100)
+  assert not [f for f in opened if f.endswith("run_record.json") and
+              f.startswith(HEADED + os.sep)]
+  # The record read once is renewed when its file changes (a reinstall),
+  # and a reader changing its copy changes no other's.
+  record = shipped_copy / "l2o-scale" / SUBDIR / "run_record.json"
+  first = pretrained.record("l2o-scale")
+  first["card"]["description"] = "changed by a reader"
+  assert pretrained.record("l2o-scale")["card"]["description"] != (
+      "changed by a reader")
+  written = json.loads(record.read_text())
+  written["card"]["description"] = "reinstalled"
+  replaced = str(record) + ".new"
+  with open(replaced, "w") as f:
+    json.dump(written, f)
+  os.replace(replaced, record)
+  assert pretrained.record("l2o-scale")["card"]["description"] == (
+      "reinstalled")

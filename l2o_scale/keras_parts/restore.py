@@ -27,11 +27,15 @@ def from_checkpoint(path, level_sizes, optimizer_kwargs):
                               "optimizer: LearnedOptimizer.pretrained({!r})"
                               .format(e, path, path)) from None
     raise
+  # One reader and one read of the record (a shipped one's shared with its
+  # card's readers, l2o_scale.pretrained.read_record): each file opened
+  # once.
+  reader = checkpoints.open_reader(resolved)
   record, note = run_record.record_for_checkpoint(
-      resolved, checkpoints.checkpoint_format(resolved),
+      resolved, checkpoints.checkpoint_format(resolved, reader),
       optimizer_kwargs is not None,
       "pass the options it was trained with as optimizer_kwargs ({} for "
-      "metarun.py's defaults)")
+      "metarun.py's defaults)", read_record=shipped.read_record)
   if note:
     # The caller of LearnedOptimizer.from_checkpoint.
     warnings.warn(note, stacklevel=3)
@@ -44,7 +48,7 @@ def from_checkpoint(path, level_sizes, optimizer_kwargs):
           ", ".join(sorted(unknown))))
     kwargs.update(optimizer_kwargs)
   learned = hierarchical_rnn.HierarchicalRNN(list(level_sizes), **kwargs)
-  checkpoints.restore_optimizer(resolved, learned)
+  checkpoints.restore_optimizer(resolved, learned, reader)
   return learned, resolved, kwargs
 
 

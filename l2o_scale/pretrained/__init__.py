@@ -25,11 +25,19 @@ where given, feeds the head's progress input.
 A damaged shipped file is named with what restores it (reinstalling the
 package), never with advice to delete it; the listing marks such an
 optimizer and lists the others.
+
+A run record is read once per process (:func:`read_record`): the card's
+several readers (the checkpoint, its head, its settings, the listing) and
+the restore of its optimizer share that read, which a changed file (a
+reinstall) renews.
 """
 
+import copy
 import os
 import shutil
 import textwrap
+
+import numpy as np
 
 from l2o_scale.runs import entry_point
 from l2o_scale.runs import run_record
@@ -101,7 +109,6 @@ def controller(name):
                      "{})".format(name, ", ".join(
                          n for n in names() if is_learned_adamw(n)) or
                                    "none"))
-  import numpy as np  # pylint: disable=g-import-not-at-top
   path = os.path.join(folder(name), card["controller"])
   try:
     with np.load(path, allow_pickle=False) as saved:
@@ -122,12 +129,42 @@ RESTORE = ("reinstalling the package restores it (pip install "
            "checkout -- l2o_scale/pretrained)")
 
 
+# folder -> (what its run record's stat says, the record read).
+_RECORDS = {}
+
+
+def _signature(path):
+  try:
+    found = os.stat(path)
+  except OSError:
+    return None
+  return found.st_ino, found.st_size, found.st_mtime_ns
+
+
+def read_record(path):
+  """:func:`l2o_scale.runs.run_record.read` of the folder ``path``, the file
+  opened once per process where it lies among the shipped optimizers (the
+  same inode, size and modification time: the same file); a copy each time,
+  so that no reader changes another's."""
+  if not os.path.abspath(path).startswith(ROOT + os.sep):
+    return run_record.read(path)
+  key = os.path.abspath(path)
+  signature = _signature(run_record.path(path))
+  cached = _RECORDS.get(key)
+  if signature is None or cached is None or cached[0] != signature:
+    found = run_record.read(path)
+    if signature is None:
+      return found
+    cached = _RECORDS[key] = (signature, found)
+  return copy.deepcopy(cached[1])
+
+
 def record(name):
   """The run record (flags and card) of ``name``; :class:`DamagedError`
   naming the file when it is damaged."""
   path = folder(name)
   try:
-    found = run_record.read(path)
+    found = read_record(path)
   except ValueError as e:
     reason = e.__context__ if isinstance(e.__context__, ValueError) else None
     raise DamagedError("the shipped file {} is damaged{}: {}".format(

@@ -110,10 +110,18 @@ class _Reader(object):
       raise _damaged(self.path, e, data_read=True) from None
 
 
-def checkpoint_format(path):
-  """'tf2' or 'tf1' depending on how the checkpoint at ``path`` was written."""
-  return ("tf2" if "_CHECKPOINTABLE_OBJECT_GRAPH" in _Reader(path).shapes
-          else "tf1")
+def open_reader(path):
+  """A reader of the checkpoint ``path`` (a prefix), for
+  :func:`checkpoint_format` and :func:`restore_optimizer` to share: its
+  index is opened once."""
+  return _Reader(path)
+
+
+def checkpoint_format(path, reader=None):
+  """'tf2' or 'tf1' depending on how the checkpoint at ``path`` was written
+  (``reader``: one of :func:`open_reader` for it)."""
+  return ("tf2" if "_CHECKPOINTABLE_OBJECT_GRAPH" in (
+      reader or _Reader(path)).shapes else "tf1")
 
 
 def latest_checkpoint(folder):
@@ -254,13 +262,14 @@ def _checkpoint_sort_key(name):
   return (int(match.group(1)) if match else -1, name)
 
 
-def read_meta_parameters(path, optimizer):
-  """Reads the optimizer's meta-parameters from a checkpoint, shape-checked.
+def read_meta_parameters(path, optimizer, reader=None):
+  """Reads the optimizer's meta-parameters from a checkpoint, shape-checked
+  (``reader``: one of :func:`open_reader` for it, else one opened here).
 
   Returns a dict TF1 name -> numpy array, or raises CheckpointMismatchError.
   """
   path = resolve_checkpoint_path(path)
-  reader = _Reader(path)
+  reader = reader or _Reader(path)
   shapes = reader.shapes
   fmt = "tf2" if "_CHECKPOINTABLE_OBJECT_GRAPH" in shapes else "tf1"
   values = {}
@@ -281,13 +290,14 @@ def read_meta_parameters(path, optimizer):
   return values
 
 
-def restore_optimizer(path, optimizer):
-  """Restores every meta-parameter of ``optimizer`` from ``path`` (TF1 or TF2).
+def restore_optimizer(path, optimizer, reader=None):
+  """Restores every meta-parameter of ``optimizer`` from ``path`` (TF1 or TF2;
+  ``reader``: one of :func:`open_reader` for it).
 
   Nothing is assigned unless every variable is found with the right shape.
   Returns the resolved checkpoint path.
   """
-  values = read_meta_parameters(path, optimizer)
+  values = read_meta_parameters(path, optimizer, reader)
   for name, var in optimizer.tf1_variables().items():
     var.assign(values[name])
   return resolve_checkpoint_path(path)

@@ -82,9 +82,10 @@ class MissingRunRecordError(ValueError):
 
 
 def record_for_checkpoint(checkpoint_path, checkpoint_format, flags_given,
-                          how_to_give):
+                          how_to_give, read_record=None):
   """``(record or None, note or None)`` for rebuilding the optimizer of a
-  checkpoint: the record in its folder.
+  checkpoint: the record in its folder, as ``read_record(folder)`` reads it
+  (:func:`read` where None).
 
   Without one: a TF1 checkpoint (the original code wrote no record) is
   rebuilt from the given flags or the original's defaults, with a note; a TF2
@@ -94,7 +95,7 @@ def record_for_checkpoint(checkpoint_path, checkpoint_format, flags_given,
   wrong. ``how_to_give`` completes the error's advice.
   """
   folder = os.path.dirname(checkpoint_path) or "."
-  record = read(folder)
+  record = (read_record or read)(folder)
   if record is not None or flags_given:
     return record, None
   if checkpoint_format == "tf2":
