@@ -56,6 +56,10 @@ def test_a_run_resumes_after_an_estimate_to_the_same_controller(tmp_path):
                                      str(tmp_path / "b"),
                                      log=lambda line: None, traced=traced)
   first.run()
+  # A log line past the saved state (a copy of the run taken between the
+  # two writes) is dropped on resume.
+  with open(str(tmp_path / "b" / training.LOG_FILE), "a") as f:
+    f.write(json.dumps(dict(estimate=2, objective=0.)) + "\n")
   lines = []
   resumed = training.ControllerTrainer(_config(), str(tmp_path / "b"),
                                        log=lines.append, traced=traced)

@@ -219,6 +219,21 @@ class ControllerTrainer:
                        .format(path, type(e).__name__)) from None
     self.rng = np.random.default_rng()
     self.rng.bit_generator.state = rng_state
+    self._trim_log()
+
+  def _trim_log(self):
+    """Drops log lines of estimates after the saved state (a run killed
+    between its state and its log line, or a log copied later than the
+    state), so that the resumed run's lines follow on."""
+    path = os.path.join(self.train_dir, LOG_FILE)
+    if not os.path.isfile(path):
+      return
+    with open(path) as f:
+      lines = [l for l in f if l.strip()]
+    kept = [l for l in lines if json.loads(l)["estimate"] <= self.done]
+    if len(kept) != len(lines):
+      with atomic_file.replace(path) as f:
+        f.writelines(kept)
 
   def save(self):
     """Writes the training state, then the controller (atomically)."""
