@@ -12,7 +12,14 @@ Its scripts run from the repository root as modules, e.g.
   and looks);
 * :mod:`reproduce.study_report`: the flatness study's results page, with
   :mod:`reproduce.seed_stats` (statistics over meta-training seeds);
-* :mod:`reproduce.pretrained_metatest`, :mod:`reproduce.horizon_results`,
-  :mod:`reproduce.ship_pretrained`: the shipped optimizers' pages and cards;
-* :mod:`reproduce.machine`: the machine line of a results page.
+* tools run by hand (docs/reproduction.md, "Tools run by hand"):
+  :mod:`reproduce.ship_pretrained` (a subcommand per way of shipping an
+  optimizer or updating its card), :mod:`reproduce.pretrained_metatest`
+  and :mod:`reproduce.horizon_results` (the shipped optimizers' pages),
+  :mod:`reproduce.study_benchmark` (the study on the task-suite benchmark),
+  :mod:`reproduce.head_objective` and :mod:`reproduce.head_test` (the
+  schedule head's objective and its look at the test tasks),
+  :mod:`reproduce.machine` (the machine line of a results page).
+
+Every one ends through :func:`l2o_scale.runs.entry_point.run_main`.
 """

@@ -27,7 +27,6 @@ Each benchmark run resumes from its stored runs, so an interrupted look
 goes on where it stopped; a seed whose runs are all stored is not run again.
 """
 
-import argparse
 import json
 import os
 import statistics
@@ -35,9 +34,11 @@ import subprocess
 import sys
 
 from l2o_scale.benchmark import tasks as task_registry
+from l2o_scale.runs import entry_point
 from problems import datasets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROG = "python -m reproduce.head_test"
 
 
 def reference(group):
@@ -315,8 +316,8 @@ def page(selection, seeds, needed=NEEDED, num_tasks=4):
 
 def main(argv=None):
   from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
-  p = argparse.ArgumentParser(prog="python -m reproduce.head_test",
-                              description=__doc__.split("\n\n")[0])
+  p = entry_point.ArgumentParser(prog=PROG,
+                                 description=__doc__.split("\n\n")[0])
   p.add_argument("--selection", default="reproduce/results/head/"
                  "selection.json", help="the selection's JSON file")
   p.add_argument("--out", default="reproduce/results/head/test",
@@ -359,4 +360,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  entry_point.run_main(PROG, main)

@@ -20,13 +20,15 @@ medium run's rule (reproduce/medium.py ``compare``) on the per-training-seed
 means over test seeds of held-out accuracy.
 """
 
-import argparse
 import json
 import os
 
 import numpy as np
 
+from l2o_scale.runs import entry_point
 from reproduce import medium
+
+PROG = "python -m reproduce.horizon_results"
 
 # Mean ± std over test seeds: losses span decades, accuracies do not.
 FORMATS = {"final": "{:.3g} ± {:.2g}", "split_loss": "{:.3g} ± {:.2g}",
@@ -96,7 +98,8 @@ def table(reports):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser = entry_point.ArgumentParser(prog=PROG,
+                                      description=__doc__.split("\n")[0])
   parser.add_argument("reports", nargs="+", help="LABEL=FOLDER: a "
                       "horizon_check --out folder and its row label "
                       "(LABEL=FOLDER1,FOLDER2,...: their runs pooled)")
@@ -140,4 +143,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  main()
+  entry_point.run_main(PROG, main)

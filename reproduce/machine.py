@@ -6,6 +6,8 @@ import importlib.metadata
 import os
 import platform
 
+from l2o_scale.runs import entry_point
+
 
 def describe():
   model = ""
@@ -24,5 +26,9 @@ def describe():
       platform.python_version())
 
 
-if __name__ == "__main__":
+def main():
   print(describe())
+
+
+if __name__ == "__main__":
+  entry_point.run_main("python -m reproduce.machine", main)

@@ -39,22 +39,22 @@ The aggregation functions are plain numpy so they can be unit-tested on
 synthetic pickles (tests/test_reproduce_plot.py).
 """
 
-import argparse
 import glob
 import json
 import math
 import os
 import pickle
 import re
-import sys
 
 import numpy as np
 
+from l2o_scale.runs import entry_point
 from reproduce import figures
 from reproduce import medium
 from reproduce import styles
 from reproduce.pipeline import problem_list as pipeline_problems
 
+PROG = "python -m reproduce.plot"
 PROBLEM_LABELS = pipeline_problems.labels()
 # Markers on the loss curves: about this many per line, each line's
 # shifted so that lines lying on top of each other still show theirs.
@@ -356,7 +356,8 @@ def write_manifest(out_dir, paths):
 
 
 def _parser():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser = entry_point.ArgumentParser(prog=PROG,
+                                      description=__doc__.split("\n\n")[0])
   parser.add_argument("--results_dir", required=True,
                       help="folder with one sub-folder of metatest outputs "
                       "per problem")
@@ -386,8 +387,8 @@ def main(argv=None):
   args = _parser().parse_args(argv)
   raw_losses, raw_heldout = load_results(args.results_dir)
   if not raw_losses:
-    sys.exit("plot.py: error: no seed*_eval_loss_record.pickle-* files under "
-             "{}/<problem>/".format(args.results_dir))
+    raise ValueError("no seed*_eval_loss_record.pickle-* files under "
+                     "{}/<problem>/".format(args.results_dir))
   os.makedirs(args.out_dir, exist_ok=True)
   out = lambda name: os.path.join(args.out_dir, name)
   # Curves and the first table: all runs of a variant (<variant>.t<k>)
@@ -450,4 +451,4 @@ def _sections(run_dir, logs, stats, losses, heldout):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  entry_point.run_main(PROG, main)

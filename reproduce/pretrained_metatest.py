@@ -14,7 +14,6 @@ Usage (a few minutes on 2 cores)::
       [--out=reproduce/results/pretrained/metatest.md] [--steps=3000]
 """
 
-import argparse
 import datetime
 import os
 import shlex
@@ -25,11 +24,13 @@ import tempfile
 import numpy as np
 
 from l2o_scale import pretrained
+from l2o_scale.runs import entry_point
 from problems import datasets
 from reproduce import machine
 from reproduce import plot
 from reproduce import styles
 
+PROG = "python -m reproduce.pretrained_metatest"
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -111,7 +112,8 @@ def table(results_dir, models, steps):
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser = entry_point.ArgumentParser(
+      prog=PROG, description=__doc__.split("\n\n")[0])
   datasets.add_data_dir_argument(parser)
   parser.add_argument("--out", default=os.path.join(
       HERE, "results", "pretrained", "metatest.md"))
@@ -154,4 +156,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  entry_point.run_main(PROG, main)

@@ -11,52 +11,82 @@ rebuild the optimizer (so it runs without extra flags), plus a ``"card"``
 section: data, seeds, meta-iterations, wall time and the meta-test metrics of
 the run.
 
-Usage (after a medium-size run)::
+One subcommand per way of shipping (``--help`` after one lists its flags),
+run from the repository root:
 
-  python reproduce/ship_pretrained.py --out=reproduce/out/medium \\
+``stage``: a training stage of a reproduction run (after a medium-size
+run)::
+
+  python -m reproduce.ship_pretrained stage --out=reproduce/out/medium \\
       --stage=l2o-scale.t1 --name=l2o-scale
 
-``--long_runs=DIR`` (with ``--name`` of a shipped optimizer and no
-``--out``) writes the card's settings for long runs and what they give:
-the report of ``python -m l2o_scale.tools.horizon_check`` in DIR, run with
-those settings (``--weight_decay``, ``--step_schedule``,
-``--step_decay_start``, read from its held-out records)::
+``train_dir``: the best model of a ``metarun.py --train_dir`` run, with
+the run's wall time::
 
-  python reproduce/ship_pretrained.py --name=l2o-scale --long_runs=/tmp/hc \\
-      --description="..."
+  python -m reproduce.ship_pretrained train_dir --train_dir=DIR \\
+      --wall_time_s=300 --name=NAME
 
-``--schedule_head=FILE`` (with ``--base`` a shipped name) ships ``--name``:
-the base's meta-parameters and run record as they are, with the learned
-schedule head FILE (a ``head-N.npz`` chosen by ``python -m
-l2o_scale.head_training select``) beside them and a card of its own::
+``long_runs``: the card's settings for long runs of the shipped ``--name``
+and what they give: the report of ``python -m
+l2o_scale.tools.horizon_check`` in DIR, run with those settings
+(``--weight_decay``, ``--step_schedule``, ``--step_decay_start``, read from
+its held-out records)::
 
-  python reproduce/ship_pretrained.py --name=l2o-scale-head --base=l2o-scale \\
+  python -m reproduce.ship_pretrained long_runs --long_runs=/tmp/hc \\
+      --name=l2o-scale --description="..."
+
+``benchmark``: the card's benchmark section of the shipped ``--name`` from
+a ``python -m l2o_scale.benchmark --out`` folder::
+
+  python -m reproduce.ship_pretrained benchmark --benchmark=OUT --name=NAME
+
+``schedule_head``: ships ``--name``: the shipped ``--base``'s
+meta-parameters and run record as they are, with the learned schedule head
+FILE (a ``head-N.npz`` chosen by ``python -m l2o_scale.head_training.select``)
+beside them and a card of its own::
+
+  python -m reproduce.ship_pretrained schedule_head \\
       --schedule_head=reproduce/results/head/scaled-decay/s1/head-100.npz \\
+      --name=l2o-scale-head --base=l2o-scale \\
       --selection=reproduce/results/head/scaled-decay/selection.json \\
       --wall_time_s=25662 --description="..." \\
       --head_command="python -m l2o_scale.head_training ..."
+
+The earlier form, one of the flags ``--out``, ``--train_dir``,
+``--long_runs``, ``--benchmark`` or ``--schedule_head`` choosing the mode,
+is refused with the command in this form.
 """
 
-import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+PROG = "python -m reproduce.ship_pretrained"
+if __name__ == "__main__" and not __package__:
+  # Run by its path, the repository root is not on the import path (and
+  # this module does not put it there).
+  sys.stderr.write("{}: error: run it from the repository root as {} "
+                   "<subcommand> ...\n".format(sys.argv[0], PROG))
+  sys.exit(2)
 
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.head_training import training as head_training  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.tools import horizon_check  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def stage_record(out_dir, stage):
@@ -216,7 +246,6 @@ def report_settings(report_dir, rows):
   """The learned optimizer's --weight_decay/--step_schedule/
   --step_decay_start (and --hold_zero_gradients where it was on) in a
   horizon check, from its held-out records."""
-  from l2o_scale.tools import horizon_check  # pylint: disable=g-import-not-at-top
   r = rows[-1]
   folder = horizon_check.learned_dir(report_dir, r["problem"], r["horizon"],
                                      None)
@@ -319,7 +348,6 @@ def update_benchmark(name, benchmark_dir, outside_training, dest_root,
   (:func:`~l2o_scale.benchmark.report.merge_card_sections`) instead of
   replacing them. Why not by default: a card's budgets must all describe
   the checkpoint it ships, and a re-shipped checkpoint's card starts anew."""
-  from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
   dest, record = _shipped_record(dest_root, name)
   with open(os.path.join(benchmark_dir, "results.json")) as f:
     results = json.load(f)
@@ -368,75 +396,114 @@ def _without_local_paths(record, local_train, shown_train, data_dir,
   return record
 
 
+# Subcommand -> the arguments it takes: (flag, required, help) or
+# (flag, "store_true", help). The subcommand's name is also the flag that
+# chose the mode before (``--out`` for ``stage``).
+_NAME = ("--name", True, "shipped name")
+_DESCRIPTION = ("--description", False, "the card's description")
+SUBCOMMANDS = {
+    "stage": ("a training stage of a reproduce/all.sh run", (
+        ("--out", True, "the all.sh output folder"),
+        ("--stage", True, "learned optimizer name in that run, e.g. "
+         "l2o-scale.t1"), _NAME, _DESCRIPTION,
+        ("--trained_by", False, "what produced --out (default: "
+         "reproduce/all.sh (REPRO_MEDIUM=1))"))),
+    "train_dir": ("the model.ckpt-0 of a metarun.py --train_dir", (
+        ("--train_dir", True, "a metarun.py --train_dir"), _NAME,
+        _DESCRIPTION, ("--wall_time_s", False, "the run's wall time"))),
+    "long_runs": ("the card's settings for long runs, from a horizon check", (
+        ("--long_runs", True, "a python -m l2o_scale.tools.horizon_check "
+         "--out folder"), _NAME, _DESCRIPTION)),
+    "benchmark": ("the card's benchmark section, from a benchmark run", (
+        ("--benchmark", True, "a python -m l2o_scale.benchmark --out folder "
+         "of the shipped --name"), _NAME,
+        ("--outside_training", False, "comma-separated tasks whose models "
+         "the optimizer never trained on"),
+        ("--add_budgets", "store_true", "add the run's budgets to those on "
+         "the card (the same checkpoint) instead of replacing the card's "
+         "benchmark section"))),
+    "schedule_head": ("a shipped optimizer with a learned schedule head", (
+        ("--schedule_head", True, "a head-N.npz chosen by python -m "
+         "l2o_scale.head_training.select"), _NAME, _DESCRIPTION,
+        ("--base", True, "the shipped optimizer the head was meta-trained "
+         "on"),
+        ("--selection", True, "the selection.json that chose it"),
+        ("--head_command", True, "the command that meta-trained it"),
+        ("--wall_time_s", False, "the head's meta-training time"))),
+}
+# The flags that chose the mode before the subcommands, by subcommand.
+MODE_FLAGS = {"stage": "--out", "train_dir": "--train_dir",
+              "long_runs": "--long_runs", "benchmark": "--benchmark",
+              "schedule_head": "--schedule_head"}
+
+
+def parser():
+  """The command line: one subcommand per way of shipping, each with its
+  own flags (those it needs required), plus ``--dest``."""
+  top = entry_point.ArgumentParser(
+      prog=PROG, description=__doc__.split("\n")[0])
+  commands = top.add_subparsers(dest="command", metavar="SUBCOMMAND",
+                                required=True)
+  for command, (summary, arguments) in SUBCOMMANDS.items():
+    sub = commands.add_parser(command, help=summary, description=summary)
+    for name, required, text in arguments:
+      if required == "store_true":
+        sub.add_argument(name, action="store_true", help=text)
+      elif name == "--wall_time_s":
+        sub.add_argument(name, type=float, help=text)
+      else:
+        sub.add_argument(name, required=required, help=text)
+    sub.add_argument("--dest", default=os.path.join(ROOT, "l2o_scale",
+                                                    "pretrained"),
+                     help="the folder of the shipped optimizers")
+  return top
+
+
+def earlier_form(argv):
+  """The refusal of a command of the earlier form (a mode flag, no
+  subcommand), naming the command in the subcommand form; None for any
+  other."""
+  if not argv or argv[0] in SUBCOMMANDS or argv[0] in ("-h", "--help"):
+    return None
+  given = [c for c, f in MODE_FLAGS.items()
+           if any(a == f or a.startswith(f + "=") for a in argv)]
+  if not given:
+    return None
+  command = given[0]
+  return ("the mode is a subcommand now: {} {} {}".format(
+      PROG, command, " ".join(shlex.quote(a) for a in argv)))
+
+
 def main(argv=None):
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--out", help="all.sh output folder")
-  parser.add_argument("--long_runs", help="a horizon_check --out folder: "
-                      "write the card's settings for long runs from it")
-  parser.add_argument("--stage",
-                      help="learned optimizer name in that run, e.g. "
-                      "l2o-scale.t1")
-  parser.add_argument("--name", required=True, help="shipped name")
-  parser.add_argument("--description", default="")
-  parser.add_argument("--dest", default=os.path.join(ROOT, "l2o_scale",
-                                                     "pretrained"))
-  parser.add_argument("--trained_by", default="reproduce/all.sh "
-                      "(REPRO_MEDIUM=1)", help="what produced --out")
-  parser.add_argument("--train_dir", help="a metarun.py --train_dir: ship "
-                      "its model.ckpt-0 (with --wall_time_s)")
-  parser.add_argument("--wall_time_s", type=float,
-                      help="with --train_dir: the run's wall time")
-  parser.add_argument("--benchmark", help="a python -m l2o_scale.benchmark "
-                      "--out folder of the shipped --name: write the card's "
-                      "benchmark section from its results.json")
-  parser.add_argument("--outside_training", default="",
-                      help="with --benchmark: comma-separated tasks whose "
-                      "models the optimizer never trained on")
-  parser.add_argument("--schedule_head", help="a head-N.npz: ship --name "
-                      "as --base with this learned schedule head (with "
-                      "--selection and --wall_time_s, the head's "
-                      "meta-training time)")
-  parser.add_argument("--base", help="with --schedule_head: the shipped "
-                      "optimizer the head was meta-trained on")
-  parser.add_argument("--selection", help="with --schedule_head: the "
-                      "selection.json that chose it")
-  parser.add_argument("--head_command", help="with --schedule_head: the "
-                      "command that meta-trained it")
-  parser.add_argument("--add_budgets", action="store_true",
-                      help="with --benchmark: add the run's budgets to those "
-                      "on the card (the same checkpoint) instead of "
-                      "replacing the card's benchmark section")
-  args = parser.parse_args(argv)
-  if sum(map(bool, (args.out, args.long_runs, args.train_dir,
-                    args.benchmark, args.schedule_head))) != 1:
-    parser.error("give one of --out (with --stage), --train_dir, "
-                 "--long_runs, --benchmark and --schedule_head")
-  if args.schedule_head:
-    if not (args.base and args.selection and args.head_command):
-      parser.error("--schedule_head needs --base, --selection and "
-                   "--head_command")
-    print(ship_head(args.base, args.schedule_head, args.name,
-                    args.description, args.dest, args.wall_time_s,
-                    args.selection, args.head_command))
-    return
-  if args.benchmark:
-    print(update_benchmark(args.name, args.benchmark, [
-        t for t in args.outside_training.split(",") if t], args.dest,
-        args.add_budgets))
-    return
-  if args.train_dir:
-    print(ship_train_dir(args.train_dir, args.name, args.description,
-                         args.dest, args.wall_time_s))
-    return
-  if args.long_runs:
-    print(update_long_runs(args.name, args.long_runs, args.description,
-                           args.dest))
-    return
-  if not args.stage:
-    parser.error("--out needs --stage")
-  print(ship(args.out, args.stage, args.name, args.description, args.dest,
-             args.trained_by))
+  """Ships or updates one optimizer as its subcommand says; prints the
+  folder written."""
+  argv = sys.argv[1:] if argv is None else list(argv)
+  refusal = earlier_form(argv)
+  if refusal:
+    raise ValueError(refusal)
+  args = parser().parse_args(argv)
+  print(RUN[args.command](args))
+
+
+RUN = {
+    "stage": lambda a: ship(a.out, a.stage, a.name, a.description or "",
+                            a.dest, a.trained_by or
+                            "reproduce/all.sh (REPRO_MEDIUM=1)"),
+    "train_dir": lambda a: ship_train_dir(a.train_dir, a.name,
+                                          a.description or "", a.dest,
+                                          a.wall_time_s),
+    "long_runs": lambda a: update_long_runs(a.name, a.long_runs,
+                                            a.description or "", a.dest),
+    "benchmark": lambda a: update_benchmark(
+        a.name, a.benchmark,
+        [t for t in (a.outside_training or "").split(",") if t], a.dest,
+        a.add_budgets),
+    "schedule_head": lambda a: ship_head(a.base, a.schedule_head, a.name,
+                                         a.description or "", a.dest,
+                                         a.wall_time_s, a.selection,
+                                         a.head_command),
+}
 
 
 if __name__ == "__main__":
-  main()
+  entry_point.run_main(PROG, main)

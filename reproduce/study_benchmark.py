@@ -19,16 +19,17 @@ Each benchmark resumes from its stored runs, so the command can be
 interrupted and run again.
 """
 
-import argparse
 import os
 import subprocess
 import sys
 
+from l2o_scale.runs import entry_point
 from problems import datasets
 from reproduce import medium
 from reproduce import study_report
 
 ROOT = study_report.ROOT
+PROG = "python -m reproduce.study_benchmark"
 # The shipped optimizers' small-data benchmark: the same task list, budget,
 # seeds and measurement points; its tuned baselines are reused.
 BASELINES = "reproduce/results/benchmark/l2o-scale/results.json"
@@ -91,8 +92,8 @@ def commands(study_dir, out_root, data_dir, best, seeds, python=None):
 
 
 def _parser():
-  parser = argparse.ArgumentParser(
-      prog="python -m reproduce.study_benchmark",
+  parser = entry_point.ArgumentParser(
+      prog=PROG,
       description=__doc__.split("\n\n")[0])
   parser.add_argument("--study_dir", default=os.path.join(
       ROOT, study_report.sizes.STUDY_OUT), help="the study's output folder")
@@ -152,4 +153,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  entry_point.run_main(PROG, main)

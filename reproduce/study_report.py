@@ -25,18 +25,17 @@ seed of the study is there (a partial study reports what has finished,
 and says so).
 """
 
-import argparse
 import glob
 import json
 import math
 import os
-import sys
 
 import numpy as np
 
 # seed_stats imports TensorFlow: its start-up lines filtered as every
 # command's are.
 from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top,wrong-import-position
 quiet_cuda.install()
 from reproduce import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -47,6 +46,9 @@ from reproduce.pipeline import names  # pylint: disable=g-import-not-at-top,wron
 from reproduce.pipeline import sizes  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The name its refusals start with (the pipeline's last stage of the study
+# size runs it as python -m reproduce.study_report).
+PROG = "study_report.py"
 # The study as the pipeline runs it (reproduce/pipeline/sizes.py): its arms
 # (the control first), training seeds, test seeds and problems.
 STUDY = sizes.SIZES["study"]
@@ -753,8 +755,8 @@ def page(values, runs, train_records, shares=None):
 
 
 def _parser():
-  parser = argparse.ArgumentParser(
-      prog="study_report.py", description=__doc__.split("\n\n")[0])
+  parser = entry_point.ArgumentParser(
+      prog=PROG, description=__doc__.split("\n\n")[0])
   parser.add_argument("--study_dir", default=os.path.join(ROOT,
                                                          sizes.STUDY_OUT),
                       help="the study's output folder (test/<problem>/ "
@@ -805,4 +807,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  entry_point.run_main(PROG, main)

@@ -55,6 +55,13 @@ REFUSALS = [
     (["-m", "l2o_scale.results", "/nonexistent/folder"],
      "python -m l2o_scale.results: error: /nonexistent/folder is not a "
      "directory"),
+    # absl's app.run printed its whole --help for a UsageError, status 1.
+    (["-m", "l2o_scale.tools.horizon_check", "--out=x"],
+     "python -m l2o_scale.tools.horizon_check: error: give one of "
+     "--train_dir and --pretrained"),
+    (["-m", "reproduce.ship_pretrained", "--long_runs=x", "--name=y"],
+     "python -m reproduce.ship_pretrained: error: the mode is a subcommand "
+     "now: python -m reproduce.ship_pretrained long_runs"),
 ]
 
 
@@ -221,3 +228,29 @@ def test_run_main_knows_an_interrupt_wrapped_by_c_code(capsys):
   with pytest.raises(SystemError, match="a bug"):
     entry_point.run_main("p", own_system_error)
   assert capsys.readouterr().err == ""
+
+
+def _main_blocks(path):
+  """The ``if __name__ == "__main__":`` blocks of the file ``path``."""
+  import ast  # pylint: disable=g-import-not-at-top
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  return [node for node in ast.walk(tree) if isinstance(node, ast.If) and
+          "__name__" in ast.unparse(node.test) and
+          "__main__" in ast.unparse(node.test)]
+
+
+def test_every_entry_point_ends_through_run_main():
+  """Every module that runs as a program (metarun.py, metatest.py, each
+  ``python -m`` module of the packages and of reproduce/) ends through
+  entry_point.run_main."""
+  files = ["metarun.py", "metatest.py"]
+  for package in ("l2o_scale", "optimizer", "problems", "reproduce"):
+    for folder, _, names in os.walk(os.path.join(ROOT, package)):
+      files += [os.path.relpath(os.path.join(folder, n), ROOT)
+                for n in names if n.endswith(".py")]
+  programs = [f for f in files if _main_blocks(os.path.join(ROOT, f))]
+  assert len(programs) > 20
+  assert [f for f in sorted(programs) if not any(
+      "run_main(" in __import__("ast").unparse(block)
+      for block in _main_blocks(os.path.join(ROOT, f)))] == []

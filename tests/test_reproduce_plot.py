@@ -138,7 +138,7 @@ def test_plot_cli(synthetic, tmp_path):
   assert (out / "loss_curves.png").exists()
   assert (out / "loss_curves.pdf").exists()
   assert "| MNIST ConvNet |" in (out / "results.md").read_text()
-  with pytest.raises(SystemExit):
+  with pytest.raises(ValueError, match="no seed\\*_eval_loss_record"):
     plot.main(["--results_dir", str(tmp_path / "empty"), "--out_dir",
                str(out)])
 

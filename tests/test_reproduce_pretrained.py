@@ -180,3 +180,28 @@ def test_horizon_verdicts_compare_training_seed_means(tmp_path):
       styles.label("l2o-entropy-reg")) in accuracy
   assert "| {} | +0.0000 (within) |".format(
       styles.label("l2o-entropy-reg-cl-mt")) in accuracy
+
+
+def test_shipping_takes_one_subcommand_per_mode_and_refuses_the_earlier_form(
+    tmp_path, capsys):
+  """Each way of shipping is a subcommand with its own required flags; a
+  mode flag without a subcommand (the earlier form) is refused in one line
+  naming the same command with its subcommand."""
+  parsed = ship_pretrained.parser().parse_args(
+      ["long_runs", "--long_runs=d", "--name=n"])
+  assert (parsed.command, parsed.long_runs, parsed.name) == (
+      "long_runs", "d", "n")
+  with pytest.raises(SystemExit) as e:
+    ship_pretrained.parser().parse_args(["schedule_head", "--name=n",
+                                         "--schedule_head=h.npz"])
+  assert e.value.code == 2
+  assert capsys.readouterr().err.startswith(
+      "python -m reproduce.ship_pretrained schedule_head: error: the "
+      "following arguments are required: --base, --selection")
+  assert set(ship_pretrained.SUBCOMMANDS) == set(ship_pretrained.MODE_FLAGS)
+  for command, flag in ship_pretrained.MODE_FLAGS.items():
+    with pytest.raises(ValueError) as refused:
+      ship_pretrained.main([flag + "=x", "--name=n"])
+    assert str(refused.value) == (
+        "the mode is a subcommand now: python -m reproduce.ship_pretrained "
+        "{} {}=x --name=n".format(command, flag))

@@ -19,9 +19,7 @@ differs>`` or ``SKIP <name> <reason>``. The exit status is non-zero if a
 fixture fails or none is found.
 """
 
-import argparse
 import os
-import sys
 
 import numpy as np
 
@@ -31,6 +29,7 @@ if __name__ == "__main__":
   from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
   quiet_cuda.import_tensorflow()
 from l2o_scale.fidelity import fixture_spec  # pylint: disable=g-import-not-at-top,g-bad-import-order
+from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top,g-bad-import-order
 from problems import datasets  # pylint: disable=g-import-not-at-top,g-bad-import-order
 
 TINY = 1e-12
@@ -157,9 +156,12 @@ def replay_fixture(folder, data_dir=None):
   return "PASS", name, "max_rel_err={:.3g}".format(worst)
 
 
+PROG = "python -m l2o_scale.fidelity.tf1_reference"
+
+
 def main(argv=None):
-  parser = argparse.ArgumentParser(
-      prog="python -m l2o_scale.fidelity.tf1_reference",
+  parser = entry_point.ArgumentParser(
+      prog=PROG,
       description="Replay TF1 reference fixtures with the TF2 port.")
   parser.add_argument("paths", nargs="+", metavar="PATH",
                       help="fixture folder or folder of fixture folders")
@@ -182,4 +184,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  entry_point.run_main(PROG, main)

@@ -5,9 +5,9 @@ Each ``l2o_scale/pretrained/<name>/<optimizer subdir>/`` holds one
 flags it was trained with (which rebuild the optimizer) and a ``card``
 (description, data, seeds, wall time, meta-test metrics and the settings
 for long runs with what they give at 2,000 and 10,000 steps), written by
-``reproduce/ship_pretrained.py``. ``LearnedOptimizer.pretrained(name)`` and
-``metatest.py --pretrained=name`` load them; ``python -m l2o_scale.pretrained``
-lists them with their cards (``--help``).
+``python -m reproduce.ship_pretrained``. ``LearnedOptimizer.pretrained(name)``
+and ``metatest.py --pretrained=name`` load them; ``python -m
+l2o_scale.pretrained`` lists them with their cards (``--help``).
 
 A learned AdamW (docs/learned-adamw.md) ships as its controller: its card's
 ``kind`` is ``learned_adamw``, ``controller`` names the controller's file

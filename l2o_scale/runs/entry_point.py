@@ -1,8 +1,8 @@
 """One output policy for every command-line entry point.
 
-``metarun.py``, ``metatest.py``, ``python -m l2o_scale.benchmark``,
-``python -m l2o_scale.results`` and ``python -m l2o_scale.pretrained`` end
-through :func:`run_main`:
+Every program (``metarun.py``, ``metatest.py``, each ``python -m`` module of
+the packages and of ``reproduce/``; tests/test_entry_points.py checks)
+ends through :func:`run_main`:
 
 * a refusal (bad input: ``ValueError``; a file problem: ``OSError``; data
   not found, a locked train dir; a flag absl cannot parse) prints one line

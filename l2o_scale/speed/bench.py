@@ -63,11 +63,11 @@ separately and reported). Usage::
 """
 
 
-import argparse
 import os
 import sys
 import time
 
+from l2o_scale.runs import entry_point
 from l2o_scale.speed import bench_core as core
 from l2o_scale.speed import bench_meta
 from l2o_scale.speed import bench_report
@@ -75,12 +75,14 @@ from l2o_scale.speed import bench_sizes
 from l2o_scale.speed import bench_steps
 from problems import datasets
 
+PROG = "python -m l2o_scale.speed"
+
 
 def build_parser():
   """The command's options (``--time_to_trained`` hands over to
   :mod:`l2o_scale.speed.time_to_trained`, which has its own)."""
-  parser = argparse.ArgumentParser(
-      prog="python -m l2o_scale.speed",
+  parser = entry_point.ArgumentParser(
+      prog=PROG,
       description="Times a learned-optimizer step against a Keras Adam step "
       "and a 20-step meta-training unroll with and without hessian-esd.")
   parser.add_argument("--quick", action="store_true",
@@ -203,4 +205,4 @@ def main_sizes(args):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  entry_point.run_main(PROG, main)

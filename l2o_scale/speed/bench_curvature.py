@@ -10,11 +10,11 @@ meta-training). Configurations are interleaved over ``rounds`` rounds of
 the machine): the measurement behind the choice of the default mode there.
 """
 
-import sys
 import time
 
 import tensorflow as tf
 
+from l2o_scale.runs import entry_point
 from problems import curvature
 
 
@@ -82,6 +82,10 @@ def measure(repeats=20, rounds=5):
   return results
 
 
-if __name__ == "__main__":
+def main():
+  """Prints the timings (status 0)."""
   measure()
-  sys.exit(0)
+
+
+if __name__ == "__main__":
+  entry_point.run_main("python -m l2o_scale.speed.bench_curvature", main)

@@ -44,7 +44,6 @@ This module holds the schedule, the summary and the command;
 snapshots (the yardstick).
 """
 
-import argparse
 import json
 import os
 import signal
@@ -55,6 +54,7 @@ import tempfile
 import time
 
 from l2o_scale.config import recipes
+from l2o_scale.runs import entry_point
 # The snapshot runner and the yardstick; their names stay reachable here.
 from l2o_scale.speed.training_snapshots import (  # pylint: disable=unused-import
     FIRST_UNROLL_LINE, THRESHOLD, YARDSTICK_PROBLEMS, YARDSTICK_SEEDS,
@@ -138,9 +138,12 @@ def load_average():
     return None
 
 
+PROG = "python -m l2o_scale.speed --time_to_trained"
+
+
 def build_parser():
-  parser = argparse.ArgumentParser(
-      prog="python -m l2o_scale.speed --time_to_trained",
+  parser = entry_point.ArgumentParser(
+      prog=PROG,
       description="Wall time of meta-training from a cold start until the "
       "robust score first reaches --threshold, per recipe and training seed, "
       "recipes taking turns in one run.")
@@ -262,4 +265,4 @@ def _write_json(path, report):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  entry_point.run_main(PROG, main)

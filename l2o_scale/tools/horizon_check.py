@@ -44,14 +44,24 @@ import subprocess
 import sys
 import typing
 
-from absl import app
-from absl import flags
-import numpy as np
+from l2o_scale.runs import entry_point
 
-from l2o_scale.config import config_flags
-from l2o_scale.config import programs
-from l2o_scale.steps import step_schedule as step_schedule_lib
-from problems import registry
+PROG = "python -m l2o_scale.tools.horizon_check"
+if __name__ == "__main__":
+  entry_point.interrupt_while_starting(PROG)
+  # TensorFlow (step_schedule imports it) quietly, as in metarun.py.
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
+  quiet_cuda.import_tensorflow()
+
+from absl import app  # pylint: disable=g-import-not-at-top,wrong-import-position,g-bad-import-order
+from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position,g-bad-import-order
+import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position,g-bad-import-order
+
+from l2o_scale.config import config_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.config import programs  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.steps import step_schedule as step_schedule_lib  # pylint: disable=g-import-not-at-top,wrong-import-position
+from problems import registry  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 flag = config_flags.flag
 
@@ -238,7 +248,7 @@ def markdown(rows, name):
 
 
 def build_config(flag_values):
-  """The check's configuration from its parsed flags; a UsageError names
+  """The check's configuration from its parsed flags; a ValueError names
   the first flag (or combination) that cannot run."""
   errors = config_flags.validate(HorizonCheckConfig, flag_values)
   unknown = [p for p in flag_values.problems if p not in registry.names()]
@@ -246,15 +256,15 @@ def build_config(flag_values):
     errors.append("--problems: unknown {} (known: {})".format(
         ", ".join(unknown), ", ".join(registry.names())))
   if errors:
-    raise app.UsageError("; ".join(errors))
+    raise ValueError("; ".join(errors))
   if bool(flag_values.train_dir) == bool(flag_values.pretrained):
-    raise app.UsageError("give one of --train_dir and --pretrained")
+    raise ValueError("give one of --train_dir and --pretrained")
   if not flag_values.out:
-    raise app.UsageError("--out is required")
+    raise ValueError("--out is required")
   horizons = [int(h) for h in flag_values.horizons]
   if any(h > flag_values.steps or h % flag_values.heldout_every
          for h in horizons):
-    raise app.UsageError("each of --horizons must be <= --steps and a "
+    raise ValueError("each of --horizons must be <= --steps and a "
                          "multiple of --heldout_every")
   return config_flags.from_flags(HorizonCheckConfig, flag_values)
 
@@ -304,6 +314,10 @@ def run(config):
   return 1 if failed else 0
 
 
-if __name__ == "__main__":
+def run_program():
   programs.install(FLAGS)
-  app.run(main)
+  app.run(main, flags_parser=entry_point.parse_absl_flags)
+
+
+if __name__ == "__main__":
+  entry_point.run_main(PROG, run_program)
