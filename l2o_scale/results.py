@@ -35,6 +35,10 @@ from l2o_scale.runs import atomic_file
 from l2o_scale.runs import entry_point
 from problems import registry
 
+# matplotlib is imported inside the functions that draw (--figure): the
+# table alone does without it, and its backend is chosen before pyplot
+# loads.
+
 PROG = "python -m l2o_scale.results"
 
 

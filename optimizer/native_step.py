@@ -178,7 +178,9 @@ def enable(learned):
 
 def _in_xla_context():
   # The custom call exists only inside an XLA compilation; TensorFlow's
-  # own check of the graph being traced (no public equivalent).
+  # own check of the graph being traced (no public equivalent), imported
+  # where used: a TensorFlow that moved its private modules fails this
+  # check only, not the import of this module.
   from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
   from tensorflow.python.ops import control_flow_util  # pylint: disable=g-import-not-at-top
   return control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph())
@@ -233,6 +235,7 @@ def per_coordinate_step(learned, grads, packed, injected_bias, lr_mean):
   rows = [SCALES, SCALES, 2, 1, UNITS, 1, 1]
   shapes = [tf.TensorShape([k, n]) for k in rows] + [
       tf.TensorShape([SUM_ROWS, count])]
+  # TensorFlow's private XLA ops module, imported where used (as above).
   from tensorflow.compiler.tf2xla.ops import gen_xla_ops  # pylint: disable=g-import-not-at-top
   results = gen_xla_ops.xla_custom_call_v2(
       operands=operands, call_target_name=TARGET, backend_config="",

@@ -11,7 +11,9 @@ caption states).
 
 import math
 import os
+import textwrap
 
+from matplotlib import ticker
 import numpy as np
 
 from reproduce import medium
@@ -53,7 +55,6 @@ def grid(plt, n, width=6.0, height=4.0, ncols=2):
 def suptitle(fig, title, subtitle, panels_across):
   """The run's title and what the figure shows, wrapped to the figure's
   width."""
-  import textwrap  # pylint: disable=g-import-not-at-top
   width = 75 * panels_across
   text = textwrap.fill(subtitle, width)
   if title:
@@ -73,7 +74,6 @@ def format_log_axis(ax, lo, hi):
   """Readable ticks on the log loss axis: plain numbers, and linear-spaced
   ticks when the curves span less than a decade (matplotlib would otherwise
   label only 10^0 and crowd the minor ticks with 2.31x10^0-style labels)."""
-  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   if hi / lo < 10:
     # Enough decimals to tell ~6 linear-spaced ticks apart.
     digits = max(0, int(math.ceil(-math.log10((hi - lo) / 6.))))

@@ -30,7 +30,13 @@ import tempfile
 
 import numpy as np
 
+from l2o_scale.runs import atomic_file
+from l2o_scale.runs import entry_point
 from problems import datasets
+
+# The head, its training and its tasks load TensorFlow; they are imported
+# inside the functions that run them, so that --help and a refused argument
+# do without it.
 
 PROG = "python -m reproduce.head_objective"
 CARD_LIKE = "card-like"
@@ -137,8 +143,6 @@ def _signed(x):
 def main(argv=None):
   from l2o_scale.head_training import training  # pylint: disable=g-import-not-at-top
   from l2o_scale.head_training import tasks as task_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top
-  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   p = entry_point.ArgumentParser(
       prog=PROG, description="Scores schedule heads, beside a hand-built "
       "head that imitates l2o-scale's card, on the head's meta-training "
@@ -179,5 +183,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   entry_point.run_main(PROG, main)

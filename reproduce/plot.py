@@ -46,6 +46,7 @@ import os
 import pickle
 import re
 
+from matplotlib import ticker
 import numpy as np
 
 from l2o_scale.runs import entry_point
@@ -263,7 +264,6 @@ def _curves_panel(ax, problem, by_opt, band, smooth_window, handles):
   """Problem ``problem``'s panel: ``by_opt[optimizer][seed]`` curves;
   fills ``handles`` (one line per optimizer, for the legend). Returns the
   largest moving-average window used."""
-  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   used_window = 1
   opts = styles.ordered(by_opt)
   y_lo, y_hi = np.inf, 0.

@@ -10,6 +10,9 @@ import textwrap
 
 from absl import flags
 
+from l2o_scale.benchmark import config as config_lib
+from l2o_scale.benchmark import report
+from l2o_scale.benchmark import tasks
 from l2o_scale.config import config_flags
 from l2o_scale.config.config_flags import flag
 from problems import datasets
@@ -37,9 +40,8 @@ class Actions:
 def define_flags():
   """This program's own flag set: the fields of ``config.Config`` (where
   their help and defaults are declared) and of ``Actions``."""
-  from l2o_scale.benchmark import config  # pylint: disable=g-import-not-at-top
   flag_values = flags.FlagValues()
-  for cls in (config.Config, Actions):
+  for cls in (config_lib.Config, Actions):
     config_flags.define_flags(cls, MODULE, flag_values)
   return flag_values
 
@@ -68,17 +70,15 @@ def config_from_flags(args):
   """``config.Config`` from the parsed flags: the ``--size`` preset, with
   the flags given on the command line over it (``--data_dir`` defaults to
   ``$L2O_SCALE_DATA_DIR``)."""
-  from l2o_scale.benchmark import config  # pylint: disable=g-import-not-at-top
-  overrides = config_flags.given(config.Config, args)
+  overrides = config_flags.given(config_lib.Config, args)
   overrides.setdefault("data_dir", datasets.resolve_data_dir())
   overrides.pop("size", None)
-  return config.Config.for_size(args.size, **overrides)
+  return config_lib.Config.for_size(args.size, **overrides)
 
 
 def task_lines(width=None):
   """``--list_tasks``: each task's name, family and description, wrapped to
   ``width`` columns (the terminal's, 80 when it has none)."""
-  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
   width = max(width or shutil.get_terminal_size((80, 24)).columns, 50)
   column = max(len(name) for name in tasks.REGISTRY) + 2
   lines = []
@@ -99,10 +99,11 @@ def main(argv=None):
     return 0
   try:
     config = config_from_flags(args)
+    # Imported here: the suite loads TensorFlow, which --help, --list_tasks
+    # and a refused flag do without.
     from l2o_scale.benchmark import suite  # pylint: disable=g-import-not-at-top
     results = suite.run(config, log=lambda line: print(line, flush=True))
     if not args.no_report:
-      from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
       written = report.write(results, config.out)
   except (ValueError, OSError, datasets.DataNotFoundError) as e:
     print(PROG + ": error: {}".format(e), file=sys.stderr)

@@ -13,6 +13,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale.config import optimizer_flags
 from problems import datasets
 from problems import problem_generator
 
@@ -79,8 +80,6 @@ def build_problem(problem_spec, kind=None):
 
 def build_optimizer(optimizer_spec):
   """Optimizer instance from the spec's ``optimizer`` entry."""
-  # Imported here: optimizer_flags pulls in absl flags definitions.
-  from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top
   cls = optimizer_flags.optimizer_class(optimizer_spec["cls"])
   kwargs = {k: _tuplify(v) for k, v in optimizer_spec.get("kwargs", {}).items()}
   args = []

@@ -15,6 +15,9 @@ import tensorflow as tf
 from l2o_scale.runs import checkpoints
 from l2o_scale.meta_testing import inner_step
 from l2o_scale.fidelity import fixture_spec
+from l2o_scale.meta_training import meta_step as meta_step_lib
+from l2o_scale.meta_training import regularizer as regularizer_lib
+from l2o_scale.meta_training import unroll as unroll_lib
 
 META_TRAIN_AVAILABLE = True
 
@@ -89,7 +92,6 @@ def _final_arrays(prefix, params, states):
 
 def regularizer_config(spec, problem):
   """RegularizerConfig from a meta_train fixture's ``flags`` (original defaults)."""
-  from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
   flags = spec.get("flags", {})
   return regularizer_lib.make_regularizer_config(
       problem,
@@ -104,7 +106,6 @@ def regularizer_config(spec, problem):
 def _unroll_inputs(spec, arrays, problem, lengths, mini, init_tensors,
                    has_data):
   """The recorded feed of each partial unroll of a ``meta_train`` fixture."""
-  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
   switches = spec.get("jacob_switch", [False] * len(lengths))
   batches = np.asarray(arrays["batches"]) if has_data else None
   offset = 0
@@ -136,7 +137,6 @@ def replay_meta_train(folder, spec, arrays, data_dir=None,
   gradient of the differentiated objective for every meta-parameter, named
   as the fixture (``unroll{u}/grad/<TF1 name>:0``).
   """
-  from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
   problem = fixture_spec.build_problem(spec["problem"], spec["kind"])
   # Right after the problem (which seeds np.random and draws its data), as
   # the original drew its regularizer probes while building the graph.
@@ -159,7 +159,6 @@ def replay_meta_train(folder, spec, arrays, data_dir=None,
                                       time_parallel=time_parallel)
   names = list(optimizer.tf1_variables())
   results = {}
-  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
   carried = unroll_lib.zero_loop_state(problem, optimizer)
   for u, inputs in enumerate(_unroll_inputs(spec, arrays, problem, lengths,
                                             (mini_data, mini_labels),

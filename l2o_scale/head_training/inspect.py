@@ -24,7 +24,15 @@ import math
 
 import numpy as np
 
+from l2o_scale.benchmark import tasks
+from l2o_scale.head_training import select
+from l2o_scale import pretrained
+from l2o_scale.runs import entry_point
 from problems import datasets
+
+# TensorFlow, and the modules that load it (the head, the learned optimizer,
+# the training), are imported inside the functions that run them: --help
+# and a refused argument load none of it.
 
 PROG = "python -m l2o_scale.head_training.inspect"
 PROGRESS = (0., 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.)
@@ -106,9 +114,6 @@ def trace(head, task_name, optimizer="l2o-scale", steps=2000, every=200,
   if steps < 1 or every < 1:
     raise ValueError("--steps and --every must be at least 1, got {} and "
                      "{}".format(steps, every))
-  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
-  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
-  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
   model = tasks.get(task_name).build(tiny)
   num_tensors = len(model.trainable_variables)
@@ -147,7 +152,6 @@ def run_table(traced):
 
 
 def main(argv=None):
-  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
   p = entry_point.ArgumentParser(
       prog=PROG, description="Prints what a schedule head does over a run: "
@@ -176,5 +180,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   entry_point.run_main(PROG, main)

@@ -29,7 +29,15 @@ import os
 
 import numpy as np
 
+from l2o_scale.benchmark import tasks
+from l2o_scale import pretrained
+from l2o_scale.runs import atomic_file
+from l2o_scale.runs import entry_point
 from problems import datasets
+
+# TensorFlow, and the modules that load it (the head, the learned optimizer,
+# the training), are imported inside the functions that run them: --help
+# and a refused argument load none of it.
 
 PROG = "python -m l2o_scale.head_training.select"
 
@@ -78,7 +86,6 @@ def candidates(train_dirs):
 def card_settings(optimizer):
   """The long-run settings of a shipped optimizer's card; None for a
   checkpoint or a shipped optimizer without them."""
-  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   if optimizer not in pretrained.names():
     return None
   return pretrained.long_run_settings(optimizer)
@@ -99,7 +106,6 @@ def validation_trainer(task_name, learned, budget=BUDGET, data_dir=None,
   optimizer) on a task, from the benchmark's initial weights of ``seed``
   and its minibatches, without the test split: the trainer measures a test
   split at the end, and gets one validation example in its place."""
-  from l2o_scale.benchmark import tasks  # pylint: disable=g-import-not-at-top
   from l2o_scale.benchmark import training as bench_training  # pylint: disable=g-import-not-at-top
   task = tasks.get(task_name)
   splits = task.data(tiny, data_dir)
@@ -121,7 +127,6 @@ def validation_run(task_name, head_path, optimizer, budget=BUDGET,
   diverged). ``head_path``: a saved head, None for the zero head, or
   :data:`CARD` for the optimizer with its card's settings and no head. The
   test split is not evaluated."""
-  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
   from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
   if head_path == CARD:
@@ -178,7 +183,6 @@ def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
   {label: score}, "runs": {label: {task: numbers}}, "chosen_by_run":
   {folder: label}, ...}``: the choice among all candidates, and each run's
   among its own heads, the zero head and (``with_card``) the card."""
-  from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top
   overlap = sorted(set(tasks) & set(TEST_TASKS))
   if overlap:
     raise ValueError("--tasks: {} are test tasks, looked at once after the "
@@ -222,7 +226,6 @@ def select(train_dirs, out, optimizer="l2o-scale", tasks=VALIDATION_TASKS,
 
 
 def main(argv=None):
-  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   p = entry_point.ArgumentParser(
       prog=PROG, description="Chooses a schedule head among the heads "
       "kept by meta-training runs and the zero head, on the validation "
@@ -245,5 +248,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top
   entry_point.run_main(PROG, main)

@@ -35,7 +35,9 @@ import tensorflow as tf
 from l2o_scale.config import config_flags
 from l2o_scale.head_training import estimator
 from l2o_scale.head_training import tasks as task_lib
+from l2o_scale import keras_optimizer
 from l2o_scale.meta_training import reporting
+from l2o_scale import pretrained
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
 from l2o_scale.steps import learned_schedule
@@ -202,8 +204,6 @@ def load_optimizer(name_or_path):
   """The frozen learned optimizer: a pretrained name or a checkpoint (a
   ``model.ckpt-K`` prefix or a folder holding one); a ValueError naming
   the shipped names for anything else."""
-  from l2o_scale import keras_optimizer  # pylint: disable=g-import-not-at-top
-  from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top
   if name_or_path in pretrained.names():
     return keras_optimizer.LearnedOptimizer.pretrained(
         name_or_path).learned_optimizer

@@ -15,6 +15,10 @@ selects it; a value the user sets wins.
 
 import os
 
+# TensorFlow is imported inside the functions that ask it: the allocator's
+# environment variable is set before TensorFlow starts (select_bfc), so
+# this module must not start it.
+
 ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 # Above this many parameters the default allocator's page faults cost a
 # large share of a learned step (docs/performance.md).

@@ -28,6 +28,11 @@ import sys
 
 from l2o_scale.runs import quiet_cuda
 
+# Every program imports this module first thing, before its Ctrl-C line is
+# installed (interrupt_while_starting): the modules it needs only once a
+# program has started (numpy's data and lock modules, absl) are imported
+# inside the functions that use them.
+
 REFUSAL_STATUS = 2
 INTERRUPTED_STATUS = 130
 
@@ -38,7 +43,6 @@ class Refusal(Exception):
 
 
 def _refusal_types():
-  # Imported here: the data and lock modules need numpy, not TensorFlow.
   from l2o_scale.runs import dir_lock  # pylint: disable=g-import-not-at-top
   from problems import datasets  # pylint: disable=g-import-not-at-top
   return (Refusal, ValueError, OSError, datasets.DataNotFoundError,

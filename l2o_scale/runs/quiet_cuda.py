@@ -150,6 +150,7 @@ def import_tensorflow():
   """
   imported = "tensorflow" in sys.modules
   install()
+  # This module's job: TensorFlow's first import, under the filter.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   _remove_finder()
   if imported and _filtering():

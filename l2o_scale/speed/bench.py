@@ -73,6 +73,7 @@ from l2o_scale.speed import bench_meta
 from l2o_scale.speed import bench_report
 from l2o_scale.speed import bench_sizes
 from l2o_scale.speed import bench_steps
+from l2o_scale.speed import time_to_trained
 from problems import datasets
 
 PROG = "python -m l2o_scale.speed"
@@ -143,7 +144,6 @@ def measure_all(data_dir, cfg, xla):
 def main(argv=None):
   argv = sys.argv[1:] if argv is None else list(argv)
   if "--time_to_trained" in argv:
-    from l2o_scale.speed import time_to_trained  # pylint: disable=g-import-not-at-top
     return time_to_trained.main([a for a in argv if a != "--time_to_trained"])
   args = build_parser().parse_args(argv)
   if args.sizes is not None:

@@ -15,7 +15,9 @@ quiet_cuda.import_tensorflow()
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top
+from optimizer import hierarchical_rnn
 from problems import datasets  # pylint: disable=g-import-not-at-top
+from problems import problem_sets
 
 UNROLL_LENGTH = 20
 MINI_DATASET_SIZE = 10000
@@ -92,14 +94,12 @@ def load_data(data_dir):
 
 
 def mlp_problem(data_dir):
-  from problems import problem_sets  # pylint: disable=g-import-not-at-top
   [(spec, dataset, batch_size)] = problem_sets.mnist_mlp_problems(data_dir)
   return spec, dataset, batch_size
 
 
 def hrnn(**overrides):
   """The benchmark's HierarchicalRNN; ``overrides``: other options."""
-  from optimizer import hierarchical_rnn  # pylint: disable=g-import-not-at-top
   return hierarchical_rnn.HierarchicalRNN(
       HRNN_LEVEL_SIZES, **dict(HRNN_OPTIONS, **overrides))
 

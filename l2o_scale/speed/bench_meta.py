@@ -2,15 +2,24 @@
 original's timing script times it), its floor with SGD, and one whole
 meta-iteration (see :mod:`l2o_scale.speed.bench`)."""
 
+import io
 import tempfile
 import time
 
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale.speed import bench_core as core
+from l2o_scale.meta_training import meta_learner
+from l2o_scale.meta_training import meta_step as meta_step_lib
+from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import reporting
+from l2o_scale.meta_training import trainer as trainer_lib
+from l2o_scale.meta_training import training_config as config_lib
+from l2o_scale.meta_training import unroll as unroll_lib
+from l2o_scale.speed import bench_core as core
+from l2o_scale.steps import tf1_optimizers
 from problems import datasets
+from problems import problem_spec
 
 def bench_unrolls(data_dir, cfg, xla=True, timer=time.perf_counter):
   """Times one 20-step meta-training unroll, as the original's
@@ -41,12 +50,6 @@ def _unroll_call(spec, batch_size, mini, reg_name, jit, parallel):
   """One variant of :func:`bench_unrolls`, built from numpy's seed 0: a call
   that runs the unroll with its meta-gradient and applies the meta-update.
   ``mini``: the mini dataset's (data, labels, rows)."""
-  # Imported here: only this measurement needs the meta-training machinery.
-  from l2o_scale.meta_training import meta_learner  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import meta_step as meta_step_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale.steps import tf1_optimizers  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import regularizer as regularizer_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import unroll as unroll_lib  # pylint: disable=g-import-not-at-top
 
   mini_data, mini_labels, n = mini
   np.random.seed(0)
@@ -127,10 +130,6 @@ def bench_meta_iteration(data_dir, cfg, jit_compile=False,
   meta-updates, progress lines), on the MLP with the 10,000-row test split
   as its data, without the evaluation that follows every
   ``evaluation_period``."""
-  import io  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import training_config as config_lib  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_training import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-  from problems import problem_spec  # pylint: disable=g-import-not-at-top
   spec, _, batch_size = core.mlp_problem(data_dir)
   test, n = core.mini_dataset(data_dir)
   np.random.seed(0)

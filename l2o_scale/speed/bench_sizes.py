@@ -19,10 +19,17 @@ import collections
 import statistics
 import time
 
+import keras
 import numpy as np
+import tensorflow as tf
 
+from l2o_scale.keras_optimizer import LearnedOptimizer
+from l2o_scale.meta_testing import baselines
+from l2o_scale.meta_testing import testing
 from l2o_scale.runs import cpu_allocator as allocator_lib
 from l2o_scale.speed import bench_core as core
+from problems import datasets
+from problems import problem_generator
 
 # Widths H of 784-H-H-10: 26,506 / 118,282 / 269,322 / 669,706 / 3,581,962
 # parameters.
@@ -47,8 +54,6 @@ def fixed_batch(seed=0):
 def make_fit_step(width, optimizer, jit_compile=True, seed=0):
   """The train function of ``fit`` for a 784-H-H-10 ReLU MLP: returns
   ``step()``, one blocking train step on a fixed batch."""
-  import keras  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(seed)
   model = keras.Sequential([
       keras.Input((INPUTS,)),
@@ -81,10 +86,6 @@ def make_loop_step(width, optimizer, jit_compile=True, seed=0):
   returns ``step()``, blocking, with ``step.steps_per_call``. ``optimizer``:
   a learned optimizer from ``optimizer/`` or a baseline of
   :mod:`l2o_scale.meta_testing.baselines`."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_testing import testing  # pylint: disable=g-import-not-at-top
-  from problems import datasets  # pylint: disable=g-import-not-at-top
-  from problems import problem_generator  # pylint: disable=g-import-not-at-top
   problem = problem_generator.FullyConnected(
       INPUTS, CLASSES, hidden_sizes=(width, width), activation=tf.nn.relu,
       random_seed=seed)
@@ -102,12 +103,10 @@ def make_loop_step(width, optimizer, jit_compile=True, seed=0):
 
 
 def learned_optimizer(native_step=False):
-  from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
   return LearnedOptimizer.pretrained("l2o-scale", native_step=native_step)
 
 
 def adam():
-  import keras  # pylint: disable=g-import-not-at-top
   return keras.optimizers.Adam()
 
 
@@ -118,7 +117,6 @@ def loop_learned_optimizer(native_step=False):
 
 
 def loop_adam():
-  from l2o_scale.meta_testing import baselines  # pylint: disable=g-import-not-at-top
   return baselines.build("Adam")
 
 

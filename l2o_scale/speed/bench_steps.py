@@ -4,10 +4,13 @@ optimizer against Keras Adam, alone and inside the compiled meta-test loop
 
 import time
 
+import keras
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale.meta_testing import baselines
 from l2o_scale.meta_testing import inner_step
+from l2o_scale.meta_testing import testing
 from l2o_scale.speed import bench_core as core
 
 def make_l2o_step(problem, optimizer, jit_compile=False, seed=0):
@@ -76,7 +79,6 @@ def make_gru_core_step(problem, optimizer, jit_compile=True, seed=0):
 def make_adam_step(hidden=20, n_classes=10, n_features=784, seed=0,
                    jit_compile=False):
   """A Keras Sequential MLP of the same shape and an Adam step over it."""
-  import keras  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(seed)
   model = keras.Sequential([
       keras.Input((n_features,)),
@@ -147,9 +149,6 @@ def bench_loop_steps(data_dir, cfg):
   and with XLA: the XLA learned step is compared with both, since XLA speeds
   Adam's loop up too.
   """
-  # Imported here: only this measurement needs the meta-test machinery.
-  from l2o_scale.meta_testing import baselines  # pylint: disable=g-import-not-at-top
-  from l2o_scale.meta_testing import testing  # pylint: disable=g-import-not-at-top
   spec, dataset, batch_size = core.mlp_problem(data_dir)
   problem = spec.build()
   steps = cfg["step_repeats"] * cfg["step_inner"]

@@ -16,7 +16,12 @@ import json
 import statistics
 import time
 
+import numpy as np
+
 from l2o_scale.runs import entry_point
+
+# Keras and the optimizers are imported inside the functions that time
+# them: --help and a refused argument load no TensorFlow.
 
 PROG = "python -m l2o_scale.speed.keras_fit"
 OPTIMIZERS = ("adamw", "adam", "learned_adamw", "learned_adamw_zero",
@@ -48,7 +53,6 @@ def time_steps(names, width=512, batch_size=128, steps=200, rounds=3,
                seed=0):
   """{name: [seconds per step, one per round]}."""
   import keras  # pylint: disable=g-import-not-at-top
-  import numpy as np  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(seed)
   x = rng.standard_normal((batch_size * steps, 784)).astype(np.float32)
   y = rng.integers(0, 10, batch_size * steps)

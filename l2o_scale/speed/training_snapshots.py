@@ -20,6 +20,11 @@ import subprocess
 import threading
 import time
 
+from l2o_scale.runs import run_record
+
+# The yardstick's modules load TensorFlow; they are imported inside its
+# methods, so that the timing rules and their tests do without it.
+
 THRESHOLD = 0.05
 YARDSTICK_STEPS = 1000
 YARDSTICK_SEEDS = (1001, 1002, 1003)
@@ -235,8 +240,6 @@ class Yardstick(object):
 
   def __init__(self, data_dir, steps=YARDSTICK_STEPS, seeds=YARDSTICK_SEEDS,
                problems=YARDSTICK_PROBLEMS, growth_limit=100.):
-    # Imported here: the timing rules above and their tests need no
-    # TensorFlow.
     from problems import problem_sets  # pylint: disable=g-import-not-at-top
     spec, self.dataset, self.batch_size = problem_sets.get(
         problems, data_dir=data_dir)[0]
@@ -248,7 +251,6 @@ class Yardstick(object):
     from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top
     from l2o_scale.meta_testing import testing  # pylint: disable=g-import-not-at-top
     from l2o_scale.meta_training import selection  # pylint: disable=g-import-not-at-top
-    from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top
     from optimizer import hierarchical_rnn  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     kwargs = optimizer_flags.optimizer_kwargs_from_values(

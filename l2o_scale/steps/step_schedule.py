@@ -21,6 +21,7 @@ gives its learning rate), :class:`ScaleBySchedule` also gives that input
 from a named schedule (metatest.py).
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -109,7 +110,6 @@ def keras_schedule(name, total_steps, decay_start=0.):
   ``total_steps``: ``CosineDecay`` (holding 1 for the first
   ``decay_start`` of the run as a "warm-up" from 1 to 1) or, for ``linear``
   from the first step, ``PolynomialDecay(end_learning_rate=0)``."""
-  import keras  # pylint: disable=g-import-not-at-top
   total_steps = int(total_steps)
   if total_steps < 1 or not 0. <= decay_start < 1.:
     raise ValueError("a long-run schedule needs total_steps >= 1 and "

@@ -76,6 +76,7 @@ running stages too; finished ones are kept. The last line names every
 figure and table written.
 """
 
+import dataclasses
 import datetime
 import fnmatch
 import json
@@ -84,6 +85,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from problems import datasets
 
 from . import plan
 from . import problem_list as problems
@@ -155,7 +158,6 @@ def choose(size, env):
       raise Refused("REPRO_PROBLEMS names {}, which is not a problem of the "
                     "{} size (its problems: {})".format(
                         p, size.name, " ".join(size.problems)))
-  import dataclasses  # pylint: disable=g-import-not-at-top
   return dataclasses.replace(size, variants=tuple(chosen or size.variants),
                              problems=tuple(wanted or size.problems))
 
@@ -184,7 +186,6 @@ def prepare_out(size, out, data_dir, env):
 
 def describe_data(folder):
   """(the data line, the short name of the figures' title)."""
-  from problems import datasets  # pylint: disable=g-import-not-at-top
   try:
     where = os.path.join(ROOT, folder) if folder else None
     train, _ = datasets.load_mnist_arrays("train", where)
