@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import metatest
-from l2o_scale import results
+from l2o_scale import results_reading
 from l2o_scale.meta_testing import metatest_config
 from l2o_scale.meta_testing import metatest_run
 from l2o_scale.meta_testing import result_files
@@ -441,7 +441,7 @@ def test_problems_are_printed_recorded_and_read_back_by_label(
   with open(os.path.join(save_dir,
                          "seed6_heldout_record-adam-p-problem1.json")) as f:
     assert json.load(f)["problem_label"] == "MNIST MLP 784-20-10, ReLU"
-  runs = results.read_dir(save_dir)
+  runs = results_reading.read_dir(save_dir)
   assert sorted((r.model, r.problem, r.label) for r in runs) == [
       ("adam-p", 0, "MNIST MLP 784-20-10, sigmoid"),
       ("adam-p", 1, "MNIST MLP 784-20-10, ReLU")]

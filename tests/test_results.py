@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from l2o_scale import results
+from l2o_scale import results_reading
 from l2o_scale.meta_testing import result_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,7 +46,7 @@ def save_dir(tmp_path):
 
 def test_summary_is_mean_and_sample_std_over_seeds(save_dir):
   rows = {row.run.model: row for row in
-          results.summarize(results.read_dir(save_dir), last=10)}
+          results.summarize(results_reading.read_dir(save_dir), last=10)}
   mine = rows["my-run"]
   assert mine.seeds == [6, 12] and mine.steps == [30]
   assert mine.final_loss[0] == pytest.approx(0.6, abs=1e-6)
@@ -64,7 +65,7 @@ def test_names_with_dashes_and_problem_suffixes(tmp_path):
   d = str(tmp_path)
   _write(d, "l2o-entropy-reg", 6, [1.] * 5, suffix="-problem1")
   _write(d, "l2o-entropy-reg", 6, [3.] * 5, suffix="-problem0")
-  rows = results.summarize(results.read_dir(d), last=5)
+  rows = results.summarize(results_reading.read_dir(d), last=5)
   assert [(r.run.model, r.run.problem, r.final_loss[0]) for r in rows] == [
       ("l2o-entropy-reg", 0, 3.), ("l2o-entropy-reg", 1, 1.)]
 
@@ -171,7 +172,7 @@ def test_read_dir_names_the_damaged_file_without_a_skip_list(tmp_path):
   (tmp_path / "seed6_eval_loss_record.pickle-a").write_bytes(b"")
   with pytest.raises(ValueError, match=r"seed6_eval_loss_record\.pickle-a: "
                      r"empty or truncated pickle"):
-    results.read_dir(str(tmp_path))
+    results_reading.read_dir(str(tmp_path))
 
 
 @pytest.mark.parametrize("figure,message", [
@@ -212,7 +213,7 @@ def test_diverged_seeds_are_not_shown_as_unrecorded(tmp_path):
   _write(d, "all", 6, [1.] * 10 + [float("inf")] * 10)
   _write(d, "all", 12, [float("nan")] * 20)
   rows = {row.run.model: row for row in
-          results.summarize(results.read_dir(d), last=10)}
+          results.summarize(results_reading.read_dir(d), last=10)}
   assert rows["half"].final_loss == (0.5, None, 1, 2)
   assert rows["all"].final_loss[2:] == (2, 2)
   assert rows["all"].heldout_accuracy[2:] == (0, 0)
@@ -226,7 +227,7 @@ def test_seeds_of_different_lengths_are_noted(tmp_path):
   d = str(tmp_path)
   _write(d, "short", 6, [1.] * 20)
   _write(d, "short", 12, [1.] * 30)
-  runs = results.read_dir(d)
+  runs = results_reading.read_dir(d)
   text = results.table(results.summarize(runs))
   assert ("short: its seeds ran different numbers of steps (20/30); each "
           "seed's final loss is over its own last steps, the figure cuts "
@@ -256,7 +257,7 @@ def test_old_files_and_model_names_ending_like_a_problem_suffix(tmp_path):
         k)), "w") as f:
       json.dump({"iteration": [0, 5], "heldout_accuracy": [0.1, 0.5 + k / 4],
                  "heldout_loss": [2., 1.]}, f)
-  runs = results.read_dir(d)
+  runs = results_reading.read_dir(d)
   assert [runs[r][6]["heldout"]["heldout_accuracy"][-1] for r in sorted(
       runs, key=lambda r: (r.model, r.problem or 0)) if r.model == "set"] == [
           0.5, 0.75]
@@ -283,7 +284,7 @@ def test_figure_names_each_problem_and_shows_every_accuracy_point(tmp_path):
       with open(path, "w") as f:
         json.dump(record, f)
   _write(d, "other", 6, [1.] * 300)
-  fig = results.figure(results.read_dir(d), str(tmp_path / "f.svg"))
+  fig = results.figure(results_reading.read_dir(d), str(tmp_path / "f.svg"))
   titles = [ax.get_title().splitlines()[0] for ax in fig.axes]
   assert titles == ["MNIST MLP 784-20-10, sigmoid"] * 2 + [
       "problem not recorded"] * 2
@@ -312,7 +313,7 @@ def test_the_accuracy_axis_zooms_to_the_second_half_of_long_records(
       record[key] = list(np.linspace(record[key][0], record[key][-1], 11))
     with open(path, "w") as f:
       json.dump(record, f)
-  fig = results.figure(results.read_dir(d), str(tmp_path / "f.png"))
+  fig = results.figure(results_reading.read_dir(d), str(tmp_path / "f.png"))
   low, high = fig.axes[1].get_ylim()
   assert 0.8 < low < 0.87 and 0.909 < high < 0.95
   assert "second half" in fig.axes[1].get_ylabel()
@@ -359,7 +360,7 @@ def test_the_originals_python2_pickles_and_every_protocol_load(tmp_path):
       with open(tmp_path / "seed{}_eval_loss_record.pickle-{}".format(
           protocol, name), "wb") as f:
         pickle.dump(value, f, protocol=protocol)
-  runs = results.read_dir(str(tmp_path))
+  runs = results_reading.read_dir(str(tmp_path))
   assert sorted(r.model for r in runs) == ["array", "list", "orig"]
   for seeds in runs.values():
     for entry in seeds.values():
