@@ -8,8 +8,9 @@ Its scripts run from the repository root as modules, e.g.
   stages that meta-train, meta-test and draw them;
 * :mod:`reproduce.plot`: the loss curves and ``results.md`` of a run
   (:mod:`reproduce.medium` and :mod:`reproduce.figures` for the medium
-  size's pooling, verdicts and figures; :mod:`reproduce.styles` the names
-  and looks);
+  size's pooling, verdicts and figures; :mod:`reproduce.run_log` the
+  meta-training logs and the facts of the run; :mod:`reproduce.styles` the
+  names and looks);
 * :mod:`reproduce.study_report`: the flatness study's results page, with
   :mod:`reproduce.seed_stats` (statistics over meta-training seeds);
 * tools run by hand (docs/reproduction.md, "Tools run by hand"):

@@ -33,7 +33,9 @@ import statistics
 import subprocess
 import sys
 
+from l2o_scale.benchmark import report
 from l2o_scale.benchmark import tasks as task_registry
+from l2o_scale.head_training import select
 from l2o_scale.runs import entry_point
 from problems import datasets
 
@@ -73,7 +75,6 @@ def parts(tasks):
   order of :data:`GROUPS` (a held-out task's group is its held-out set,
   the others' their data regime); ValueError for a task the registry lacks or a
   validation task."""
-  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
   chosen_on = sorted(set(tasks) & set(select.VALIDATION_TASKS))
   if chosen_on:
     raise ValueError("--tasks: {} are validation tasks, which chose the "
@@ -89,7 +90,6 @@ def parts(tasks):
 
 def default_parts():
   """The parts of the registered test tasks (select.TEST_TASKS)."""
-  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
   return parts(select.TEST_TASKS)
 
 
@@ -97,7 +97,6 @@ def optimizer_spec(chosen):
   """The benchmark spec of a chosen head: the zero head is the frozen
   optimizer exactly, ``l2o-scale+bare``; the card is ``l2o-scale`` with its
   card's settings."""
-  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
   if chosen == select.CARD:
     return "l2o-scale"
   return "l2o-scale+bare" if chosen == select.ZERO else (
@@ -142,7 +141,6 @@ def run_benchmarks(selection, out, data_dir, test_parts,
 def _metric_matches(entry, mine, card):
   """Whether test metric ``mine`` matches or beats ``card`` within the
   benchmark's tolerance against Adam."""
-  from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
   return mine is not None and card is not None and report.within_tolerance(
       entry["higher_is_better"], mine, card)
 
@@ -163,7 +161,6 @@ def compare(selection, folders, references, test_parts=None):
   the benchmark's verdict against tuned Adam; per seed the counts and the
   data-rich median speedup. ``test_parts``: :func:`parts` (default: the
   registered test tasks)."""
-  from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top
   test_parts = test_parts or default_parts()
   seeds = []
   for run, chosen in selection["chosen_by_run"].items():
@@ -178,28 +175,9 @@ def compare(selection, folders, references, test_parts=None):
                        cpu=results.get("machine", {}).get("cpu"),
                        cpu_count=results.get("machine", {}).get(
                            "cpu_count")))
-      for e in results["entries"]:
-        if e["task"] not in tasks or e["budget"] != BUDGET:
-          continue
-        spread = e["optimizer"]["summary"]["test_metric"]
-        mine = spread["mean"]
-        card = references[e["task"]]["optimizer"]["summary"]["test_metric"][
-            "mean"]
-        v = report.verdict(e) or {}
-        rows.append(dict(
-            task=e["task"], regime=part, metric=e["metric"], headed=mine,
-            headed_range=[spread.get("min"), spread.get("max")],
-            card=card, matches_card=_metric_matches(e, mine, card),
-            bare=(references[e["task"]].get("bare") or {}).get(
-                "summary", {}).get("test_metric", {}).get("mean"),
-            headed_loss=e["optimizer"]["summary"]["final_train_loss"][
-                "mean"],
-            card_loss=references[e["task"]]["optimizer"]["summary"][
-                "final_train_loss"]["mean"],
-            loss_ok=v.get("loss_ok"), metric_ok=v.get("metric_ok"),
-            speedup=e["speedup"]["value"],
-            speedup_text=report.speedup_text(e["speedup"]),
-            diverged=e["optimizer"]["summary"]["diverged"]))
+      rows += [_task_row(e, part, references[e["task"]])
+               for e in results["entries"]
+               if e["task"] in tasks and e["budget"] == BUDGET]
     rich = [r["speedup"] for r in rows if r["regime"] == "data-rich" and
             r["speedup"] is not None]
     seeds.append(dict(
@@ -211,6 +189,28 @@ def compare(selection, folders, references, test_parts=None):
         rich_median_speedup=statistics.median(rich) if rich else None))
   return seeds
 
+
+def _task_row(entry, part, reference):
+  """One task's row of a seed: the headed optimizer's benchmark ``entry``
+  against the card's (``reference``, the stored entry of the same task) and
+  the benchmark's verdict against tuned Adam."""
+  spread = entry["optimizer"]["summary"]["test_metric"]
+  mine = spread["mean"]
+  card = reference["optimizer"]["summary"]["test_metric"]["mean"]
+  v = report.verdict(entry) or {}
+  return dict(
+      task=entry["task"], regime=part, metric=entry["metric"], headed=mine,
+      headed_range=[spread.get("min"), spread.get("max")],
+      card=card, matches_card=_metric_matches(entry, mine, card),
+      bare=(reference.get("bare") or {}).get("summary", {}).get(
+          "test_metric", {}).get("mean"),
+      headed_loss=entry["optimizer"]["summary"]["final_train_loss"]["mean"],
+      card_loss=reference["optimizer"]["summary"]["final_train_loss"][
+          "mean"],
+      loss_ok=v.get("loss_ok"), metric_ok=v.get("metric_ok"),
+      speedup=entry["speedup"]["value"],
+      speedup_text=report.speedup_text(entry["speedup"]),
+      diverged=entry["optimizer"]["summary"]["diverged"])
 
 def verdicts(seeds, needed=NEEDED):
   """The two criteria over every seed: the card (matches or beats it on at
@@ -285,37 +285,43 @@ def page(selection, seeds, needed=NEEDED, num_tasks=4):
       "seed: **{}**.".format(needed, num_tasks,
                              "yes" if v["beats_adam"] else "no"), ""]
   for s in seeds:
-    lines += [
-        "## {}: {} (validation score {:+.3f})".format(
-            os.path.basename(os.path.normpath(s["run"])), s["chosen"],
-            s["score"]), "",
-        "Matches or beats the card on {} of {}; both criteria against "
-        "tuned Adam on {} of {}; data-rich median speedup {}.{}".format(
-            s["matches_card"], len(s["tasks"]), s["adam_both"],
-            len(s["tasks"]), _fmt(s["rich_median_speedup"]),
-            _run_facts(s["benchmark_runs"])), "",
-        "| task | regime | metric | headed [range] | card | bare (the zero "
-        "head) | matches card | "
-        "training loss, headed | training loss, card | loss ≤ Adam | "
-        "metric ok vs Adam | speedup |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in s["tasks"]:
-      lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} "
-                   "| {} |".format(
-                       r["task"], r["regime"], r["metric"],
-                       _with_range(r["headed"], r.get("headed_range")),
-                       _fmt(r["card"]), _fmt(r.get("bare")),
-                       "yes" if r["matches_card"] else "no",
-                       _fmt(r["headed_loss"]), _fmt(r["card_loss"]),
-                       "yes" if r["loss_ok"] else "no",
-                       "yes" if r["metric_ok"] else "no",
-                       r["speedup_text"]))
-    lines.append("")
+    lines += _seed_lines(s)
+  return lines
+
+
+def _seed_lines(s):
+  """The section of one meta-training seed ``s`` (:func:`compare`'s): its
+  chosen head, counts and per-task table."""
+  lines = [
+      "## {}: {} (validation score {:+.3f})".format(
+          os.path.basename(os.path.normpath(s["run"])), s["chosen"],
+          s["score"]), "",
+      "Matches or beats the card on {} of {}; both criteria against "
+      "tuned Adam on {} of {}; data-rich median speedup {}.{}".format(
+          s["matches_card"], len(s["tasks"]), s["adam_both"],
+          len(s["tasks"]), _fmt(s["rich_median_speedup"]),
+          _run_facts(s["benchmark_runs"])), "",
+      "| task | regime | metric | headed [range] | card | bare (the zero "
+      "head) | matches card | "
+      "training loss, headed | training loss, card | loss ≤ Adam | "
+      "metric ok vs Adam | speedup |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  for r in s["tasks"]:
+    lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} "
+                 "| {} |".format(
+                     r["task"], r["regime"], r["metric"],
+                     _with_range(r["headed"], r.get("headed_range")),
+                     _fmt(r["card"]), _fmt(r.get("bare")),
+                     "yes" if r["matches_card"] else "no",
+                     _fmt(r["headed_loss"]), _fmt(r["card_loss"]),
+                     "yes" if r["loss_ok"] else "no",
+                     "yes" if r["metric_ok"] else "no",
+                     r["speedup_text"]))
+  lines.append("")
   return lines
 
 
 def main(argv=None):
-  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
   p = entry_point.ArgumentParser(prog=PROG,
                                  description=__doc__.split("\n\n")[0])
   p.add_argument("--selection", default="reproduce/results/head/"

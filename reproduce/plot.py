@@ -52,6 +52,7 @@ import numpy as np
 from l2o_scale.runs import entry_point
 from reproduce import figures
 from reproduce import medium
+from reproduce import run_log
 from reproduce import styles
 from reproduce.pipeline import problem_list as pipeline_problems
 
@@ -411,7 +412,7 @@ def main(argv=None):
                                          problem_label, args.title)
   paths += figures.plot_accuracy_flatness(stats, out("accuracy_flatness"),
                                           problem_label, args.title)
-  logs = (medium.load_train_records(args.train_dir) if args.train_dir
+  logs = (run_log.load_train_records(args.train_dir) if args.train_dir
           else {})
   if logs:
     paths += figures.plot_meta_training(logs, out("meta_training"),
@@ -428,7 +429,7 @@ def main(argv=None):
 
 def _sections(run_dir, logs, stats, losses, heldout):
   """results.md's sections: (heading, Markdown)."""
-  timings = medium.read_timings(
+  timings = run_log.read_timings(
       os.path.join(run_dir, "timings.tsv") if run_dir else None)
   verdicts = medium.arm_verdicts(stats, problem_label)
   if verdicts:
@@ -442,8 +443,8 @@ def _sections(run_dir, logs, stats, losses, heldout):
                 ". The per-problem differences of every metric are under "
                 "\"Per problem\".\n\n" + verdicts)
   return [
-      ("The run", medium.run_section(run_dir) if run_dir else ""),
-      ("Meta-training", medium.training_table(logs, timings) if logs else ""),
+      ("The run", run_log.run_section(run_dir) if run_dir else ""),
+      ("Meta-training", run_log.training_table(logs, timings) if logs else ""),
       ("Regularizer verdicts", verdicts),
       ("All results", results_table(losses, heldout)),
       ("Per problem", medium.medium_tables(stats, problem_label)),

@@ -11,46 +11,28 @@ rebuild the optimizer (so it runs without extra flags), plus a ``"card"``
 section: data, seeds, meta-iterations, wall time and the meta-test metrics of
 the run.
 
-One subcommand per way of shipping (``--help`` after one lists its flags),
+One subcommand per way of shipping (``SUBCOMMAND --help`` lists its flags),
 run from the repository root:
 
-``stage``: a training stage of a reproduction run (after a medium-size
-run)::
+* ``stage``: a training stage of an ``all.sh`` run (``--out``, ``--stage``);
+* ``train_dir``: the best model of a ``metarun.py --train_dir`` run, with
+  the run's ``--wall_time_s``;
+* ``long_runs``: the card's settings for long runs of the shipped ``--name``
+  and what they give, from a ``python -m l2o_scale.tools.horizon_check``
+  report run with them (read from its held-out records);
+* ``benchmark``: the card's benchmark section, from a ``python -m
+  l2o_scale.benchmark --out`` folder;
+* ``schedule_head``: ships ``--name``, the shipped ``--base``'s
+  meta-parameters and run record as they are with a learned schedule head
+  (a ``head-N.npz`` chosen by ``python -m l2o_scale.head_training.select``)
+  beside them and a card of its own.
+
+For example::
 
   python -m reproduce.ship_pretrained stage --out=reproduce/out/medium \\
       --stage=l2o-scale.t1 --name=l2o-scale
-
-``train_dir``: the best model of a ``metarun.py --train_dir`` run, with
-the run's wall time::
-
-  python -m reproduce.ship_pretrained train_dir --train_dir=DIR \\
-      --wall_time_s=300 --name=NAME
-
-``long_runs``: the card's settings for long runs of the shipped ``--name``
-and what they give: the report of ``python -m
-l2o_scale.tools.horizon_check`` in DIR, run with those settings
-(``--weight_decay``, ``--step_schedule``, ``--step_decay_start``, read from
-its held-out records)::
-
   python -m reproduce.ship_pretrained long_runs --long_runs=/tmp/hc \\
       --name=l2o-scale --description="..."
-
-``benchmark``: the card's benchmark section of the shipped ``--name`` from
-a ``python -m l2o_scale.benchmark --out`` folder::
-
-  python -m reproduce.ship_pretrained benchmark --benchmark=OUT --name=NAME
-
-``schedule_head``: ships ``--name``: the shipped ``--base``'s
-meta-parameters and run record as they are, with the learned schedule head
-FILE (a ``head-N.npz`` chosen by ``python -m l2o_scale.head_training.select``)
-beside them and a card of its own::
-
-  python -m reproduce.ship_pretrained schedule_head \\
-      --schedule_head=reproduce/results/head/scaled-decay/s1/head-100.npz \\
-      --name=l2o-scale-head --base=l2o-scale \\
-      --selection=reproduce/results/head/scaled-decay/selection.json \\
-      --wall_time_s=25662 --description="..." \\
-      --head_command="python -m l2o_scale.head_training ..."
 
 The earlier form, one of the flags ``--out``, ``--train_dir``,
 ``--long_runs``, ``--benchmark`` or ``--schedule_head`` choosing the mode,
@@ -83,8 +65,8 @@ from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top,wr
 from l2o_scale.runs import entry_point  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.tools import horizon_check  # pylint: disable=g-import-not-at-top,wrong-import-position
-from reproduce import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import run_log  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -122,7 +104,7 @@ def training_config(argv):
 def run_facts(train_dir):
   """The best model's meta-iteration, the robust scores and the rollbacks,
   from the run's events file (metarun.py writes it in its train dir)."""
-  events = medium.read_events(os.path.join(train_dir, medium.EVENTS))
+  events = run_log.read_events(os.path.join(train_dir, run_log.EVENTS))
   return {"best_meta_iteration": events["best"],
           "robust_scores": [score for _, score in events["selections"]],
           "rollbacks": len(events["rollbacks"])}

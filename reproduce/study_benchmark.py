@@ -25,7 +25,7 @@ import sys
 
 from l2o_scale.runs import entry_point
 from problems import datasets
-from reproduce import medium
+from reproduce import run_log
 from reproduce import study_report
 
 ROOT = study_report.ROOT
@@ -122,7 +122,7 @@ def main(argv=None):
                  "seeds): the protocol picks the best arm from the "
                  "finished study; --dry_run shows the current choice".format(
                      ", ".join(unfinished), study_report.SEEDS_PER_ARM))
-  train_records = medium.load_train_records(os.path.join(args.study_dir,
+  train_records = run_log.load_train_records(os.path.join(args.study_dir,
                                                          "train"))
   try:
     best, seeds = choose(values, train_records, arms)

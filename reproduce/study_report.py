@@ -40,6 +40,7 @@ quiet_cuda.install()
 from reproduce import figures  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import medium  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import plot  # pylint: disable=g-import-not-at-top,wrong-import-position
+from reproduce import run_log  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import seed_stats  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce import styles  # pylint: disable=g-import-not-at-top,wrong-import-position
 from reproduce.pipeline import names  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -682,7 +683,7 @@ def achieved_shares(train_dir):
   counts once, its last record), the median over the unrolls where the
   term acted."""
   out = {}
-  pattern = os.path.join(train_dir, "*", "*", medium.EVENTS)
+  pattern = os.path.join(train_dir, "*", "*", run_log.EVENTS)
   for path in sorted(glob.glob(pattern)):
     name = os.path.basename(os.path.dirname(os.path.dirname(path)))
     by_iteration = {}
@@ -788,7 +789,7 @@ def main(argv=None):
                  "(REPRO_STUDY=1 bash reproduce/all.sh) or pass "
                  "--study_dir".format(test_dir, "|".join(PROBLEMS)))
   train_dir = os.path.join(args.study_dir, "train")
-  train_records = (medium.load_train_records(train_dir)
+  train_records = (run_log.load_train_records(train_dir)
                    if os.path.isdir(train_dir) else {})
   os.makedirs(args.out_dir, exist_ok=True)
   arms = arms_of(runs)

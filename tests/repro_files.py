@@ -10,7 +10,7 @@ import pickle
 
 import numpy as np
 
-from reproduce import medium
+from reproduce import run_log
 from reproduce import plot
 
 
@@ -43,7 +43,7 @@ def write_events(train_root, name, events, seed=None):
   record's training seed."""
   folder = os.path.join(train_root, name, "HierarchicalRNN_GRUCell_20_2")
   os.makedirs(folder, exist_ok=True)
-  with open(os.path.join(folder, medium.EVENTS), "a") as f:
+  with open(os.path.join(folder, run_log.EVENTS), "a") as f:
     for kind, k, fields in events:
       f.write(json.dumps(dict(event=kind, meta_iteration=k, **fields)) + "\n")
   if seed is not None:

@@ -18,6 +18,7 @@ import pytest
 from reproduce import figures
 from reproduce import medium
 from reproduce import plot
+from reproduce import run_log
 from reproduce import styles
 from tests.repro_files import write_events
 from tests.repro_files import write_final
@@ -325,7 +326,7 @@ def test_regularizer_verdict_counts_training_seeds_not_test_seeds():
 
 
 def test_read_train_events(medium_results):
-  logs = medium.load_train_records(medium_results[1])
+  logs = run_log.load_train_records(medium_results[1])
   hess = logs["hess-1e-3"][1]
   assert hess["evaluations"] == [(1, None, 2.5), (2, None, math.inf),
                                  (3, None, 0.15)]
@@ -350,13 +351,13 @@ def test_events_of_a_resumed_run_count_once(tmp_path):
       ("evaluation", 4, dict(number=2, cost=2.)),
       ("selection", 4, dict(number=2, score=0.04)),
       ("rollback", 5, dict(to="x"))], seed=2)
-  parsed = medium.read_events(os.path.join(folder, medium.EVENTS))
+  parsed = run_log.read_events(os.path.join(folder, run_log.EVENTS))
   assert parsed["evaluations"] == [(2, None, 3.0), (4, None, 2.0)]
   assert parsed["selections"] == [(2, 1.5), (4, 0.04)]
   assert parsed["rollbacks"] == [5]
-  parsed = medium.load_train_records(str(tmp_path))["x"][2]
+  parsed = run_log.load_train_records(str(tmp_path))["x"][2]
   assert parsed["seed"] == 2
-  table = medium.training_table({"x": {2: parsed}}, {"train-x.t2": 95.})
+  table = run_log.training_table({"x": {2: parsed}}, {"train-x.t2": 95.})
   assert "| x | 2 | robust selection | 0.04 (4) | 4 | 1 | 95 s |" in table
 
 

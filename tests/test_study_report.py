@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from reproduce import medium
+from reproduce import run_log
 from reproduce import seed_stats
 from reproduce import study_benchmark
 from reproduce import study_report
@@ -415,7 +416,7 @@ def test_the_page_reports_each_arms_recorded_share(tmp_path):
   def events(name, records):
     folder = tmp_path / name / "HierarchicalRNN_GRUCell_20_2"
     folder.mkdir(parents=True)
-    with open(folder / medium.EVENTS, "w") as f:
+    with open(folder / run_log.EVENTS, "w") as f:
       for k, shares in records:
         f.write(json.dumps({"event": "regularizer_share",
                             "meta_iteration": k, "shares": shares}) + "\n")

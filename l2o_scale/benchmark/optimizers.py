@@ -47,6 +47,12 @@ import math
 import os
 
 from l2o_scale import pretrained as shipped
+from l2o_scale.runs import run_record
+
+# Keras, the benchmark's training, checkpoints and the learned optimizer
+# load TensorFlow; they are imported inside the functions that build or
+# read an optimizer, so that parsing and refusing a spec (--help, a bad
+# --optimizer) loads none of it.
 
 # The suffix of a learned optimizer's spec that holds coordinates without a
 # gradient (module doc).
@@ -140,30 +146,10 @@ def parse(spec):
   shipped card where ``+bare`` asks."""
   rest, mark, head = spec.partition(HEAD_MARK)
   if mark:
-    parsed = parse(rest)
-    if parsed.kind not in ("shipped", "checkpoint"):
-      raise _refuse(spec, "{} goes with a learned optimizer (a shipped name "
-                    "or checkpoint:PATH) only".format(HEAD_MARK))
-    if parsed.bare:
-      raise _refuse(spec, "the schedule head takes the place of the card's "
-                    "settings; leave out {}".format(BARE_SUFFIX))
-    if not head:
-      raise _refuse(spec, "give the schedule head's file after {!r} (a "
-                    "head.npz of python -m l2o_scale.head_training)".format(
-                        HEAD_MARK))
-    return dataclasses.replace(parsed, text=spec, head=head)
+    return _with_head(spec, parse(rest), head)
   learned, hold, bare = _split_suffixes(spec)
   if learned in shipped.names():
-    if bare and shipped.is_learned_adamw(learned):
-      raise _refuse(spec, "{} has no hand-set settings to leave out: its "
-                    "controller is learned (without it, it is AdamW with a "
-                    "cosine decay)".format(learned))
-    if bare and shipped.schedule_head(learned):
-      raise _refuse(spec, "{} has no hand-set settings to leave out: its "
-                    "schedule head is learned (without the head it is {}"
-                    "{})".format(learned, shipped.record(learned)["card"].get(
-                        "base", "its base"), BARE_SUFFIX))
-    return Spec(spec, "shipped", learned, hold=hold, bare=bare)
+    return _shipped_spec(spec, learned, hold, bare)
   if bare:
     raise _refuse(spec, "{} goes with a shipped optimizer's name only (a "
                   "checkpoint runs without card settings already)".format(
@@ -185,6 +171,43 @@ def parse(spec):
       raise _refuse(spec, "give a dotted path after 'import:', "
                     "module.attr")
     return Spec(spec, "import", module + "." + attr)
+  return _keras_spec(spec)
+
+
+def _with_head(spec, parsed, head):
+  """``parsed`` (the spec before ``+head=``) with the schedule head file
+  ``head``; a head goes with a learned optimizer without ``+bare``."""
+  if parsed.kind not in ("shipped", "checkpoint"):
+    raise _refuse(spec, "{} goes with a learned optimizer (a shipped name "
+                  "or checkpoint:PATH) only".format(HEAD_MARK))
+  if parsed.bare:
+    raise _refuse(spec, "the schedule head takes the place of the card's "
+                  "settings; leave out {}".format(BARE_SUFFIX))
+  if not head:
+    raise _refuse(spec, "give the schedule head's file after {!r} (a "
+                  "head.npz of python -m l2o_scale.head_training)".format(
+                      HEAD_MARK))
+  return dataclasses.replace(parsed, text=spec, head=head)
+
+
+def _shipped_spec(spec, learned, hold, bare):
+  """The spec of the shipped optimizer ``learned``; ``+bare`` on one whose
+  controller or schedule head is learned is refused (it has no hand-set
+  settings to leave out)."""
+  if bare and shipped.is_learned_adamw(learned):
+    raise _refuse(spec, "{} has no hand-set settings to leave out: its "
+                  "controller is learned (without it, it is AdamW with a "
+                  "cosine decay)".format(learned))
+  if bare and shipped.schedule_head(learned):
+    raise _refuse(spec, "{} has no hand-set settings to leave out: its "
+                  "schedule head is learned (without the head it is {}"
+                  "{})".format(learned, shipped.record(learned)["card"].get(
+                      "base", "its base"), BARE_SUFFIX))
+  return Spec(spec, "shipped", learned, hold=hold, bare=bare)
+
+
+def _keras_spec(spec):
+  """A Keras optimizer's identifier with an optional ``:learning_rate``."""
   identifier, colon, lr = spec.partition(":")
   if not identifier:
     raise _no_optimizer(spec)
@@ -337,7 +360,6 @@ def identity(spec, checkpoint=None):
                      None if parsed.bare or parsed.head else
                      shipped.long_run_settings(parsed.target))
   elif parsed.kind == "checkpoint":
-    from l2o_scale.runs import run_record  # pylint: disable=g-import-not-at-top
     prefix = checkpoint or resolve_checkpoint(parsed)
     record = run_record.read(os.path.dirname(prefix) or ".")
     digest = _digest(_checkpoint_files(prefix) + head,

@@ -54,6 +54,7 @@ import tempfile
 import time
 
 from l2o_scale.config import recipes
+from l2o_scale.runs import atomic_file
 from l2o_scale.runs import entry_point
 # The snapshot runner and the yardstick; their names stay reachable here.
 from l2o_scale.speed.training_snapshots import (  # pylint: disable=unused-import
@@ -212,6 +213,8 @@ def main(argv=None):
   data_dir = datasets.resolve_data_dir(args.data_dir)
   work_dir = args.work_dir or tempfile.mkdtemp(prefix="time_to_trained-")
   yardstick = Yardstick(data_dir)
+  # Imported here: it loads TensorFlow, which the flag checks above and
+  # the timing rules' tests do without.
   from l2o_scale.speed import bench_report  # pylint: disable=g-import-not-at-top
   report = dict(machine=bench_report.machine_info(), threshold=args.threshold,
                 yardstick=dict(steps=YARDSTICK_STEPS,
@@ -221,30 +224,9 @@ def main(argv=None):
                 seeds=seeds, work_dir=work_dir, jobs=[],
                 started=time.strftime("%Y-%m-%d %H:%M:%S"))
   for seed, name in schedule(names, seeds):
-    train_dir = os.path.join(work_dir, name, "seed{}".format(seed))
-    subprocess.run(["rm", "-rf", train_dir], check=True)
-    command = (["nice", "-n", str(args.nice), sys.executable, METARUN,
-                "--train_dir={}".format(train_dir), "--seed={}".format(seed)]
-               + (["--data_dir={}".format(data_dir)] if data_dir else [])
-               + flags_of[name] + list(args.extra)
-               + (["--num_meta_iterations={}".format(args.max_meta_iterations)]
-                  if args.max_meta_iterations else []))
-    print("[{}] {} seed {} ...".format(time.strftime("%H:%M:%S"), name, seed),
-          flush=True)
-    load = load_average()
-    job = run_job(command, train_dir, yardstick, args.threshold,
-                  stop_at_threshold=not args.run_to_end,
-                  env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    job.update(recipe=name, seed=seed, load_before=load,
-               load_after=load_average())
-    report["jobs"].append(job)
-    print("  {} s to trained ({} meta-iterations); yardstick {}".format(
-        job["seconds_to_trained"], job["meta_iterations_to_trained"],
-        [round(s["score"], 4) for s in job["snapshots"]]), flush=True)
-    if job["returncode"] not in (0, -signal.SIGKILL) or (
-        job["returncode"] == -signal.SIGKILL and not job["stopped_at_threshold"]):
-      print("  training failed (exit {}): {}".format(
-          job["returncode"], " | ".join(job["output_tail"])), flush=True)
+    report["jobs"].append(_job(args, name, seed, os.path.join(
+        work_dir, name, "seed{}".format(seed)), data_dir, flags_of[name],
+                               yardstick))
     if args.json:  # Written after every job: a long run loses nothing.
       report["summary"] = summarize(report["jobs"], names)
       _write_json(args.json, report)
@@ -257,8 +239,36 @@ def main(argv=None):
   return 0
 
 
+def _job(args, name, seed, train_dir, data_dir, flags, yardstick):
+  """Recipe ``name``'s meta-training (its ``flags``) with ``seed`` from a
+  cold start in ``train_dir``, timed until trained: :func:`run_job`'s
+  record with the recipe, the seed and the machine's load around it."""
+  subprocess.run(["rm", "-rf", train_dir], check=True)
+  command = (["nice", "-n", str(args.nice), sys.executable, METARUN,
+              "--train_dir={}".format(train_dir), "--seed={}".format(seed)]
+             + (["--data_dir={}".format(data_dir)] if data_dir else [])
+             + flags + list(args.extra)
+             + (["--num_meta_iterations={}".format(args.max_meta_iterations)]
+                if args.max_meta_iterations else []))
+  print("[{}] {} seed {} ...".format(time.strftime("%H:%M:%S"), name, seed),
+        flush=True)
+  load = load_average()
+  job = run_job(command, train_dir, yardstick, args.threshold,
+                stop_at_threshold=not args.run_to_end,
+                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  job.update(recipe=name, seed=seed, load_before=load,
+             load_after=load_average())
+  print("  {} s to trained ({} meta-iterations); yardstick {}".format(
+      job["seconds_to_trained"], job["meta_iterations_to_trained"],
+      [round(s["score"], 4) for s in job["snapshots"]]), flush=True)
+  if job["returncode"] not in (0, -signal.SIGKILL) or (
+      job["returncode"] == -signal.SIGKILL and not job["stopped_at_threshold"]):
+    print("  training failed (exit {}): {}".format(
+        job["returncode"], " | ".join(job["output_tail"])), flush=True)
+  return job
+
+
 def _write_json(path, report):
-  from l2o_scale.runs import atomic_file  # pylint: disable=g-import-not-at-top
   with atomic_file.replace(path) as f:
     json.dump(report, f, indent=1, default=str)
     f.write("\n")
