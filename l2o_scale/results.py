@@ -350,6 +350,24 @@ def _refuse(message):
   raise SystemExit(2)
 
 
+def _read_dirs(dirs):
+  """``(runs, skipped)`` of the save dirs ``dirs``, each read once (a folder
+  given twice, e.g. "res", "res/" and "./res", shows once); ValueError for
+  one that is no directory or holds no result file."""
+  runs, skipped, given = {}, [], {}
+  for d in dirs:
+    given.setdefault(os.path.realpath(d), os.path.normpath(d))
+  for directory in given.values():
+    if not os.path.isdir(directory):
+      raise ValueError("{} is not a directory".format(directory))
+    before = len(skipped)
+    found = reading.read_dir(directory, skipped)
+    if not found and len(skipped) == before:
+      raise ValueError("no seed<S>_eval_loss_record.pickle-<name> files in "
+                       "{}".format(directory))
+    runs.update(found)
+  return runs, skipped
+
 def main(argv=None):
   parser = entry_point.ArgumentParser(
       prog=PROG,
@@ -370,20 +388,7 @@ def main(argv=None):
   try:
     if args.figure:
       check_figure_path(args.figure)
-    runs, skipped = {}, []
-    # A folder given twice (e.g. "res", "res/" and "./res") shows once.
-    given = {}
-    for d in args.dirs:
-      given.setdefault(os.path.realpath(d), os.path.normpath(d))
-    for directory in given.values():
-      if not os.path.isdir(directory):
-        raise ValueError("{} is not a directory".format(directory))
-      before = len(skipped)
-      found = reading.read_dir(directory, skipped)
-      if not found and len(skipped) == before:
-        raise ValueError("no seed<S>_eval_loss_record.pickle-<name> files in "
-                         "{}".format(directory))
-      runs.update(found)
+    runs, skipped = _read_dirs(args.dirs)
     for path, why in skipped:
       sys.stderr.write("{}: warning: skipped {}: {}\n".format(PROG, path, why))
     if not runs:

@@ -138,7 +138,10 @@ class HierarchicalRNN(opt.TrainableOptimizer):
                learnable_inp_decay=True, learnable_rnn_init=True,
                random_seed=None, **kwargs):
     """The original's constructor (l.68-218): its options, their checks,
-    then the meta-parameters."""
+    then the meta-parameters.
+
+    Why long: the original's constructor, its options checked and its cells
+    built in the original's order."""
     level_sizes = list(level_sizes)
     _check_options(level_sizes, init_lr_range, num_gradient_scales,
                    dynamic_output_scale, use_relative_lr,

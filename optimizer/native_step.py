@@ -203,6 +203,9 @@ def per_coordinate_step(learned, grads, packed, injected_bias, lr_mean):
   direction ``delta`` [1, N], the step's learning rate ``lr`` [1, N] and
   ``sums`` [23, T] (per tensor: of the new state rows, of the 12 inputs, of
   the squared update direction).
+
+  Why long: the inputs, the cell and the update of every coordinate in one pass,
+  in the order the native kernel computes them.
   """
   loaded, why = _load()
   if not loaded:

@@ -81,6 +81,10 @@ class BiasGRUCell(tf.Module):
     output in the elementwise pass that follows it, so neither the matmul's
     width nor the graph grows with the number of tensors. The results equal
     :meth:`__call__` up to float summation order.
+
+    Why long: one GRU step in the feature-major layout, its gates, candidate and
+    injected biases written out together (apart, each part would slice the same
+    transposed operands again).
     """
     units = self._num_units
     n_in = int(rows.shape[0]) - units

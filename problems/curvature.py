@@ -71,6 +71,10 @@ i.e. a fresh one for every ``session.run``; here it is likewise a function of
 ``seed`` (``tf.random.stateless_normal``) -- pass a different seed each call
 to recover the original's fresh draws. ``seed`` may be a Python int or an
 integer scalar tensor (a tensor seed does not retrace a ``tf.function``).
+
+Why long: the original's curvature regularizers share their Hessian-vector
+products, probes and Lanczos steps; one module keeps them beside the original's
+line numbers.
 """
 
 import tensorflow as tf
@@ -369,6 +373,8 @@ def power_iteration_eigenvalues(loss_fn, params, num_iters, top_n, seed, *,
 
   Returns:
     Scalar tensor: sum of the top_n eigenvalue estimates.
+
+  Why long: the original's algorithm as one loop, its quirks in place.
   """
   num_iters = _check_positive("num_iters", num_iters)
   top_n = _check_positive("top_n", top_n)
@@ -507,6 +513,8 @@ def lanczos_density(loss_fn, params, num_iters, num_runs, seed, *,
 
   Returns:
     Scalar tensor.
+
+  Why long: the original's algorithm as one loop over runs, its quirks in place.
   """
   num_iters = _check_positive("num_iters", num_iters)
   num_runs = _check_positive("num_runs", num_runs)

@@ -5,6 +5,10 @@ load from a local folder of the standard files, given by ``data_dir`` or the
 environment variable ``L2O_SCALE_DATA_DIR``. Missing data raises
 :class:`DataNotFoundError` with one message that says where it looked and how
 to provide the files.
+
+Why long: the original's datasets module (its generators under their names) with
+the readers of the standard MNIST and CIFAR-10 files that stand in for
+tensorflow-datasets offline.
 """
 
 import collections
@@ -78,6 +82,9 @@ def _read_idx(path, shape=None):
   axis), against the shape expected of it: a file whose header does not
   describe its data, or describes other data, raises
   :class:`DataNotFoundError` naming it, in one line.
+
+  Why long: each check of the header against the data is a line of its own
+  naming the file.
   """
   opener = gzip.open if path.endswith(".gz") else open
   try:

@@ -18,6 +18,9 @@ parameters and data (not an objective tensor) and differentiates with a
 ``GradientTape``; ``init_tensors`` draws from ``tf.random`` with the same
 distributions (TF1 and TF2 random streams differ, so initial values from a
 seed differ; pass explicit initial arrays to reproduce a run).
+
+Why long: the port keeps every problem of both originals in the original's
+module, under the original's names.
 """
 
 

@@ -23,6 +23,9 @@ Sources in VITA-Group/Open-L2O, Model_Free_L2O/L2O-Entropy/L2O-ScalewHessian/:
 
 The original names start with ``test_``; import this module (not its
 functions) into pytest files so pytest does not collect them.
+
+Why long: the port keeps every problem set of both originals in the original's
+module, under the original's names.
 """
 
 import numpy as np

@@ -142,20 +142,7 @@ def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
   handles = {}
   shifted = False
   for ax, problem in zip(axes.flat, problems):
-    grouped = medium.group_runs(heldout[problem])
-    series, counts = [], {}
-    for v in styles.ordered(grouped):
-      recs = [(t, s, r) for t, runs in grouped[v].items()
-              for s, r in runs.items() if r.get("heldout_accuracy")]
-      if not recs:
-        continue
-      n = min(len(r["heldout_accuracy"]) for _, _, r in recs)
-      acc = np.asarray([r["heldout_accuracy"][:n] for _, _, r in recs],
-                       np.float64)
-      steps = np.asarray(recs[0][2].get("iteration", list(range(n)))[:n],
-                         np.float64)
-      series.append((v, steps, acc))
-      counts[v] = run_counts([(t, s) for t, s, _ in recs])
+    series, counts = _accuracy_series(medium.group_runs(heldout[problem]))
     # Evaluations are far apart: shift each optimizer's points sideways by
     # a fraction of the interval so that equal values do not hide each
     # other.
@@ -185,6 +172,25 @@ def plot_heldout_accuracy(heldout, out_prefix, problem_label, title=None):
   suptitle(fig, title, sub, axes.shape[1])
   return save_figure(fig, plt, out_prefix)
 
+
+def _accuracy_series(grouped):
+  """``([(optimizer, steps, accuracy per run and evaluation)], {optimizer:
+  run counts})`` of one problem's held-out records, in the figures'
+  order; every run cut to the fewest evaluations."""
+  series, counts = [], {}
+  for v in styles.ordered(grouped):
+    recs = [(t, s, r) for t, runs in grouped[v].items()
+            for s, r in runs.items() if r.get("heldout_accuracy")]
+    if not recs:
+      continue
+    n = min(len(r["heldout_accuracy"]) for _, _, r in recs)
+    acc = np.asarray([r["heldout_accuracy"][:n] for _, _, r in recs],
+                     np.float64)
+    steps = np.asarray(recs[0][2].get("iteration", list(range(n)))[:n],
+                       np.float64)
+    series.append((v, steps, acc))
+    counts[v] = run_counts([(t, s) for t, s, _ in recs])
+  return series, counts
 
 def _meta_training_panel(plt, ax, v, runs):
   """Variant ``v``'s panel, ``runs``: {training seed: events}. Returns

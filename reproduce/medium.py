@@ -180,57 +180,76 @@ def medium_tables(stats, problem_label):
   """The per-problem tables, regularizer effect and LR sweep (Markdown)."""
   lines = []
   for problem in stats:
-    st = stats[problem]
+    st, label = stats[problem], problem_label(problem)
     finals = {v: st[v]["loss"]["values"] for v in st}
     best = set(best_tuned(finals).values())
-    shown = [v for v in ordered_variants(st)
-             if not tuned_lr(v) or v in best]
-    lines += ["", "### {}".format(problem_label(problem)), "",
-              "Mean ± std: for learned optimizers over training seeds of the "
-              "per-training-seed mean over test seeds; for baselines (one "
-              "training run) over test seeds. n = training seeds × test "
-              "seeds. Final train loss: mean of the last minibatch losses; "
-              "Hessian trace (Hutchinson) and top eigenvalue (power "
-              "iteration) at the final parameters on the training split.", "",
-              "| optimizer | n | final train loss | held-out accuracy | "
-              "Hessian trace | top eigenvalue |", "|---|---|---|---|---|---|"]
-    for v in shown:
-      s = st[v]
-      lines.append("| {} | {} | {} | {} | {} | {} |".format(
-          variant_label(v), _n(s["loss"]), _ms(s["loss"]),
-          _ms(s["accuracy"], "{:.4f}"), _ms(s["trace"]), _ms(s["top_eig"])))
-    regs = [v for v in ordered_variants(st)
-            if v != "l2o-scale" and not is_baseline(v)]
-    if "l2o-scale" in st and regs:
-      lines += ["", "#### Regularizer effect ({})".format(
-          problem_label(problem)), "",
-                "Δ = mean(variant) − mean(L2O-Scale, no reg.) over "
-                "per-training-seed means [Welch's 95% interval]; verdict: " +
-                VERDICT_RULE + ".", "",
-                "| variant | Δ held-out accuracy | Δ final train loss | "
-                "Δ Hessian trace | Δ top eigenvalue |",
-                "|---|---|---|---|---|"]
-      for v in regs:
-        cells = [delta_cell(st[v][metric], st["l2o-scale"][metric], fmt)
-                 for metric, fmt in (("accuracy", "{:+.4f}"),
-                                     ("loss", "{:+.4g}"), ("trace", "{:+.4g}"),
-                                     ("top_eig", "{:+.4g}"))]
-        lines.append("| {} | {} |".format(variant_label(v), " | ".join(cells)))
-    sweep = [v for v in ordered_variants(st) if tuned_lr(v)]
-    if sweep:
-      lines += ["", "#### Learning-rate sweep ({})".format(
-          problem_label(problem)), "",
-                "Every swept learning rate; the lowest mean final train loss "
-                "per optimizer (marked *) is the one shown above and in the "
-                "figures. Mean ± std over test seeds.", "",
-                "| optimizer | lr | final train loss | held-out accuracy |",
-                "|---|---|---|---|"]
-      for v in sweep:
-        opt, lr = tuned_lr(v)
-        lines.append("| {}{} | {} | {} | {} |".format(
-            opt, " *" if v in best else "", v.split("-lr", 1)[1],
-            _ms(st[v]["loss"]), _ms(st[v]["accuracy"], "{:.4f}")))
+    lines += (_problem_table(st, label, best) + _regularizer_table(st, label)
+              + _sweep_table(st, label, best))
   return "\n".join(lines) + "\n"
+
+
+def _problem_table(st, label, best):
+  """One problem's table: each optimizer shown (of the tuned baselines the
+  ``best`` only)."""
+  shown = [v for v in ordered_variants(st) if not tuned_lr(v) or v in best]
+  lines = ["", "### {}".format(label), "",
+           "Mean ± std: for learned optimizers over training seeds of the "
+           "per-training-seed mean over test seeds; for baselines (one "
+           "training run) over test seeds. n = training seeds × test "
+           "seeds. Final train loss: mean of the last minibatch losses; "
+           "Hessian trace (Hutchinson) and top eigenvalue (power "
+           "iteration) at the final parameters on the training split.", "",
+           "| optimizer | n | final train loss | held-out accuracy | "
+           "Hessian trace | top eigenvalue |", "|---|---|---|---|---|---|"]
+  for v in shown:
+    s = st[v]
+    lines.append("| {} | {} | {} | {} | {} | {} |".format(
+        variant_label(v), _n(s["loss"]), _ms(s["loss"]),
+        _ms(s["accuracy"], "{:.4f}"), _ms(s["trace"]), _ms(s["top_eig"])))
+  return lines
+
+
+def _regularizer_table(st, label):
+  """Each regularized variant against L2O-Scale on one problem ([] without
+  either)."""
+  regs = [v for v in ordered_variants(st)
+          if v != "l2o-scale" and not is_baseline(v)]
+  if "l2o-scale" not in st or not regs:
+    return []
+  lines = ["", "#### Regularizer effect ({})".format(label), "",
+           "Δ = mean(variant) − mean(L2O-Scale, no reg.) over "
+           "per-training-seed means [Welch's 95% interval]; verdict: " +
+           VERDICT_RULE + ".", "",
+           "| variant | Δ held-out accuracy | Δ final train loss | "
+           "Δ Hessian trace | Δ top eigenvalue |",
+           "|---|---|---|---|---|"]
+  for v in regs:
+    cells = [delta_cell(st[v][metric], st["l2o-scale"][metric], fmt)
+             for metric, fmt in (("accuracy", "{:+.4f}"),
+                                 ("loss", "{:+.4g}"), ("trace", "{:+.4g}"),
+                                 ("top_eig", "{:+.4g}"))]
+    lines.append("| {} | {} |".format(variant_label(v), " | ".join(cells)))
+  return lines
+
+
+def _sweep_table(st, label, best):
+  """Every swept learning rate of the tuned baselines on one problem ([]
+  without a sweep)."""
+  sweep = [v for v in ordered_variants(st) if tuned_lr(v)]
+  if not sweep:
+    return []
+  lines = ["", "#### Learning-rate sweep ({})".format(label), "",
+           "Every swept learning rate; the lowest mean final train loss "
+           "per optimizer (marked *) is the one shown above and in the "
+           "figures. Mean ± std over test seeds.", "",
+           "| optimizer | lr | final train loss | held-out accuracy |",
+           "|---|---|---|---|"]
+  for v in sweep:
+    opt, _ = tuned_lr(v)
+    lines.append("| {}{} | {} | {} | {} |".format(
+        opt, " *" if v in best else "", v.split("-lr", 1)[1],
+        _ms(st[v]["loss"]), _ms(st[v]["accuracy"], "{:.4f}")))
+  return lines
 
 
 def interval_cell(values, fmt="{:.4g}"):

@@ -25,6 +25,9 @@ full versions.
 
 Keras is imported by the model builders only, so that listing the tasks
 (``--list_tasks``) needs no TensorFlow.
+
+Why long: a task is read and added in one place: its registration, its model
+builder and its data set stand together.
 """
 
 import dataclasses

@@ -206,29 +206,7 @@ def describe_data(folder):
 
 def plan_lines(size, settings, jobs):
   """The plan, as printed before the run."""
-  lines = ["plan:"]
-  if size.pretrained_only:
-    lines.append("  1. no meta-training: the shipped optimizers in "
-                 "l2o_scale/pretrained/ ({}; how each was trained: the card "
-                 "in its run_record.json)".format(" ".join(size.variants)))
-  else:
-    lines.append("  1. meta-train {} optimizer(s) with metarun.py (MNIST MLP "
-                 "784-20-10 sigmoid; training seed {}, or k for a name "
-                 "ending .tk):".format(len(size.variants), size.train_seed))
-    if size.recipe:
-      lines.append("     {} meta-iteration(s) with the {r} recipe "
-                   "(l2o_scale/config/recipes/{r}.flags){x}".format(
-                       size.meta_iters, r=size.recipe, x="".join(
-                           " " + f for f in size.extra_flags)))
-    else:
-      lines.append("     {s.meta_iters} meta-iteration(s) at meta learning "
-                   "rate {s.meta_lr}; fixed 20-step unrolls, "
-                   "{s.fix_num_steps} steps per meta-iteration, evaluation "
-                   "every {s.eval_period}: {s.fix_num_steps_eval} steps x "
-                   "{s.eval_epochs} run(s)".format(s=size))
-    for v in size.variants:
-      lines.append("     {:<24} {}".format(
-          v, " ".join(variants.lookup(v).flags)).rstrip())
+  lines = ["plan:"] + _training_plan_lines(size)
   conv = any(problems.PROBLEMS[p].conv for p in size.problems)
   lines += [
       "  2. meta-test with metatest.py on: " + " ".join(size.problems),
@@ -258,6 +236,32 @@ def plan_lines(size, settings, jobs):
   lines.append("  stages in parallel: {}".format(jobs))
   return lines
 
+
+def _training_plan_lines(size):
+  """The plan's first step: the meta-training of each optimizer (or the
+  shipped ones, for a size that meta-tests those only)."""
+  if size.pretrained_only:
+    return ["  1. no meta-training: the shipped optimizers in "
+            "l2o_scale/pretrained/ ({}; how each was trained: the card in "
+            "its run_record.json)".format(" ".join(size.variants))]
+  lines = ["  1. meta-train {} optimizer(s) with metarun.py (MNIST MLP "
+           "784-20-10 sigmoid; training seed {}, or k for a name ending "
+           ".tk):".format(len(size.variants), size.train_seed)]
+  if size.recipe:
+    lines.append("     {} meta-iteration(s) with the {r} recipe "
+                 "(l2o_scale/config/recipes/{r}.flags){x}".format(
+                     size.meta_iters, r=size.recipe, x="".join(
+                         " " + f for f in size.extra_flags)))
+  else:
+    lines.append("     {s.meta_iters} meta-iteration(s) at meta learning "
+                 "rate {s.meta_lr}; fixed 20-step unrolls, "
+                 "{s.fix_num_steps} steps per meta-iteration, evaluation "
+                 "every {s.eval_period}: {s.fix_num_steps_eval} steps x "
+                 "{s.eval_epochs} run(s)".format(s=size))
+  for v in size.variants:
+    lines.append("     {:<24} {}".format(
+        v, " ".join(variants.lookup(v).flags)).rstrip())
+  return lines
 
 def study_page_dir(size, settings):
   """Where the study's page goes: beside its committed runs, or, when the
