@@ -170,7 +170,7 @@ def _mnist_from_folder(folder, split):
 
 def _mnist_from_tfds(split, data_dir):
   """Loads MNIST with tfds; returns None if tfds cannot provide it."""
-  try:
+  try:  # An optional package, imported where it may stand in.
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError:
     return None
@@ -346,7 +346,7 @@ def random(n_features, n_samples, n_classes=2, sep=1.0, random_seed=None):
   :func:`_make_classification` reimplements the same algorithm (same
   distributions, not bit-identical draws).
   """
-  try:
+  try:  # An optional package, imported where it may stand in.
     from sklearn.datasets import make_classification  # pylint: disable=g-import-not-at-top
   except ImportError:
     make_classification = _make_classification
@@ -518,7 +518,7 @@ def _cifar_from_folder(folder, train):
 
 def _cifar_from_tfds(train, data_dir):
   """CIFAR-10 via tfds as (uint8 NCHW, labels), or None if unavailable."""
-  try:
+  try:  # An optional package, imported where it may stand in.
     import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
   except ImportError:
     return None

@@ -21,6 +21,7 @@ from reproduce import styles
 
 
 def pyplot():
+  # pyplot's backend is chosen before pyplot loads: here, first thing.
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
