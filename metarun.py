@@ -50,69 +50,23 @@ from l2o_scale.meta_training import validation
 from l2o_scale.runs import checkpoints
 from l2o_scale.runs import dir_lock
 from l2o_scale.runs import run_record
+from l2o_scale.tools import metarun_command as command
 from problems import datasets
-from problems import problem_sets as ps
 
-# The classes whose fields are this program's flags.
-CONFIG_CLASSES = (programs.MetarunConfig, training_lib.Schedule,
-                  training_lib.TrainingConfig, optimizer_flags.OptimizerConfig)
-
-
-def define_flags(module_name="metarun"):
-  """A fresh ``FlagValues`` holding every metarun.py flag: the fields of
-  :data:`CONFIG_CLASSES` and the training sets' include_* flags."""
-  values = flags.FlagValues()
-  for cls in CONFIG_CLASSES:
-    config_flags.define_flags(cls, module_name, values)
-  programs.define_training_set_flags(values, module_name)
-  return values
-
-
+# This program's flags and the one RunConfig they give are declared in
+# l2o_scale.tools.metarun_command, which tools that run what a metarun.py
+# command describes share (they never import this script).
+CONFIG_CLASSES = command.CONFIG_CLASSES
+define_flags = command.define_flags
 # This program's own flags, in their own FlagValues: importing metatest.py
 # too changes none of them.
 FLAGS = define_flags()
 __doc__ = __doc__.replace("NEW_FLAGS", programs.new_flags_line(
     FLAGS, programs.ORIGINAL_METARUN_FLAGS))
-
-# include_* flag -> problem set (original metarun.py main(), in its order).
-INCLUDE_FLAGS = ps.TRAINING_SET_FLAGS
-
-DEFAULT_SET = "mnist_mlp_problems"
-
-
-def run_config(flag_values, cluster=None):
-  """The :class:`~l2o_scale.meta_training.training_config.RunConfig` of parsed
-  metarun.py flags (``flag_values``: this program's, or a set holding
-  them): every flag is read here, once. ``cluster``: this process's
-  :class:`~l2o_scale.meta_training.training_config.ClusterTask` (TF_CONFIG), None
-  for a single process.
-
-  The schedule's objective-growth stop is the optimizer's
-  ``--objective_training_max_multiplier``; its problems are drawn at random
-  unless this task is the chief of several workers (metarun.py l.405-436).
-  A ``--selection_seeds`` that is not integers stays as given, for
-  :func:`~l2o_scale.meta_training.validation.validate` to refuse.
-  """
-  optimizer = config_flags.from_flags(optimizer_flags.OptimizerConfig,
-                                      flag_values)
-  program = config_flags.from_flags(programs.MetarunConfig, flag_values)
-  try:
-    seeds = tuple(int(s) for s in flag_values.selection_seeds)
-  except ValueError:
-    seeds = tuple(flag_values.selection_seeds)
-  schedule = config_flags.from_flags(
-      training_lib.Schedule, flag_values,
-      obj_train_max_multiplier=optimizer.objective_training_max_multiplier,
-      select_random_problems=program.worker_tasks == 1 or program.task != 0)
-  return training_lib.RunConfig(
-      schedule=schedule, optimizer=optimizer, program=program,
-      training=config_flags.from_flags(training_lib.TrainingConfig,
-                                       flag_values, selection_seeds=seeds),
-      problem_sets=tuple(name for name, _, _ in INCLUDE_FLAGS
-                         if flag_values[name].value),
-      given=frozenset(name for name in flag_values
-                      if flag_values[name].present),
-      cluster=cluster)
+INCLUDE_FLAGS = command.INCLUDE_FLAGS
+DEFAULT_SET = command.DEFAULT_SET
+run_config = command.run_config
+selected_problems = command.selected_problems
 
 
 def parse_config(argv, cluster=None):
@@ -130,26 +84,7 @@ def check_flags(flag_values):
   """Error lines of the parsed flags ``flag_values``: those of
   :func:`~l2o_scale.meta_training.validation.validate` for their
   :func:`run_config` in a single process."""
-  return validation.validate(run_config(flag_values))[0]
-
-
-def selected_problems(config, out=sys.stdout):
-  """The training problems chosen by the include_* flags of ``config`` (a
-  RunConfig; original order)."""
-  chosen, data_dir = set(config.problem_sets), config.program.data_dir
-  problems_and_data = []
-  for flag_name, set_name, _ in INCLUDE_FLAGS:
-    if flag_name in chosen:
-      problems_and_data.extend(ps.get(set_name, data_dir=data_dir))
-      if (flag_name == "include_sparse_gradient_problems" and
-          "include_fully_connected_random_2_class_problems" in chosen):
-        problems_and_data.extend(ps.sparse_gradient_problems_mlp())
-  if not problems_and_data:
-    out.write("No --include_* flag given: training on the L2O-Entropy setting, "
-              "{} (MNIST MLP 784-20-10, sigmoid, batch 128).\n".format(
-                  DEFAULT_SET))
-    problems_and_data = ps.get(DEFAULT_SET, data_dir=data_dir)
-  return problems_and_data
+  return command.errors(run_config(flag_values))
 
 
 def stray_arguments(argv):
@@ -318,10 +253,7 @@ def _build_and_train(config):
     spec = optimizer_flags.optimizer_spec(config.optimizer)
     optimizer = spec.build()  # Fails fast on inconsistent optimizer options.
     problems_and_data = selected_problems(config)
-    selection_problems = (
-        ps.get_training_triples(config.training.selection_set,
-                                data_dir=config.program.data_dir)
-        if config.training.selection_set else None)
+    selection_problems = command.selection_problems(config)
   except (ValueError, TypeError, datasets.DataNotFoundError) as e:
     sys.stderr.write("metarun.py: {}\n".format(e))
     return 2

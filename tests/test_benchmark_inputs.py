@@ -174,7 +174,7 @@ def test_full_disk_is_one_line_and_keeps_only_whole_files(tmp_path,
 def _tiny_config(out, data_dir):
   return bench_config.Config.for_size(
       "small", tasks=("regression_synthetic",), budgets=(5,),
-      baselines=("adam",), optimizer="adam:1e-3", out=str(out),
+      baselines=("adam",), untuned=(), optimizer="adam:1e-3", out=str(out),
       data_dir=data_dir)
 
 

@@ -246,3 +246,37 @@ def test_import_after_keras_registers_the_optimizer_publicly():
           "found = keras.saving.get_registered_object("
           "'l2o_scale>LearnedOptimizer')\n"
           "assert found is l2o_scale.keras_optimizer.LearnedOptimizer\n")
+
+
+def test_train_state_fields_have_one_writer(root=ROOT):
+  """No module but train_state.py assigns a TrainState field (its loop
+  values, progress counters, carried state, random streams): the others
+  call its named writers (count, record_evaluation, ...)."""
+  fields = {"values", "progress", "carried", "run_start", "problem_start",
+            "problem_order", "num_given_problems", "reg_seeds",
+            "best_model_idx", "first_evaluation", "robust_best", "nonfinite",
+            "divergences", "evaluations", "meta_iteration", "problem_itr",
+            "best_evaluation", "stage", "num_eval", "improved"}
+  found = []
+  for path in source_files(root):
+    if path.endswith("meta_training/train_state.py"):
+      continue
+    with open(os.path.join(root, path)) as f:
+      tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+      targets = []
+      if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [
+            node.target]
+      elif (isinstance(node, ast.Call) and isinstance(node.func,
+                                                      ast.Attribute) and
+            node.func.attr in ("assign", "append", "assign_add")):
+        targets = [node.func.value]
+      for target in targets:
+        for t in (target.elts if isinstance(target, ast.Tuple) else
+                  [target]):
+          text = ast.unparse(t)
+          if (isinstance(t, ast.Attribute) and t.attr in fields and
+              re.search(r"(^|\.)(train_)?state\.", text)):
+            found.append("{}:{}: {}".format(path, node.lineno, text))
+  assert not found, "\n".join(found)

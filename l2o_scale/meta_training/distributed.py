@@ -261,7 +261,7 @@ class ClusterSeries(object):
     result = self.pending.pop(plan.k).fetch()
     for record in unroll_records(result, plan, step):
       if self.reporter.unroll(plan.k, record):
-        self.state.values.nonfinite += 1
+        self.state.count("nonfinite")
     return series_lib.SeriesOutcome(
         plan.num_unrolls, None, result["states"],
         (result["grads"], result["clipped"]), plan.switches[-1],

@@ -46,7 +46,7 @@ class Evaluator(object):
     selection of ``model.ckpt-0``. Returns True when the curriculum stops
     training."""
     cost = self._cost(k, outcome, attached)
-    self.state.values.evaluations += 1
+    self.state.count("evaluations")
     number = (k + 1) // self.schedule.evaluation_period
     attached.reporter.explain_once("evaluation", self._meaning())
     if self.schedule.if_cl:
@@ -68,13 +68,9 @@ class Evaluator(object):
     return attached.series.evaluate([draw] * self.schedule.evaluation_epochs)
 
   def _keep_if_best(self, k, value, better):
-    values = self.state.values
-    if values.first_evaluation is None:
-      values.first_evaluation = float(value)
+    self.state.record_evaluation(k, value, better,
+                                 keep_value=not self.schedule.if_cl)
     if better:
-      if not self.schedule.if_cl:
-        self.state.progress.best_evaluation.assign(value)
-      values.best_model_idx = k + 1
       self.state.save(self.state.checkpoint_path(0))
 
   def _meaning(self):
@@ -137,10 +133,7 @@ class Evaluator(object):
       if self.training.selection == "robust":
         score = self._robust_score(
             number, int(state.meta_optimizer.iterations.numpy()), attached)
-        better = score < state.values.robust_best
-        if better:
-          state.values.robust_best = score
-        self._keep_if_best(k, score, better)
+        self._keep_if_best(k, score, state.improve_robust_best(score))
       else:
         self._keep_if_best(k, cost, True)
       state.save(state.checkpoint_path(decision.stage))

@@ -114,7 +114,7 @@ class ResumePoint(object):
     saved = self.state.saved("run_start") if self.resumed else None
     if saved is not None:
       train_state_lib.set_random_streams(saved)
-    self.state.run_start = train_state_lib.random_streams()
+    self.state.mark_run_start(train_state_lib.random_streams())
 
   def begin_problem(self, problem_itr):
     """Before the task(s) of sub-problem ``problem_itr`` are built (their
@@ -130,8 +130,7 @@ class ResumePoint(object):
         train_state_lib.set_random_streams(saved)
       if not self.starts_next_problem:
         self._replayed_reg_seeds = list(state.saved("reg_seeds") or [])
-    state.problem_start = train_state_lib.random_streams()
-    state.reg_seeds = []
+    state.mark_problem_start(train_state_lib.random_streams())
 
   def keep_reg_seed(self, task):
     """A training task's regularizer seed, kept for the checkpoints; in a
@@ -139,7 +138,7 @@ class ResumePoint(object):
     draws it from TensorFlow's stream)."""
     if self._replayed_reg_seeds:
       task.reg = task.reg._replace(seed=self._replayed_reg_seeds.pop(0))
-    self.state.reg_seeds.append(task.reg.seed)
+    self.state.add_reg_seed(task.reg.seed)
 
   def attaching(self, problem_itr, resuming=None):
     """(whether the problem attached now continues the restored

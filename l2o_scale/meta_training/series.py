@@ -142,7 +142,7 @@ class LocalSeries(object):
           plan.mt_training, update.nonfinite, step,
           reporting.regularizer_share(outs))
       if self.reporter.unroll(k, record):
-        self.state.values.nonfinite += 1
+        self.state.count("nonfinite")
       if reason:
         self.reporter.divergence(k, u, plan.num_unrolls, reason,
                                  config.on_divergence)

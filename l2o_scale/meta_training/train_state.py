@@ -413,6 +413,58 @@ class TrainState(object):
     """A series ran to its end: the next one continues its carried state."""
     self._reset_next_series = False
 
+  # ------------------------------------------------------------- writers
+  # The only writers of the state's fields outside this class: each says
+  # what happened, and the field it changes is this class's business.
+  def count(self, event):
+    """One more ``event``: ``"nonfinite"`` (an unroll whose meta-gradient
+    was made finite), ``"divergences"`` or ``"evaluations"``."""
+    if event not in ("nonfinite", "divergences", "evaluations"):
+      raise ValueError("unknown event {!r}".format(event))
+    setattr(self.values, event, getattr(self.values, event) + 1)
+
+  def record_evaluation(self, k, value, best, keep_value=True):
+    """An evaluation after meta-iteration ``k``: the first one's value is
+    kept; a ``best`` one becomes the best model (its value kept unless
+    ``keep_value`` is False: a curriculum keeps its own best)."""
+    if self.values.first_evaluation is None:
+      self.values.first_evaluation = float(value)
+    if best:
+      if keep_value:
+        self.progress.best_evaluation.assign(value)
+      self.values.best_model_idx = k + 1
+
+  def improve_robust_best(self, score):
+    """Whether ``score`` beats the best robust score so far (then kept)."""
+    if score < self.values.robust_best:
+      self.values.robust_best = score
+      return True
+    return False
+
+  def finish_meta_iteration(self, k, problem_itr=None):
+    """Meta-iteration ``k`` is done (on sub-problem ``problem_itr``)."""
+    self.progress.meta_iteration.assign(k + 1)
+    if problem_itr is not None:
+      self.progress.problem_itr.assign(problem_itr)
+
+  def set_problem_order(self, order, count):
+    """The sub-problems drawn (indices) from ``count`` problems."""
+    self.problem_order = [int(i) for i in order]
+    self.num_given_problems = count
+
+  def mark_run_start(self, streams):
+    """The random streams the run's problems are drawn with."""
+    self.run_start = streams
+
+  def mark_problem_start(self, streams):
+    """The random streams a sub-problem's tasks are built with; its
+    regularizer seeds start afresh."""
+    self.problem_start = streams
+    self.reg_seeds = []
+
+  def add_reg_seed(self, seed):
+    self.reg_seeds.append(seed)
+
   # ----------------------------------------------------------- curriculum
   def curriculum_state(self):
     p = self.progress

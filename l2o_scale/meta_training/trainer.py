@@ -252,8 +252,7 @@ class MetaTrainer(object):
       self._diverged(k, outcome.diverged)
       return
     self.reporter.histograms(outcome.state, outcome.grads, self.summary_step)
-    state.progress.meta_iteration.assign(k + 1)
-    state.progress.problem_itr.assign(self.problem_itr)
+    state.finish_meta_iteration(k, self.problem_itr)
     if (k + 1) % self.schedule.evaluation_period == 0:
       attached = evaluation.Attached(self.task, self.reporter, self.series)
       if self.evaluator.evaluate(k, outcome, attached, self.summary_step):
@@ -267,7 +266,7 @@ class MetaTrainer(object):
     """``--on_divergence=stop`` ends training; ``rollback`` undoes the
     meta-iteration (:meth:`TrainState.roll_back`)."""
     state, prefix = self.state, self.reporter.prefix(k)
-    state.values.divergences += 1
+    state.count("divergences")
     if self.training.on_divergence == "stop":
       self.log("{} meta-training stopped: {}. {}".format(
           prefix, reason, self.best_model_line()))
@@ -276,7 +275,7 @@ class MetaTrainer(object):
     best = state.roll_back(self.training.divergence_lr_decay)
     self.reporter.rolled_back(k, best or "the start of this meta-iteration",
                               state.meta_optimizer.learning_rate)
-    state.progress.meta_iteration.assign(k + 1)
+    state.finish_meta_iteration(k)
 
   def best_model_line(self):
     best = self.state.best_checkpoint()
@@ -289,7 +288,7 @@ class MetaTrainer(object):
     """After a problem's meta-iterations: the original saves the last
     meta-iteration (except in a curriculum run)."""
     if not self.schedule.if_cl:
-      self.state.progress.meta_iteration.assign(self.k + 1)
+      self.state.finish_meta_iteration(self.k)
       self.state.save(self.state.checkpoint_path(self.k + 1))
 
   def close(self):

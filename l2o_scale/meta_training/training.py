@@ -55,7 +55,7 @@ def problem_sequence(trainer, problems_and_data, num_problems,
         "--include_* flags or data)".format(
             resume_point.latest, resume_point.start_problem + 1, len(order),
             state.saved("num_given_problems"), num_problems, count))
-  state.problem_order, state.num_given_problems = [int(i) for i in order], count
+  state.set_problem_order(order, count)
   return [problems_and_data[i] for i in order]
 
 
