@@ -55,7 +55,7 @@ backward pass per product. Eagerly that makes reverse-over-reverse several
 times faster; inside ``tf.function`` Grappler's common-subexpression
 elimination merges most of the repeated forward work of forward-over-back,
 and the two cost about the same (``python -m
-l2o_scale.speed.bench_curvature`` times both on an MLP 784-20-10).
+l2o_scale.speed.curvature_timing`` times both on an MLP 784-20-10).
 Forward-over-back uses less memory, which does not matter at L2O problem
 sizes.
 

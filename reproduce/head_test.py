@@ -2,9 +2,9 @@
 the schedule head (docs/schedule-head.md, "Choosing a head").
 
 For each meta-training run of a selection (``python -m
-l2o_scale.head_training.select``, its ``chosen_by_run``) the chosen head
+l2o_scale.head_training.selection``, its ``chosen_by_run``) the chosen head
 runs on the test tasks (``--tasks``; by default the four registered ones,
-``select.TEST_TASKS``) with the task-suite benchmark (2,000 steps, 3
+``l2o_scale.head_training.selection.TEST_TASKS``) with the task-suite benchmark (2,000 steps, 3
 seeds), as ``l2o-scale+head=PATH`` (``l2o-scale+bare`` where the zero head
 is chosen, ``l2o-scale`` where the card is): the small-data tasks with the
 settings of the stored ``l2o-scale`` benchmark and its tuned baselines, the
@@ -35,7 +35,7 @@ import sys
 
 from l2o_scale.benchmark import report
 from l2o_scale.benchmark import tasks as task_registry
-from l2o_scale.head_training import select
+from l2o_scale.head_training import selection as head_selection
 from l2o_scale.runs import entry_point
 from problems import datasets
 
@@ -75,7 +75,7 @@ def parts(tasks):
   order of :data:`GROUPS` (a held-out task's group is its held-out set,
   the others' their data regime); ValueError for a task the registry lacks or a
   validation task."""
-  chosen_on = sorted(set(tasks) & set(select.VALIDATION_TASKS))
+  chosen_on = sorted(set(tasks) & set(head_selection.VALIDATION_TASKS))
   if chosen_on:
     raise ValueError("--tasks: {} are validation tasks, which chose the "
                      "heads; test on others".format(", ".join(chosen_on)))
@@ -89,17 +89,17 @@ def parts(tasks):
 
 
 def default_parts():
-  """The parts of the registered test tasks (select.TEST_TASKS)."""
-  return parts(select.TEST_TASKS)
+  """The parts of the registered test tasks (head_selection.TEST_TASKS)."""
+  return parts(head_selection.TEST_TASKS)
 
 
 def optimizer_spec(chosen):
   """The benchmark spec of a chosen head: the zero head is the frozen
   optimizer exactly, ``l2o-scale+bare``; the card is ``l2o-scale`` with its
   card's settings."""
-  if chosen == select.CARD:
+  if chosen == head_selection.CARD:
     return "l2o-scale"
-  return "l2o-scale+bare" if chosen == select.ZERO else (
+  return "l2o-scale+bare" if chosen == head_selection.ZERO else (
       "l2o-scale+head=" + chosen)
 
 
@@ -328,7 +328,7 @@ def main(argv=None):
                  "selection.json", help="the selection's JSON file")
   p.add_argument("--out", default="reproduce/results/head/test",
                  help="folder of the benchmark runs and the page")
-  p.add_argument("--tasks", default=",".join(select.TEST_TASKS),
+  p.add_argument("--tasks", default=",".join(head_selection.TEST_TASKS),
                  help="the test tasks, comma-separated (default: the "
                  "registered four)")
   p.add_argument("--needed", type=int, default=NEEDED, help="test tasks "

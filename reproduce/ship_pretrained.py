@@ -24,7 +24,7 @@ run from the repository root:
   l2o_scale.benchmark --out`` folder;
 * ``schedule_head``: ships ``--name``, the shipped ``--base``'s
   meta-parameters and run record as they are with a learned schedule head
-  (a ``head-N.npz`` chosen by ``python -m l2o_scale.head_training.select``)
+  (a ``head-N.npz`` chosen by ``python -m l2o_scale.head_training.selection``)
   beside them and a card of its own.
 
 For example::
@@ -406,7 +406,7 @@ SUBCOMMANDS = {
          "benchmark section"))),
     "schedule_head": ("a shipped optimizer with a learned schedule head", (
         ("--schedule_head", True, "a head-N.npz chosen by python -m "
-         "l2o_scale.head_training.select"), _NAME, _DESCRIPTION,
+         "l2o_scale.head_training.selection"), _NAME, _DESCRIPTION,
         ("--base", True, "the shipped optimizer the head was meta-trained "
          "on"),
         ("--selection", True, "the selection.json that chose it"),

@@ -225,11 +225,11 @@ def test_held_out_tasks_run_only_when_named():
   assert not set(held_out) & set(tasks.suite_names())
   assert tasks.suite_names() + tuple(held_out) == tuple(tasks.REGISTRY)
   assert bench_config.Config().tasks == tasks.suite_names()
-  from l2o_scale.head_training import select  # pylint: disable=g-import-not-at-top
+  from l2o_scale.head_training import selection  # pylint: disable=g-import-not-at-top
   from l2o_scale.head_training import tasks as head_tasks  # pylint: disable=g-import-not-at-top
   assert not set(held_out) & (set(head_tasks.DEFAULT_TASKS) |
-                              set(select.VALIDATION_TASKS) |
-                              set(select.TEST_TASKS))
+                              set(selection.VALIDATION_TASKS) |
+                              set(selection.TEST_TASKS))
   listed = [l for l in cli.task_lines(width=200) if "held out" in l]
   assert [l.split()[0] for l in listed] == held_out
   unwrapped = [l for l in cli.task_lines(width=1000) if "held out" in l]

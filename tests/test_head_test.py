@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from l2o_scale.head_training import select
+from l2o_scale.head_training import selection as head_selection
 from reproduce import head_test
 
 
@@ -55,8 +55,8 @@ def _card():
 def test_matches_the_card_within_the_benchmarks_tolerance_for_every_seed(
     tmp_path):
   selection = dict(tasks=["logreg_mnist"], chosen_by_run={
-      "r/s1": "r/s1/head-40.npz", "r/s2": select.ZERO},
-                   scores={"r/s1/head-40.npz": -0.2, select.ZERO: 0.})
+      "r/s1": "r/s1/head-40.npz", "r/s2": head_selection.ZERO},
+                   scores={"r/s1/head-40.npz": -0.2, head_selection.ZERO: 0.})
   folders = {run: str(tmp_path / os.path.basename(run))
              for run in selection["chosen_by_run"]}
   # s1: 0.004 below the card's accuracy matches (tolerance 0.005), a
@@ -96,7 +96,7 @@ def test_test_tasks_are_grouped_by_regime_and_never_validation_tasks():
       ("data-rich", ("teacher_mlp_rich", "attention_topics_rich"),
        head_test.RICH_REFERENCE)]
   with pytest.raises(ValueError, match="validation tasks"):
-    head_test.parts(("cnn_mnist",) + select.VALIDATION_TASKS[:1])
+    head_test.parts(("cnn_mnist",) + head_selection.VALIDATION_TASKS[:1])
   # Each held-out set takes its own stored runs and baselines, at the
   # small-data settings.
   for held_out, tasks in (

@@ -1,5 +1,5 @@
 """Tests of the speed benchmark's report (``python -m l2o_scale.speed``,
-l2o_scale/speed/bench_core.py, bench_report.py, bench_steps.py).
+l2o_scale/speed/timing.py, speed_report.py, step_timing.py).
 
 Why: the benchmark itself is too slow for CI; its measuring and JSON
 writing are tested with a stubbed timer, and its lower-bound step against
@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from l2o_scale.speed import bench_core
-from l2o_scale.speed import bench_report
-from l2o_scale.speed import bench_steps
+from l2o_scale.speed import timing
+from l2o_scale.speed import speed_report
+from l2o_scale.speed import step_timing
 
 
 class FakeTimer(object):
@@ -33,7 +33,7 @@ def test_bench_measure_with_stubbed_timer():
   calls = []
   # first call: start 0 -> 5 (5 s compile); then 3 repeats of 2 calls each.
   timer = FakeTimer([0., 5., 0., 2., 0., 4., 0., 3.])
-  stats = bench_core.measure(lambda: calls.append(1), warmup=2, repeats=3,
+  stats = timing.measure(lambda: calls.append(1), warmup=2, repeats=3,
                         inner=2, timer=timer)
   assert len(calls) == 1 + 1 + 3 * 2
   assert stats["first_call_seconds"] == 5.
@@ -43,7 +43,7 @@ def test_bench_measure_with_stubbed_timer():
 
 
 def test_bench_json_report(tmp_path):
-  step = lambda m: bench_core.summarize([m], first_call_seconds=1.)
+  step = lambda m: timing.summarize([m], first_call_seconds=1.)
   steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
            "l2o_xla": step(0.003), "adam": step(0.0015),
            "adam_xla": step(0.001), "gru_core_xla": step(0.0019)}
@@ -52,9 +52,9 @@ def test_bench_json_report(tmp_path):
              "hessian_esd": step(1.5)}
   info = {"cpu": "test cpu", "cpu_count": 2, "tensorflow": "2.x",
           "python": "3.11", "load_average_1min_at_start": 0.1}
-  report = bench_report.make_report(steps, unrolls, info, quick=True)
+  report = speed_report.make_report(steps, unrolls, info, quick=True)
   path = tmp_path / "sub" / "bench.json"
-  bench_report.write_json(str(path), report)
+  speed_report.write_json(str(path), report)
   loaded = json.loads(path.read_text())
   for key in ("l2o_step_seconds", "adam_step_seconds",
               "unroll_seconds_noreg", "unroll_seconds_hessian_esd"):
@@ -67,23 +67,23 @@ def test_bench_json_report(tmp_path):
   assert loaded["hessian_esd_over_noreg_ratio"] == pytest.approx(3.)
   assert loaded["gru_core_over_adam_ratio"] == pytest.approx(1.9)
   assert loaded["machine"]["cpu"] == "test cpu"
-  text = bench_report.format_table(report)
+  text = speed_report.format_table(report)
   assert "3.00x" in text and "4.00 ms" in text and "(XLA)" in text
   assert "GRU alone, XLA) / fastest Adam step: 1.90x" in text
   # In the compiled meta-test loop, the XLA learned step against Adam
   # without and with XLA.
   loop = {"steps": 1500, "l2o": 0.0033, "l2o_xla": 0.0012, "adam": 0.0006,
           "adam_xla": 0.0004}
-  report = bench_report.make_report(steps, unrolls, info, quick=True, loop=loop)
+  report = speed_report.make_report(steps, unrolls, info, quick=True, loop=loop)
   assert report["loop_l2o_xla_over_adam_ratio"] == pytest.approx(2.)
   assert report["loop_l2o_xla_over_adam_xla_ratio"] == pytest.approx(3.)
   assert ("learned / Adam 5.50x, learned XLA / Adam 2.00x, both XLA 3.00x"
-          in bench_report.format_table(report))
+          in speed_report.format_table(report))
 
 
 def test_bench_speedup_over_the_original_in_its_json_format():
   """Ratios original / port from time_original.py's JSON fields."""
-  step = lambda m, first=1.: bench_core.summarize([m], first_call_seconds=first)
+  step = lambda m, first=1.: timing.summarize([m], first_call_seconds=first)
   steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
            "adam": step(0.002)}
   unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
@@ -98,7 +98,7 @@ def test_bench_speedup_over_the_original_in_its_json_format():
   info = {"cpu": "c", "cpu_count": 2, "tensorflow": "2.x", "python": "3.11",
           "load_average_1min_at_start": 0.1}
   meta_iteration = step(3.)
-  report = bench_report.make_report(steps, unrolls, info, True, None, meta_iteration,
+  report = speed_report.make_report(steps, unrolls, info, True, None, meta_iteration,
                              original)
   speedups = report["speedup_over_original"]
   assert speedups["unroll_noreg"] == pytest.approx(2.)
@@ -109,11 +109,11 @@ def test_bench_speedup_over_the_original_in_its_json_format():
   assert speedups["meta_test_step"] == pytest.approx(2.5)
   assert "unroll_hessian_esd_xla" not in speedups
   assert report["meta_iteration_seconds"] == pytest.approx(3.)
-  text = bench_report.format_table(report)
+  text = speed_report.format_table(report)
   assert "unroll_noreg 2.00x" in text and "--jit_compile" in text
-  report = bench_report.make_report(steps, unrolls, info, True, None, None,
+  report = speed_report.make_report(steps, unrolls, info, True, None, None,
                              {"error": "OSError: no venv"})
-  assert "original TF1 code failed: OSError: no venv" in bench_report.format_table(
+  assert "original TF1 code failed: OSError: no venv" in speed_report.format_table(
       report)
 
 
@@ -125,8 +125,8 @@ def test_bench_lower_bound_runs_the_optimizers_gru():
   problem's objective, and the parameters take an SGD step of 1e-3."""
   from problems import problem_generator  # pylint: disable=g-import-not-at-top
   problem = problem_generator.FullyConnected(3, 2, hidden_sizes=(4,))
-  optimizer = bench_core.hrnn()  # pylint: disable=protected-access
-  step = bench_steps.make_gru_core_step(problem, optimizer, jit_compile=False)
+  optimizer = timing.hrnn()  # pylint: disable=protected-access
+  step = step_timing.make_gru_core_step(problem, optimizer, jit_compile=False)
   x = tf.constant(np.random.RandomState(1).randn(5, 3).astype(np.float32))
   y = tf.constant([0, 1, 1, 0, 1])
   # Tracing does not run the step: the variables still hold their initial
@@ -170,14 +170,14 @@ def test_bench_lower_bound_runs_the_optimizers_gru():
 
 
 def test_bench_report_when_xla_fails():
-  step = lambda m: bench_core.summarize([m], first_call_seconds=1.)
+  step = lambda m: timing.summarize([m], first_call_seconds=1.)
   steps = {"batch_size": 128, "problem": "mlp", "l2o": step(0.004),
            "l2o_xla": {"error": "XLA: nope"}, "adam": step(0.002),
            "gru_core_xla": {"error": "XLA: no"}}
   unrolls = {"unroll_length": 20, "mini_dataset_rows": 10000,
              "batch_size": 128, "noreg": step(0.5),
              "hessian_esd": step(1.5)}
-  report = bench_report.make_report(steps, unrolls, {"cpu": "c", "cpu_count": 2,
+  report = speed_report.make_report(steps, unrolls, {"cpu": "c", "cpu_count": 2,
                                               "tensorflow": "2.x",
                                               "python": "3.11",
                                               "load_average_1min_at_start":
@@ -187,7 +187,7 @@ def test_bench_report_when_xla_fails():
   assert report["l2o_xla_error"] == "XLA: nope"
   assert report["gru_core_xla_error"] == "XLA: no"
   assert "gru_core_over_adam_ratio" not in report
-  text = bench_report.format_table(report)
+  text = speed_report.format_table(report)
   assert "l2o_xla failed: XLA: nope" in text
   assert "gru_core_xla failed: XLA: no" in text and "lower bound" not in text
 
@@ -197,8 +197,8 @@ def test_run_original_passes_the_data_dir_it_is_given(tmp_path, monkeypatch):
   script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
   # The folder comes as an argument, never from the environment.
   monkeypatch.setenv("L2O_SCALE_DATA_DIR", "/from/env")
-  assert bench_report.run_original(str(script), sys.executable,
+  assert speed_report.run_original(str(script), sys.executable,
                                    "/given") == ["--data_dir", "/given"]
-  assert bench_report.run_original(str(script), sys.executable) == []
-  assert "error" in bench_report.run_original(str(tmp_path / "missing.py"),
+  assert speed_report.run_original(str(script), sys.executable) == []
+  assert "error" in speed_report.run_original(str(tmp_path / "missing.py"),
                                               sys.executable)

@@ -125,7 +125,7 @@ class HeadTrainingConfig:
                    "hidden layer)")
   keep_every: int = flag(20, "also keep the head after every this many "
                          "estimates, as head-<estimates>.npz: the candidates "
-                         "of python -m l2o_scale.head_training.select (0: "
+                         "of python -m l2o_scale.head_training.selection (0: "
                          "keep none)", ge=0)
 
   def check(self):

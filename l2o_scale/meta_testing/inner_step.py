@@ -4,7 +4,7 @@ attention rule, written once.
 Why one place: the meta-test loop (:mod:`l2o_scale.meta_testing.testing`),
 the fixture replayer (:mod:`l2o_scale.fidelity.replay`), the Keras optimizer
 (:mod:`l2o_scale.keras_optimizer`), the benchmark
-(:mod:`l2o_scale.speed.bench`) and the meta-training unroll
+(:mod:`l2o_scale.speed.command`) and the meta-training unroll
 (:mod:`l2o_scale.meta_training.unroll`) all take this step (objective,
 gradients at the right point, optimizer call, new parameters and state);
 with the attention rule written once they cannot disagree on it.

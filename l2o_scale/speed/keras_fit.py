@@ -11,7 +11,6 @@ ratio to AdamW's median (speed drifts between runs, ratios in one run far
 less).
 """
 
-import argparse
 import json
 import statistics
 import time

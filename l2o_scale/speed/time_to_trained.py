@@ -215,8 +215,8 @@ def main(argv=None):
   yardstick = Yardstick(data_dir)
   # Imported here: it loads TensorFlow, which the flag checks above and
   # the timing rules' tests do without.
-  from l2o_scale.speed import bench_report  # pylint: disable=g-import-not-at-top
-  report = dict(machine=bench_report.machine_info(), threshold=args.threshold,
+  from l2o_scale.speed import speed_report  # pylint: disable=g-import-not-at-top
+  report = dict(machine=speed_report.machine_info(), threshold=args.threshold,
                 yardstick=dict(steps=YARDSTICK_STEPS,
                                seeds=list(YARDSTICK_SEEDS),
                                problems=YARDSTICK_PROBLEMS),

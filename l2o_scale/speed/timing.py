@@ -1,6 +1,6 @@
 """The benchmark's pieces every measurement shares: its settings, timing
 (medians over repeats, functions taking turns), and the data and optimizer
-it runs (:mod:`l2o_scale.speed.bench` is the command)."""
+it runs (:mod:`l2o_scale.speed.command` is the command)."""
 
 import os
 import statistics
@@ -25,7 +25,7 @@ HRNN_LEVEL_SIZES = optimizer_flags.HRNN_CELL_SIZES
 HRNN_OPTIONS = dict(use_problem_lr_mean=True, use_gradient_shortcut=True,
                     use_grad_products=True)
 
-# The steps bench_steps compiles with XLA; any of them may fail to compile,
+# The steps step_timing compiles with XLA; any of them may fail to compile,
 # and the report then carries "<name>_error" instead of its timings.
 XLA_STEPS = ("l2o_xla", "adam_xla", "gru_core_xla")
 

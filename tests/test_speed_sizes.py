@@ -12,8 +12,8 @@ import tensorflow as tf
 from l2o_scale import keras_optimizer
 from l2o_scale.runs import cpu_allocator
 
-from l2o_scale.speed import bench
-from l2o_scale.speed import bench_sizes
+from l2o_scale.speed import command
+from l2o_scale.speed import size_sweep
 
 
 def test_parameter_count_is_the_keras_model_s():
@@ -21,16 +21,16 @@ def test_parameter_count_is_the_keras_model_s():
     model = keras.Sequential([
         keras.Input((784,)), keras.layers.Dense(width),
         keras.layers.Dense(width), keras.layers.Dense(10)])
-    assert bench_sizes.mlp_parameters(width) == model.count_params()
+    assert size_sweep.mlp_parameters(width) == model.count_params()
 
 
 def test_sweep_runs_and_reports_every_field(tmp_path):
   out, page = tmp_path / "sizes.json", tmp_path / "sizes.md"
-  assert bench.main(["--sizes", "4", "--quick", "--native_step", "--json",
+  assert command.main(["--sizes", "4", "--quick", "--native_step", "--json",
                      str(out), "--markdown", str(page)]) == 0
   report = json.loads(out.read_text())
   [row] = report["rows"]
-  assert row["params"] == bench_sizes.mlp_parameters(4) == 3_210
+  assert row["params"] == size_sweep.mlp_parameters(4) == 3_210
   for key in ("adam_ms", "learned_ms", "ratio", "learned_ns_per_param"):
     assert np.isfinite(row[key]) and row[key] > 0, key
   assert row["ratio_min"] <= row["ratio"] <= row["ratio_max"]
@@ -51,20 +51,20 @@ def test_the_loop_sweep_times_steps_of_the_compiled_meta_test_loop():
   """Each call runs LOOP_CHUNK steps that carry the parameters on, and the
   report is per step: with a timer that advances one unit per reading,
   every repeat lasts one unit, so a step lasts 1 / (steps per repeat)."""
-  step = bench_sizes.make_loop_step(4, bench_sizes.loop_adam())
-  assert step.steps_per_call == bench_sizes.LOOP_CHUNK
+  step = size_sweep.make_loop_step(4, size_sweep.loop_adam())
+  assert step.steps_per_call == size_sweep.LOOP_CHUNK
   first, second = step(), step()
   assert np.isfinite(first) and second != first
   ticks = iter(range(10**6))
-  report = bench_sizes.bench_sizes([4], repeats=2, warmup=1, sweep="loop",
+  report = size_sweep.bench_sizes([4], repeats=2, warmup=1, sweep="loop",
                                    timer=lambda: float(next(ticks)),
                                    budget=2e4)
   [row] = report["rows"]
-  assert row["steps_per_repeat"] % bench_sizes.LOOP_CHUNK == 0
+  assert row["steps_per_repeat"] % size_sweep.LOOP_CHUNK == 0
   for key in ("learned_ms", "adam_ms"):
     assert np.isclose(row[key] * 1e-3 * row["steps_per_repeat"], 1.0), key
   assert report["sweep"] == "loop" and "meta-test loop" in report["model"]
-  assert "--sizes_in=loop" in bench_sizes.format_markdown(
+  assert "--sizes_in=loop" in size_sweep.format_markdown(
       dict(report, machine={}))
 
 
@@ -95,5 +95,5 @@ def test_a_large_model_on_the_default_allocator_warns_once(monkeypatch):
 
 
 def test_bad_widths_are_refused(capsys):
-  assert bench.main(["--sizes", "4,x"]) == 2
+  assert command.main(["--sizes", "4,x"]) == 2
   assert "--sizes" in capsys.readouterr().err

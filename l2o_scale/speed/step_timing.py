@@ -1,6 +1,6 @@
 """(a) One optimizer step on the L2O-Entropy MNIST MLP: the learned
 optimizer against Keras Adam, alone and inside the compiled meta-test loop
-(see :mod:`l2o_scale.speed.bench`)."""
+(see :mod:`l2o_scale.speed.command`)."""
 
 import time
 
@@ -11,7 +11,7 @@ import tensorflow as tf
 from l2o_scale.meta_testing import baselines
 from l2o_scale.meta_testing import inner_step
 from l2o_scale.meta_testing import testing
-from l2o_scale.speed import bench_core as core
+from l2o_scale.speed import timing as core
 
 def make_l2o_step(problem, optimizer, jit_compile=False, seed=0):
   """The learned step (:func:`l2o_scale.meta_testing.inner_step.inner_step` on the packed

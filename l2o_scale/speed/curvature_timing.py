@@ -1,6 +1,6 @@
 """Times the curvature estimators' Hessian-vector-product modes.
 
-``python -m l2o_scale.speed.bench_curvature`` times one 10-probe Hutchinson
+``python -m l2o_scale.speed.curvature_timing`` times one 10-probe Hutchinson
 and one 10-step Lanczos call (:mod:`problems.curvature`) on an MLP
 784-20-10, softmax cross-entropy, batch 128, inside ``tf.function``, for
 both HVP modes, without ("plain") and with ("meta-grad") an enclosing tape
@@ -88,4 +88,4 @@ def main():
 
 
 if __name__ == "__main__":
-  entry_point.run_main("python -m l2o_scale.speed.bench_curvature", main)
+  entry_point.run_main("python -m l2o_scale.speed.curvature_timing", main)

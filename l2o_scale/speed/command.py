@@ -44,7 +44,7 @@ on the machine at hand:
     meta-updates and progress lines, no evaluation).
 
 (e) with ``--sizes [WIDTHS]`` instead: the learned step's cost across model
-    sizes (:mod:`l2o_scale.speed.bench_sizes`): Keras ``fit`` steps with
+    sizes (:mod:`l2o_scale.speed.size_sweep`): Keras ``fit`` steps with
     XLA of MLPs 784-H-H-10, learned (``pretrained("l2o-scale")``) against
     Adam in the same run, per width the ratio and the nanoseconds per
     parameter; ``--markdown PATH`` also writes the results page.
@@ -68,11 +68,11 @@ import sys
 import time
 
 from l2o_scale.runs import entry_point
-from l2o_scale.speed import bench_core as core
-from l2o_scale.speed import bench_meta
-from l2o_scale.speed import bench_report
-from l2o_scale.speed import bench_sizes
-from l2o_scale.speed import bench_steps
+from l2o_scale.speed import timing as core
+from l2o_scale.speed import unroll_timing
+from l2o_scale.speed import speed_report
+from l2o_scale.speed import size_sweep
+from l2o_scale.speed import step_timing
 from l2o_scale.speed import time_to_trained
 from problems import datasets
 
@@ -101,12 +101,12 @@ def build_parser():
                       "venv)")
   datasets.add_data_dir_argument(parser)
   parser.add_argument("--sizes", nargs="?", const=",".join(
-      str(w) for w in bench_sizes.DEFAULT_WIDTHS), default=None,
+      str(w) for w in size_sweep.DEFAULT_WIDTHS), default=None,
                       metavar="WIDTHS",
                       help="instead: the learned step's cost across model "
                       "sizes, MLPs 784-H-H-10 for these comma-separated "
                       "widths H (default %(const)s), learned against Adam")
-  parser.add_argument("--sizes_in", choices=sorted(bench_sizes.SWEEPS),
+  parser.add_argument("--sizes_in", choices=sorted(size_sweep.SWEEPS),
                       default="fit",
                       help="with --sizes: time the steps of Keras fit (XLA) "
                       "or of the compiled meta-test loop (metatest.py "
@@ -129,15 +129,15 @@ def build_parser():
 def measure_all(data_dir, cfg, xla):
   """(a)-(d) in turn: ``(steps, unrolls, loop, meta_iteration)``."""
   print("timing optimizer steps ...", flush=True)
-  steps = bench_steps.bench_steps(data_dir, cfg, xla=xla)
+  steps = step_timing.bench_steps(data_dir, cfg, xla=xla)
   print("timing meta-training unrolls (the first call of each compiles) ...",
         flush=True)
-  unrolls = bench_meta.bench_unrolls(data_dir, cfg, xla=xla)
+  unrolls = unroll_timing.bench_unrolls(data_dir, cfg, xla=xla)
   print("timing a whole meta-iteration ...", flush=True)
-  meta_iteration = bench_meta.bench_meta_iteration(data_dir, cfg)
-  unrolls["sgd_floor"] = bench_meta.bench_unroll_floor(data_dir, cfg)
+  meta_iteration = unroll_timing.bench_meta_iteration(data_dir, cfg)
+  unrolls["sgd_floor"] = unroll_timing.bench_unroll_floor(data_dir, cfg)
   print("timing steps inside the compiled meta-test loop ...", flush=True)
-  loop = bench_steps.bench_loop_steps(data_dir, cfg)
+  loop = step_timing.bench_loop_steps(data_dir, cfg)
   return steps, unrolls, loop, meta_iteration
 
 
@@ -149,12 +149,12 @@ def main(argv=None):
   if args.sizes is not None:
     return main_sizes(args)
   cfg = core.QUICK if args.quick else core.FULL
-  info = bench_report.machine_info()
+  info = speed_report.machine_info()
   start = time.time()
   original = None
   if args.original:
     print("timing the original TF1 code (about 5 minutes) ...", flush=True)
-    original = bench_report.run_original(
+    original = speed_report.run_original(
         args.original, args.original_python,
         datasets.resolve_data_dir(args.data_dir))
   try:
@@ -163,12 +163,12 @@ def main(argv=None):
   except core.datasets.DataNotFoundError as e:
     print("bench: {}".format(e), file=sys.stderr)
     return 2
-  report = bench_report.make_report(steps, unrolls, info, args.quick, loop,
+  report = speed_report.make_report(steps, unrolls, info, args.quick, loop,
                                     meta_iteration, original)
   report["total_seconds"] = time.time() - start
-  print(bench_report.format_table(report))
+  print(speed_report.format_table(report))
   if args.json:
-    bench_report.write_json(args.json, report)
+    speed_report.write_json(args.json, report)
     print("wrote", args.json)
   return 0
 
@@ -185,21 +185,21 @@ def main_sizes(args):
     print("bench: --sizes needs positive widths, got {!r}".format(args.sizes),
           file=sys.stderr)
     return 2
-  info = bench_report.machine_info()
+  info = speed_report.machine_info()
   load_before = list(os.getloadavg())
-  print(bench_sizes.TABLE_HEADER, flush=True)
-  report = bench_sizes.bench_sizes(
+  print(size_sweep.TABLE_HEADER, flush=True)
+  report = size_sweep.bench_sizes(
       widths, repeats=3 if args.quick else 7, warmup=1 if args.quick else 3,
       sweep=args.sizes_in, native_step=args.native_step,
-      budget=bench_sizes.QUICK_BUDGET if args.quick else 2e6)
+      budget=size_sweep.QUICK_BUDGET if args.quick else 2e6)
   report.update(machine=info, date=info["date"], load_before=load_before,
                 load_after=list(os.getloadavg()))
   if args.json:
-    bench_report.write_json(args.json, report)
+    speed_report.write_json(args.json, report)
     print("wrote", args.json)
   if args.markdown:
     with open(args.markdown, "w") as f:
-      f.write(bench_sizes.format_markdown(report))
+      f.write(size_sweep.format_markdown(report))
     print("wrote", args.markdown)
   return 0
 

@@ -1,6 +1,6 @@
 """(b)-(d) Meta-training: one 20-step unroll with its meta-update (as the
 original's timing script times it), its floor with SGD, and one whole
-meta-iteration (see :mod:`l2o_scale.speed.bench`)."""
+meta-iteration (see :mod:`l2o_scale.speed.command`)."""
 
 import io
 import tempfile
@@ -16,7 +16,7 @@ from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import trainer as trainer_lib
 from l2o_scale.meta_training import training_config as config_lib
 from l2o_scale.meta_training import unroll as unroll_lib
-from l2o_scale.speed import bench_core as core
+from l2o_scale.speed import timing as core
 from l2o_scale.steps import tf1_optimizers
 from problems import datasets
 from problems import problem_spec

@@ -1,4 +1,4 @@
-"""``python -m l2o_scale.head_training.inspect HEAD.npz``: what a schedule
+"""``python -m l2o_scale.head_training.multipliers HEAD.npz``: what a schedule
 head does over a run, as a table (docs/schedule-head.md, "Seeing what a head
 learned").
 
@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from l2o_scale.benchmark import tasks
-from l2o_scale.head_training import select
+from l2o_scale.head_training import selection
 from l2o_scale import pretrained
 from l2o_scale.runs import entry_point
 from problems import datasets
@@ -34,7 +34,7 @@ from problems import datasets
 # the training), are imported inside the functions that run them: --help
 # and a refused argument load none of it.
 
-PROG = "python -m l2o_scale.head_training.inspect"
+PROG = "python -m l2o_scale.head_training.multipliers"
 PROGRESS = (0., 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.)
 RELATIVE_LOG_NORMS = (0., -2.)
 # (name, whether it is a vector, RMS of its values, RMS of its step over
@@ -121,7 +121,7 @@ def trace(head, task_name, optimizer="l2o-scale", steps=2000, every=200,
   build = (LearnedOptimizer.pretrained if optimizer in pretrained.names()
            else LearnedOptimizer.from_checkpoint)
   learned = build(optimizer, schedule_head=recording, total_steps=steps)
-  trainer, indices = select.validation_trainer(task_name, learned, steps,
+  trainer, indices = selection.validation_trainer(task_name, learned, steps,
                                                data_dir, tiny)
   record = trainer.run(indices, every)
   return dict(steps=record["steps"], train_loss=record["train_loss"],

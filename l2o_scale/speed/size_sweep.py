@@ -27,7 +27,7 @@ from l2o_scale.keras_optimizer import LearnedOptimizer
 from l2o_scale.meta_testing import baselines
 from l2o_scale.meta_testing import testing
 from l2o_scale.runs import cpu_allocator as allocator_lib
-from l2o_scale.speed import bench_core as core
+from l2o_scale.speed import timing as core
 from problems import datasets
 from problems import problem_generator
 

@@ -1,5 +1,5 @@
 """The benchmark's report: machine, speed-ups against the original and
-Adam, the JSON file and the table (see :mod:`l2o_scale.speed.bench`)."""
+Adam, the JSON file and the table (see :mod:`l2o_scale.speed.command`)."""
 
 import datetime
 import json
@@ -9,7 +9,7 @@ import subprocess
 
 import tensorflow as tf
 
-from l2o_scale.speed import bench_core as core
+from l2o_scale.speed import timing as core
 
 def machine_info():
   """What the numbers depend on: CPU, cores, TF, Python, commit."""

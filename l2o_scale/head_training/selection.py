@@ -1,4 +1,4 @@
-"""``python -m l2o_scale.head_training.select``: chooses a schedule head
+"""``python -m l2o_scale.head_training.selection``: chooses a schedule head
 among the candidates of one or more meta-training runs, on validation tasks
 named in advance (docs/schedule-head.md, "Choosing a head").
 
@@ -39,7 +39,7 @@ from problems import datasets
 # the training), are imported inside the functions that run them: --help
 # and a refused argument load none of it.
 
-PROG = "python -m l2o_scale.head_training.select"
+PROG = "python -m l2o_scale.head_training.selection"
 
 # Named before any head was meta-trained, apart from the test tasks; both
 # mix the small-data and the data-rich regime of the task suite.
