@@ -80,6 +80,7 @@ from l2o_scale.keras_parts import restore
 from l2o_scale.keras_parts import saving
 from l2o_scale.runs import cpu_allocator
 from l2o_scale.steps import learned_schedule
+from l2o_scale.steps import settings as step_settings
 from l2o_scale.steps import step_schedule
 from l2o_scale.steps import transform
 from l2o_scale.steps import weight_decay as weight_decay_lib
@@ -163,10 +164,10 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     self.hold_zero_gradients = hold_zero_gradients
     self.native_step = native_step
     self._native = native.NativeStep(learned_optimizer, native_step)
-    self.schedule_head = learned_schedule.schedule_head(schedule_head)
+    self.schedule_head = step_settings.attach_head(
+        schedule_head, "LearnedOptimizer: the schedule_head",
+        not checks.is_one(learning_rate), kwargs.get("weight_decay"))
     self.total_steps = learned_schedule.check_total_steps(total_steps)
-    checks.check_head_alone(self.schedule_head, kwargs.get("weight_decay"),
-                            learning_rate)
     checks.check_transforms(learned_optimizer, schedule_head,
                             hold_zero_gradients, kwargs.get("weight_decay"),
                             learning_rate)

@@ -383,11 +383,12 @@ def test_read_only_save_dir_is_one_line(tmp_path, data_dir):
 def test_hold_zero_gradients_flag_builds_its_step_transform():
   """--hold_zero_gradients puts the hold first in the chain, before the
   weight decay; without it the chain is the original's update."""
-  chain = _config("--hold_zero_gradients",
-                  "--weight_decay=1e-3").step_transforms()
+  chain = metatest_config.step_plan(_config(
+      "--hold_zero_gradients", "--weight_decay=1e-3")).transforms
   assert [type(t).__name__ for t in chain.transforms] == [
       "HoldZeroGradients", "DecoupledWeightDecay"]
-  assert _config().step_transforms().is_identity
+  plain = metatest_config.step_plan(_config())
+  assert plain.head_file is None and plain.transforms.is_identity
 
 
 @pytest.mark.parametrize("name,message", [

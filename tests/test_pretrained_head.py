@@ -158,8 +158,13 @@ def test_metatest_by_name_runs_its_head_and_refuses_hand_set_settings(
                        "and --weight_decay$"):
       metatest_config.validate(_metatest(**flags))
   other = _chosen_head()
-  assert _metatest(schedule_head=other).head_file() == other
-  assert metatest_config.MetatestConfig(pretrained=BASE).head_file() is None
+  assert metatest_config.head_file(_metatest(schedule_head=other)) == other
+  assert metatest_config.head_file(
+      metatest_config.MetatestConfig(pretrained=BASE)) is None
+  # The command reads the head once, where it starts: its plan holds it.
+  plan = metatest_config.step_plan(_metatest(schedule_head=other))
+  assert plan.head_file == other
+  assert type(plan.transforms.transforms[-1]).__name__ == "ScheduleHead"
 
 
 def test_the_benchmark_runs_it_as_shipped_and_has_no_bare_variant():

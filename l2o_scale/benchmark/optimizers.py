@@ -378,15 +378,21 @@ def identity(spec, checkpoint=None):
                             HEAD_MARK + parsed.head if parsed.head else "")
 
 
-def _check_head(parsed):
-  """Loads the schedule head of a spec, if it has one, to refuse it before
-  any training: FileNotFoundError or ValueError naming ``--optimizer`` when
-  its file is missing or is not a saved head."""
+def _read_head(parsed):
+  """The schedule head of a spec, if it has one, read once for all its
+  runs (:func:`l2o_scale.steps.settings.attach_head`) as the config each
+  run's optimizer builds its own head from; None without one. Refused
+  before any training: FileNotFoundError or ValueError naming
+  ``--optimizer`` when its file is missing or is not a saved head."""
   if not parsed.head:
-    return
+    return None
+  # Imported here: the head's modules load TensorFlow, which reading specs
+  # (the report) does not need.
   from l2o_scale.steps import learned_schedule  # pylint: disable=g-import-not-at-top
+  from l2o_scale.steps import settings as step_settings  # pylint: disable=g-import-not-at-top
   try:
-    learned_schedule.ScheduleHead.load(parsed.head)
+    return step_settings.attach_head(parsed.head,
+                                     "--optimizer=" + parsed.text).get_config()
   except FileNotFoundError:
     raise FileNotFoundError("--optimizer={!r}: no schedule head file {}"
                             .format(parsed.text, parsed.head)) from None
@@ -406,11 +412,11 @@ def factory(spec):
   # Imported here: it restores TF checkpoints and pulls in the optimizer.
   from l2o_scale.keras_optimizer import LearnedOptimizer  # pylint: disable=g-import-not-at-top
   parsed = parse(spec)
-  _check_head(parsed)
-  # With a head (each optimizer loads its own from the file), total_steps
-  # feeds its progress input and no card setting applies; without one, it
-  # applies the card's long-run settings.
-  with_head = dict(schedule_head=parsed.head) if parsed.head else {}
+  head = _read_head(parsed)
+  # With a head (each optimizer builds its own from the config read once),
+  # total_steps feeds its progress input and no card setting applies;
+  # without one, it applies the card's long-run settings.
+  with_head = dict(schedule_head=head) if head else {}
   if parsed.kind == "shipped" and shipped.is_learned_adamw(parsed.target):
     if parsed.hold or parsed.head:
       raise _refuse(spec, "{} is a learned AdamW: it takes no {} or {}".format(

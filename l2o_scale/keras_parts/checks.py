@@ -5,7 +5,6 @@ checked when it is built, and what refuses a step: each bad value is one
 import numpy as np
 import tensorflow as tf
 
-from l2o_scale.steps import learned_schedule
 from l2o_scale.steps import transform
 
 # The learned optimizer's pure step interface the Keras optimizer calls.
@@ -61,20 +60,8 @@ def check_transforms(learned_optimizer, schedule_head, hold_zero_gradients,
     transform.check_compatible(learned_optimizer)
 
 
-def check_head_alone(schedule_head, weight_decay, learning_rate,
-                     head="LearnedOptimizer: the schedule_head"):
-  """Refuses a hand-set weight decay or learning rate (other than 1: a
-  scaled step, the Keras form of metatest.py's ``--step_schedule``) beside
-  a schedule head (``head`` names it), with metatest.py's rule
-  (:func:`l2o_scale.steps.learned_schedule.check_no_hand_set_schedule`)."""
-  if schedule_head is None or isinstance(schedule_head, transform.Identity):
-    return
-  learned_schedule.check_no_hand_set_schedule(
-      head, not _is_one(learning_rate), weight_decay,
-      ("learning_rate", "weight_decay"))
-
-
-def _is_one(learning_rate):
+def is_one(learning_rate):
+  """Whether ``learning_rate`` is the number 1 (an unscaled step)."""
   return (isinstance(learning_rate, (int, float, np.number)) and
           not isinstance(learning_rate, bool) and learning_rate == 1)
 

@@ -63,11 +63,12 @@ def card_kwargs(name, total_steps, keras_kwargs):
   ``total_steps`` is the head's and the card's settings do not apply."""
   keras_kwargs = dict(keras_kwargs)
   if keras_kwargs.get("schedule_head") is None:
-    keras_kwargs["schedule_head"] = shipped.schedule_head(name)
-    checks.check_head_alone(
-        keras_kwargs["schedule_head"], keras_kwargs.get("weight_decay"),
-        keras_kwargs.get("learning_rate", 1.),
-        "{} has a learned schedule head, which".format(name))
+    own = shipped.schedule_head(name)
+    keras_kwargs["schedule_head"] = None if own is None else (
+        step_settings.attach_head(
+            own, "{} has a learned schedule head, which".format(name),
+            not checks.is_one(keras_kwargs.get("learning_rate", 1.)),
+            keras_kwargs.get("weight_decay")))
   if keras_kwargs["schedule_head"] is not None:
     keras_kwargs["total_steps"] = total_steps
     return keras_kwargs

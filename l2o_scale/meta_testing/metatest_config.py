@@ -11,6 +11,7 @@ them, and :func:`l2o_scale.meta_testing.metatest_run.run` runs it, so a
 caller of the library gets the refusals of the command line.
 """
 
+import collections
 import dataclasses
 import os
 import typing
@@ -182,30 +183,47 @@ class MetatestConfig:
     """The seeds as integers (after :func:`validate`)."""
     return [int(s) for s in self.seeds]
 
-  def step_transforms(self):
-    """The step transforms (:mod:`l2o_scale.steps`) the flags ask for: the
-    schedule head, where given, after the others."""
-    transforms = step_settings.step_transforms_from(
-        weight_decay=self.weight_decay, step_schedule=self.step_schedule,
-        step_decay_start=self.step_decay_start,
-        hold_zero_gradients=self.hold_zero_gradients)
-    head = self.head_file()
-    if not head:
-      return transforms
-    return transform.chain(transforms, learned_schedule.ScheduleHead.load(
-        head))
-
-  def head_file(self):
-    """The schedule head's file: --schedule_head, else the head the
-    --pretrained optimizer ships with (None: no head)."""
-    if self.schedule_head or self.pretrained is None:
-      return self.schedule_head
-    return pretrained.schedule_head(self.pretrained)
-
   def checkpoint_subdir(self):
     """``<optimizer>_<cell_cls>_<cell_size>_<num_cells>`` of the optimizer
     flags, the original's checkpoint folder name."""
     return optimizer_flags.checkpoint_subdir(self.optimizer_config)
+
+
+# What metatest.py attaches to the learned step: the schedule head's file
+# (None: no head) and the chain of step transforms, the head last.
+StepPlan = collections.namedtuple("StepPlan", "head_file transforms")
+
+
+def head_file(config):
+  """The schedule head's file: --schedule_head, else the head the
+  --pretrained optimizer ships with (None: no head)."""
+  if config.schedule_head or config.pretrained is None:
+    return config.schedule_head
+  return pretrained.schedule_head(config.pretrained)
+
+
+def step_plan(config):
+  """The :class:`StepPlan` of the flags, the head read once: the command
+  builds it where it starts and every problem and seed uses it."""
+  transforms = step_settings.step_transforms_from(
+      weight_decay=config.weight_decay, step_schedule=config.step_schedule,
+      step_decay_start=config.step_decay_start,
+      hold_zero_gradients=config.hold_zero_gradients)
+  head = head_file(config)
+  if not head:
+    return StepPlan(None, transforms)
+  return StepPlan(head, transform.chain(transforms, step_settings.attach_head(
+      head, _head_owner(config), config.step_schedule != "none",
+      config.weight_decay, ("--step_schedule", "--weight_decay"))))
+
+
+def _head_owner(config):
+  """How the messages name the head: its flag, or the optimizer it ships
+  with."""
+  if config.schedule_head:
+    return "--schedule_head"
+  return "--pretrained={} has a learned schedule head, which".format(
+      config.pretrained)
 
 
 _OWN = {config_flags.flag_name(f): f
@@ -270,10 +288,9 @@ def _check_schedule_head(config):
   hand_set = (config.step_schedule != "none", config.weight_decay,
               ("--step_schedule", "--weight_decay"))
   if not config.schedule_head:
-    if config.pretrained and config.head_file():
-      learned_schedule.check_no_hand_set_schedule(
-          "--pretrained={} has a learned schedule head, which".format(
-              config.pretrained), *hand_set)
+    if config.pretrained and head_file(config):
+      learned_schedule.check_no_hand_set_schedule(_head_owner(config),
+                                                  *hand_set)
     return
   if config.test_optimizer != "L2o":
     raise ValueError("--schedule_head goes with the learned optimizer "
@@ -367,7 +384,7 @@ def long_run_note(config):
   that this command does not use (None otherwise): without them the
   learned steps never shrink and held-out accuracy falls in long runs. A
   schedule head replaces those settings: no note then."""
-  if config.pretrained is None or config.head_file():
+  if config.pretrained is None or head_file(config):
     return None
   settings = pretrained.long_run_settings(config.pretrained)
   used = {k: getattr(config, k) for k in settings or ()}

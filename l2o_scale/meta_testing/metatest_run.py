@@ -11,6 +11,7 @@ per-step objectives is pickled to
 (:mod:`l2o_scale.meta_testing.result_files` names the files).
 """
 
+import collections
 import contextlib
 import json
 import os
@@ -31,6 +32,10 @@ from problems import registry
 
 FLATNESS_POWER_ITERATIONS = 20
 RESULT_PATTERNS = result_files.RESULT_PATTERNS
+
+# The optimizer under test and what is attached to its step
+# (:class:`metatest_config.StepPlan`), built once per command.
+Tested = collections.namedtuple("Tested", "optimizer plan")
 
 
 class SaveDirError(OSError):
@@ -58,7 +63,7 @@ def run(config):
   paths. Refuses a config that :func:`metatest_config.validate` refuses,
   and result files of the same model name (without ``overwrite``), before
   any work (ValueError)."""
-  seeds, problems, opt = _prepare(config)
+  seeds, problems, tested = _prepare(config)
   with writing(config.save_dir):
     os.makedirs(config.save_dir, exist_ok=True)
   written = []
@@ -70,7 +75,7 @@ def run(config):
       # stopped before any result leaves --save_dir as it was.
       record = None if written else (
           lambda: write_run_record(config, problems))
-      written.extend(_run_seed(config, opt, k, len(problems), entry,
+      written.extend(_run_seed(config, tested, k, len(problems), entry,
                                problem, seed, run_cache, record))
   return written
 
@@ -94,8 +99,11 @@ def _prepare(config):
   opt, _ = tested_optimizer.build(config)
   for note in notes:
     print(note, flush=True)
-  config.step_transforms().check(opt)
-  return seeds, problems, opt
+  # The head (given, or the --pretrained optimizer's) is read here, once
+  # for every problem and seed.
+  plan = metatest_config.step_plan(config)
+  plan.transforms.check(opt)
+  return seeds, problems, Tested(opt, plan)
 
 
 def build_problems(config):
@@ -196,20 +204,20 @@ def _progress_printer(seed):
   return progress
 
 
-def _test_seed(config, opt, problem, dataset, batch_size, heldout, seed,
+def _test_seed(config, tested, problem, dataset, batch_size, heldout, seed,
                run_cache):
   """One test run (with XLA when jit_compile, without it if XLA cannot
   compile the problem): (objective values, final parameters, records)."""
 
   def test(jit_compile):
     return testing.test_optimizer(
-        opt, problem, num_iter=config.num_testing_itrs,
+        tested.optimizer, problem, num_iter=config.num_testing_itrs,
         dataset=dataset, batch_size=batch_size, seed=seed, logdir=None,
         record_every=None, heldout_dataset=heldout,
         heldout_every=config.heldout_every or None,
         progress=_progress_printer(seed),
         progress_every=config.progress_every, jit_compile=jit_compile,
-        run_cache=run_cache, step_transforms=config.step_transforms())
+        run_cache=run_cache, step_transforms=tested.plan.transforms)
 
   if config.jit_compile:
     try:
@@ -221,8 +229,8 @@ def _test_seed(config, opt, problem, dataset, batch_size, heldout, seed,
   return test(False)
 
 
-def _run_seed(config, opt, k, num_problems, entry, problem, seed, run_cache,
-              write_record=None):
+def _run_seed(config, tested, k, num_problems, entry, problem, seed,
+              run_cache, write_record=None):
   """Tests seed ``seed`` on problem ``k``; writes its result files (after
   calling ``write_record``, if given) and returns their paths."""
   flag_name, _, dataset, batch_size, heldout, label = entry
@@ -230,7 +238,7 @@ def _run_seed(config, opt, k, num_problems, entry, problem, seed, run_cache,
       flag_name, label, config.test_optimizer, seed), flush=True)
   start = time.time()
   objective_values, final_params, records = _test_seed(
-      config, opt, problem, dataset, batch_size, heldout, seed, run_cache)
+      config, tested, problem, dataset, batch_size, heldout, seed, run_cache)
   elapsed = time.time() - start
   path = _result_path(config, RESULT_PATTERNS[0], seed, k, num_problems)
   if write_record is not None:
@@ -241,18 +249,19 @@ def _run_seed(config, opt, k, num_problems, entry, problem, seed, run_cache,
       path, float(objective_values[-1]), elapsed), flush=True)
   if heldout is None:
     return [path]
-  return [path, _write_heldout(config, k, num_problems, entry, problem, seed,
+  return [path, _write_heldout(config, tested.plan.head_file, k,
+                               num_problems, entry, problem, seed,
                                final_params, records)]
 
 
-def _write_heldout(config, k, num_problems, entry, problem, seed,
+def _write_heldout(config, head_file, k, num_problems, entry, problem, seed,
                    final_params, records):
   """Writes the held-out record of one run (with the flatness at the final
   parameters when flatness_probes); returns its path."""
   flag_name, spec, dataset, _, heldout, label = entry
   path = _result_path(config, RESULT_PATTERNS[1], seed, k, num_problems)
   report = heldout_report(records, flag_name, spec, seed, config, dataset,
-                          heldout)
+                          heldout, head_file)
   report["problem_label"] = label
   if config.flatness_probes > 0:
     report.update(flatness(problem, final_params, dataset,
@@ -282,8 +291,10 @@ def flatness(problem, params, dataset, num_probes):
   return values
 
 
-def heldout_report(records, flag_name, spec, seed, config, train, heldout):
-  """The JSON-serialisable generalization record of one run."""
+def heldout_report(records, flag_name, spec, seed, config, train, heldout,
+                   head_file=None):
+  """The JSON-serialisable generalization record of one run
+  (``head_file``: the schedule head it ran with, if any)."""
   return {
       "problem_set": flag_name,
       "problem": repr(spec),
@@ -304,6 +315,5 @@ def heldout_report(records, flag_name, spec, seed, config, train, heldout):
       "step_decay_start": config.step_decay_start,
       "weight_decay": config.weight_decay,
       "hold_zero_gradients": config.hold_zero_gradients,
-      **({"schedule_head": config.head_file()} if config.head_file()
-         else {}),
+      **({"schedule_head": head_file} if head_file else {}),
   }
