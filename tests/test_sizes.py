@@ -23,7 +23,6 @@ PENDING = frozenset([
     "l2o_scale/benchmark/report.py",
     "l2o_scale/benchmark/report.py:main",
     "l2o_scale/benchmark/suite.py:run_task",
-    "l2o_scale/controller_training/selection.py:run",
     "l2o_scale/meta_testing/inner_step.py:inner_step",
     "l2o_scale/meta_testing/testing.py:test_optimizer",
     "l2o_scale/meta_training/mt_utils.py:MTUtils.get_mt_labels",

@@ -73,20 +73,21 @@ def _factory(theta, lr, wd):
       total_steps, controller=theta, learning_rate=lr, weight_decay=wd)
 
 
-def validation_losses(theta, lr, wd, seeds, out, data_dir=None, log=print):
+def validation_losses(theta, lr, wd, seeds, out, data_dir=None, log=print,
+                      tasks=protocol.VALIDATION, budget=protocol.BUDGET):
   """{task: [final validation loss per seed]} of the controller ``theta``
-  on the validation tasks (runs stored under ``out``)."""
+  on ``tasks`` (the protocol's validation tasks) after ``budget`` steps
+  (runs stored under ``out``)."""
   config = bench_config.Config.for_size(
-      "full", tasks=protocol.VALIDATION, budgets=(protocol.BUDGET,),
+      "full", tasks=tuple(tasks), budgets=(budget,),
       seeds=max(seeds) + 1, eval_points=25, baselines=("adam",),
       untuned=(), data_dir=data_dir, out=out, optimizer="adam")
   bench_config.check_out(out)
   store = suite.RunStore(os.path.join(out, "runs"), log)
   spec = _spec(theta, lr, wd)
   losses = {}
-  for name in protocol.VALIDATION:
-    runner = suite.TaskRunner(registry.get(name), protocol.BUDGET, config,
-                              store, log)
+  for name in tasks:
+    runner = suite.TaskRunner(registry.get(name), budget, config, store, log)
     runner.seeds = list(seeds)
     records = runner.under_test(_factory(theta, lr, wd), spec, spec)
     losses[name] = [r["validation_loss"] for r in records]
@@ -104,7 +105,34 @@ def mean_log(losses):
   return float(np.mean(values))
 
 
-def _second_process(lr, wd, out, data_dir):
+def score(losses, zero_losses):
+  """A candidate's score: over the tasks, the mean of its mean log final
+  validation loss minus the zero controller's (negative is better; inf
+  where one of its runs diverged)."""
+  if not np.isfinite(mean_log(losses)):
+    return float("inf")
+  return float(np.mean([np.mean(np.log(losses[t])) -
+                        np.mean(np.log(zero_losses[t])) for t in losses]))
+
+
+def choice(scored, threshold):
+  """A seed's choice among its scored candidates (dicts with ``score``):
+  the best, where it beats the zero controller by more than
+  ``threshold`` (the score's noise), else None (the zero controller)."""
+  best = min(scored, key=lambda c: c["score"]) if scored else None
+  return best if best and best["score"] < -threshold else None
+
+
+def shipped_choice(runs):
+  """The shipped choice: the best of the seeds' choices (``runs``: the
+  result's per-seed entries), or :data:`ZERO` where every seed kept the
+  zero controller."""
+  picks = [r for r in runs.values() if r["chosen"] != ZERO]
+  return (min(picks, key=lambda r: r["chosen_score"])["chosen"]
+          if picks else ZERO)
+
+
+def _second_process(lr, wd, out, data_dir, tasks, budget):
   """The zero controller's mean log validation loss at the selection seeds,
   measured by a fresh process with its own store."""
   code = ("import json, sys\n"
@@ -113,66 +141,77 @@ def _second_process(lr, wd, out, data_dir):
           "import numpy as np\n"
           "lr, wd, out, data = float(sys.argv[1]), float(sys.argv[2]), "
           "sys.argv[3], sys.argv[4] or None\n"
+          "tasks, budget = sys.argv[5].split(','), int(sys.argv[6])\n"
           "losses = s.validation_losses(np.zeros(s.NUM_PARAMETERS, "
           "np.float32), lr, wd, p.SELECTION_SEEDS, out, data, "
-          "log=lambda line: None)\n"
+          "log=lambda line: None, tasks=tasks, budget=budget)\n"
           "print('MEAN_LOG', json.dumps(s.mean_log(losses)))\n")
   done = subprocess.run([sys.executable, "-c", code, repr(lr), repr(wd), out,
-                         data_dir or ""], capture_output=True, text=True,
-                        check=True)
+                         data_dir or "", ",".join(tasks), str(budget)],
+                        capture_output=True, text=True, check=True)
   line = [l for l in done.stdout.splitlines() if l.startswith("MEAN_LOG")][-1]
   return json.loads(line.split(" ", 1)[1])
 
 
-def run(train_dirs, out, data_dir=None, log=print):
-  """The selection (module doc) over the runs in ``train_dirs``; writes and
-  returns ``OUT/selection.json``."""
+def _base(train_dirs):
+  """The base learning rate and weight decay the runs share."""
   settings = [training.saved_config(d) for d in train_dirs]
   lr, wd = settings[0].base_learning_rate, settings[0].base_weight_decay
   if any((c.base_learning_rate, c.base_weight_decay) != (lr, wd)
          for c in settings):
     raise ValueError("the runs have different base settings: select each "
                      "on its own")
+  return settings, lr, wd
+
+
+def _zero(lr, wd, out, data_dir, log, tasks, budget):
+  """The zero controller's losses at the selection seeds and the score's
+  noise (module doc)."""
   seeds = list(protocol.SELECTION_SEEDS)
   later = [s + len(seeds) for s in seeds]
   zero = np.zeros(NUM_PARAMETERS, np.float32)
-  zero_losses = validation_losses(zero, lr, wd, seeds, out, data_dir, log)
-  zero_later = validation_losses(zero, lr, wd, later, out, data_dir, log)
+  losses = validation_losses(zero, lr, wd, seeds, out, data_dir, log, tasks,
+                             budget)
+  at_later = validation_losses(zero, lr, wd, later, out, data_dir, log,
+                               tasks, budget)
   other = _second_process(lr, wd, os.path.join(out, "second_process"),
-                          data_dir)
-  noise = dict(seeds=abs(mean_log(zero_later) - mean_log(zero_losses)),
-               process=abs(other - mean_log(zero_losses)))
+                          data_dir, tasks, budget)
+  noise = dict(seeds=abs(mean_log(at_later) - mean_log(losses)),
+               process=abs(other - mean_log(losses)))
+  return dict(validation_loss=losses, mean_log=mean_log(losses),
+              mean_log_later_seeds=mean_log(at_later), later_seeds=later,
+              mean_log_second_process=other), noise
+
+
+def run(train_dirs, out, data_dir=None, log=print,
+        tasks=protocol.VALIDATION, budget=protocol.BUDGET):
+  """The selection (module doc) over the runs in ``train_dirs``; writes and
+  returns ``OUT/selection.json``. ``tasks`` and ``budget`` are the
+  protocol's unless a test makes them small."""
+  settings, lr, wd = _base(train_dirs)
+  zero, noise = _zero(lr, wd, out, data_dir, log, tasks, budget)
   threshold = max(noise.values())
-  result = dict(tasks=list(protocol.VALIDATION), budget=protocol.BUDGET,
-                seeds=seeds, base=dict(learning_rate=lr, weight_decay=wd),
-                zero=dict(validation_loss=zero_losses,
-                          mean_log=mean_log(zero_losses),
-                          mean_log_later_seeds=mean_log(zero_later),
-                          later_seeds=later,
-                          mean_log_second_process=other),
+  result = dict(tasks=list(tasks), budget=budget,
+                seeds=list(protocol.SELECTION_SEEDS),
+                base=dict(learning_rate=lr, weight_decay=wd), zero=zero,
                 noise=noise, threshold=threshold, runs={})
   for train_dir, config in zip(train_dirs, settings):
     scored = []
     for estimates, path in candidates(train_dir):
-      theta = learned_adamw.load_controller(path)
-      losses = validation_losses(theta, lr, wd, seeds, out, data_dir, log)
-      score = float(np.mean([
-          np.mean(np.log(losses[t])) - np.mean(np.log(zero_losses[t]))
-          for t in protocol.VALIDATION])) if np.isfinite(
-              mean_log(losses)) else float("inf")
-      scored.append(dict(estimates=estimates, path=path, score=score,
+      losses = validation_losses(learned_adamw.load_controller(path), lr, wd,
+                                 protocol.SELECTION_SEEDS, out, data_dir, log,
+                                 tasks, budget)
+      scored.append(dict(estimates=estimates, path=path,
+                         score=score(losses, zero["validation_loss"]),
                          validation_loss=losses))
-      log("seed {} controller-{}: score {:+.4f}".format(config.seed,
-                                                        estimates, score))
-    best = min(scored, key=lambda c: c["score"]) if scored else None
-    chosen = best if best and best["score"] < -threshold else None
+      log("seed {} controller-{}: score {:+.4f}".format(
+          config.seed, estimates, scored[-1]["score"]))
+    chosen = choice(scored, threshold)
     result["runs"][train_dir] = dict(
         seed=config.seed, candidates=scored,
         chosen=chosen["path"] if chosen else ZERO,
         chosen_score=chosen["score"] if chosen else 0.)
-  picks = [r for r in result["runs"].values() if r["chosen"] != ZERO]
-  result["shipped"] = (min(picks, key=lambda r: r["chosen_score"])["chosen"]
-                       if picks else ZERO)
+  result["shipped"] = shipped_choice(result["runs"])
   with atomic_file.replace(os.path.join(out, RESULT_FILE)) as f:
     json.dump(result, f, indent=1)
   return result

@@ -1,0 +1,66 @@
+"""The protocol's selection of a learned AdamW controller
+(l2o_scale/controller_training/selection.py): a candidate is chosen over
+the zero controller only by more than the score's noise, the shipped one is
+the best seed's choice, and a rerun reuses every stored run."""
+
+import os
+
+import numpy as np
+
+from l2o_scale import learned_adamw
+from l2o_scale.controller_training import selection
+from l2o_scale.controller_training import training
+from l2o_scale.steps import controlled_adamw as rule
+
+
+def test_a_candidate_must_beat_zero_by_more_than_the_noise():
+  scored = [dict(path="a", score=-0.04), dict(path="b", score=-0.02)]
+  assert selection.choice(scored, 0.05) is None
+  assert selection.choice(scored, 0.03)["path"] == "a"
+  assert selection.choice([], 0.) is None
+  runs = {"s1": dict(chosen="a", chosen_score=-0.04),
+          "s2": dict(chosen="c", chosen_score=-0.09),
+          "s3": dict(chosen=selection.ZERO, chosen_score=0.)}
+  assert selection.shipped_choice(runs) == "c"
+  assert selection.shipped_choice({"s3": runs["s3"]}) == selection.ZERO
+  zero = {"t": [np.e, np.e], "u": [1., 1.]}
+  assert np.isclose(selection.score({"t": [1., 1.], "u": [1., 1.]}, zero),
+                    -0.5)
+  assert selection.score({"t": [1., np.nan], "u": [1., 1.]}, zero) == np.inf
+
+
+def test_a_worse_candidate_leaves_the_zero_controller_and_a_rerun_reuses_runs(
+    tmp_path):
+  train_dir = str(tmp_path / "s1")
+  config = training.ControllerTrainingConfig(
+      estimates=1, tasks_per_estimate=1, pairs=1, min_length=5,
+      max_length=8, families=("mlp_autoencoder",), keep_every=1,
+      batch_size=16)
+  training.ControllerTrainer(config, train_dir, log=lambda line: None).run()
+  # A controller whose learning-rate multiplier sits at its largest (100):
+  # on the regression task it is worse than the zero controller.
+  theta = np.zeros(rule.NUM_PARAMETERS, np.float32)
+  theta[-2] = 1e3
+  learned_adamw.save_controller(os.path.join(train_dir, "controller-2.npz"),
+                                theta)
+  out = str(tmp_path / "selection")
+  small = dict(tasks=("regression_synthetic",), budget=20,
+               log=lambda line: None)
+  result = selection.run([train_dir], out, **small)
+  run = result["runs"][train_dir]
+  assert [c["estimates"] for c in run["candidates"]] == [1, 2]
+  worse = run["candidates"][1]["score"]
+  assert worse > 0 and not worse < -result["threshold"]
+  assert result["threshold"] == max(result["noise"].values()) >= 0
+  assert set(result["noise"]) == {"seeds", "process"}
+  if run["chosen"] == selection.ZERO:
+    assert run["chosen_score"] == 0.
+  else:  # The first candidate beat zero by more than the noise.
+    assert run["chosen_score"] < -result["threshold"]
+    assert run["chosen"].endswith("controller-1.npz")
+  assert result["shipped"] == run["chosen"]
+  stored = sorted(os.listdir(os.path.join(out, "runs")))
+  # Zero at the selection seeds and the later ones, two candidates.
+  assert len(stored) == 4 * 2
+  assert selection.run([train_dir], out, **small) == result
+  assert sorted(os.listdir(os.path.join(out, "runs"))) == stored
