@@ -223,20 +223,21 @@ class LearnedOptimizer(keras.optimizers.Optimizer):
     """A pretrained optimizer shipped with the package, by name (see
     ``python -m l2o_scale.pretrained`` for the names and their cards).
 
-    ``total_steps``: the length of a long run (e.g. epochs x steps per
-    epoch). It applies the card's settings for long runs, metatest.py's
-    step transforms in their Keras form
+    ``total_steps``: the run's length in steps (e.g. epochs x steps per
+    epoch), in one meaning for every shipped optimizer: each part of the
+    optimizer that depends on the run's length reads it. For one whose card
+    holds settings for long runs, those settings in their Keras form
     (:meth:`l2o_scale.steps.transform.StepTransform.keras_kwargs`): Keras'
     ``weight_decay`` and, as ``learning_rate``, the step schedule (e.g. the
     learned step held for the first ``step_decay_start`` of the run and
-    decayed, cosine, over the rest). Explicit ``weight_decay`` or
-    ``learning_rate`` arguments win. Without it, or for an optimizer whose
-    card has no such settings (``l2o-generalist``: meta-trained to run
-    without them), the learned update as it is. With a ``schedule_head``,
-    given or shipped with the optimizer (``l2o-scale-head``),
-    ``total_steps`` feeds the head's progress input instead (2,000 steps
-    where it is None) and the card's settings are not applied: the head
-    decides the schedule and the decay.
+    decayed, cosine, over the rest); explicit ``weight_decay`` or
+    ``learning_rate`` arguments win. For one with a ``schedule_head``
+    (given, or shipped with it: ``l2o-scale-head``), the head's progress
+    input; the head decides the schedule and the decay, so the card's
+    settings do not apply. None: the length is not known, so no setting
+    that needs it applies (the learned update as it is; a head assumes
+    2,000 steps). An optimizer whose card has no such settings
+    (``l2o-generalist``: meta-trained to run without them) ignores it.
 
     A shipped learned AdamW (``l2o-adamw``) is not a learned optimizer of
     this class: its name gives

@@ -33,7 +33,7 @@ import statistics
 import subprocess
 import sys
 
-from l2o_scale.benchmark import report
+from l2o_scale.benchmark import verdicts as verdict_lib
 from l2o_scale.benchmark import tasks as task_registry
 from l2o_scale.head_training import selection as head_selection
 from l2o_scale.runs import entry_point
@@ -141,7 +141,7 @@ def run_benchmarks(selection, out, data_dir, test_parts,
 def _metric_matches(entry, mine, card):
   """Whether test metric ``mine`` matches or beats ``card`` within the
   benchmark's tolerance against Adam."""
-  return mine is not None and card is not None and report.within_tolerance(
+  return mine is not None and card is not None and verdict_lib.within_tolerance(
       entry["higher_is_better"], mine, card)
 
 
@@ -197,7 +197,7 @@ def _task_row(entry, part, reference):
   spread = entry["optimizer"]["summary"]["test_metric"]
   mine = spread["mean"]
   card = reference["optimizer"]["summary"]["test_metric"]["mean"]
-  v = report.verdict(entry) or {}
+  v = verdict_lib.verdict(entry) or {}
   return dict(
       task=entry["task"], regime=part, metric=entry["metric"], headed=mine,
       headed_range=[spread.get("min"), spread.get("max")],
@@ -209,7 +209,7 @@ def _task_row(entry, part, reference):
           "mean"],
       loss_ok=v.get("loss_ok"), metric_ok=v.get("metric_ok"),
       speedup=entry["speedup"]["value"],
-      speedup_text=report.speedup_text(entry["speedup"]),
+      speedup_text=verdict_lib.speedup_text(entry["speedup"]),
       diverged=entry["optimizer"]["summary"]["diverged"])
 
 def verdicts(seeds, needed=NEEDED):

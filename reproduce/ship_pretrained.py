@@ -57,7 +57,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 import metarun  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale import pretrained  # pylint: disable=g-import-not-at-top,wrong-import-position
-from l2o_scale.benchmark import report  # pylint: disable=g-import-not-at-top,wrong-import-position
+from l2o_scale.benchmark import readme_claims  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.head_training import training as head_training  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.runs import checkpoints  # pylint: disable=g-import-not-at-top,wrong-import-position
 from l2o_scale.config import optimizer_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -327,7 +327,7 @@ def update_benchmark(name, benchmark_dir, outside_training, dest_root,
   """Writes the ``benchmark`` section of the shipped ``name``'s card from
   the task-suite benchmark's results.json in ``benchmark_dir``; with
   ``add_budgets``, the run's budgets join those already on the card
-  (:func:`~l2o_scale.benchmark.report.merge_card_sections`) instead of
+  (:func:`~l2o_scale.benchmark.readme_claims.merge_card_sections`) instead of
   replacing them. Why not by default: a card's budgets must all describe
   the checkpoint it ships, and a re-shipped checkpoint's card starts anew."""
   dest, record = _shipped_record(dest_root, name)
@@ -336,9 +336,9 @@ def update_benchmark(name, benchmark_dir, outside_training, dest_root,
   if results["config"]["optimizer"] != name:
     raise ValueError("{} benchmarks {}, not {}".format(
         benchmark_dir, results["config"]["optimizer"], name))
-  section = report.card_section(results, outside_training)
+  section = readme_claims.card_section(results, outside_training)
   if add_budgets and record["card"].get("benchmark"):
-    section = report.merge_card_sections(record["card"]["benchmark"],
+    section = readme_claims.merge_card_sections(record["card"]["benchmark"],
                                          section)
   record["card"]["benchmark"] = section
   _write_record(dest, record)

@@ -26,9 +26,9 @@ import sys
 from l2o_scale.runs import entry_point
 from problems import datasets
 from reproduce import run_log
-from reproduce import study_report
+from reproduce import study_analysis
 
-ROOT = study_report.ROOT
+ROOT = study_analysis.ROOT
 PROG = "python -m reproduce.study_benchmark"
 # The shipped optimizers' small-data benchmark: the same task list, budget,
 # seeds and measurement points; its tuned baselines are reused.
@@ -45,14 +45,14 @@ BENCHMARK_FLAGS = ("--size=full", "--budgets=2000", "--seeds=3",
 def choose(values, train_records, arms):
   """``(best regularized arm, {arm: training seed})`` for the best arm and
   the control; ValueError naming what is missing."""
-  regularized = [a for a in arms if a != study_report.CONTROL and
-                 study_report.complete_seeds(values, a)]
+  regularized = [a for a in arms if a != study_analysis.CONTROL and
+                 study_analysis.complete_seeds(values, a)]
   if not regularized:
     raise ValueError("no regularized arm has a finished training seed")
-  best = max(regularized, key=lambda a: study_report.primary_mean(values, a))
+  best = max(regularized, key=lambda a: study_analysis.primary_mean(values, a))
   seeds = {}
-  for arm in (best, study_report.CONTROL):
-    chosen = study_report.best_validation(train_records, arm)
+  for arm in (best, study_analysis.CONTROL):
+    chosen = study_analysis.best_validation(train_records, arm)
     if chosen is None:
       raise ValueError("no validation score recorded for {}".format(arm))
     seeds[arm] = chosen[1]
@@ -96,7 +96,7 @@ def _parser():
       prog=PROG,
       description=__doc__.split("\n\n")[0])
   parser.add_argument("--study_dir", default=os.path.join(
-      ROOT, study_report.sizes.STUDY_OUT), help="the study's output folder")
+      ROOT, study_analysis.sizes.STUDY_OUT), help="the study's output folder")
   parser.add_argument("--out", default=os.path.join(
       ROOT, "reproduce/results/study/benchmark"),
                       help="one benchmark folder per optimizer goes here")
@@ -114,14 +114,14 @@ def main(argv=None):
   if not os.path.isdir(test_dir):
     parser.error("no meta-tests under {}: run the study first".format(
         test_dir))
-  values, runs = study_report.collect(test_dir)
-  arms = study_report.arms_of(runs)
-  unfinished = study_report.unfinished_arms(values, study_report.ARMS)
+  values, runs = study_analysis.collect(test_dir)
+  arms = study_analysis.arms_of(runs)
+  unfinished = study_analysis.unfinished_arms(values, study_analysis.ARMS)
   if unfinished and not args.dry_run:
     parser.error("the study is unfinished ({} without all {} training "
                  "seeds): the protocol picks the best arm from the "
                  "finished study; --dry_run shows the current choice".format(
-                     ", ".join(unfinished), study_report.SEEDS_PER_ARM))
+                     ", ".join(unfinished), study_analysis.SEEDS_PER_ARM))
   train_records = run_log.load_train_records(os.path.join(args.study_dir,
                                                          "train"))
   try:
@@ -131,8 +131,8 @@ def main(argv=None):
   except ValueError as e:
     parser.error(str(e))
   print("best arm: {} (mean over the primary endpoints {:.2f}); control "
-        "{}{}".format(best, study_report.primary_mean(values, best),
-                      study_report.CONTROL,
+        "{}{}".format(best, study_analysis.primary_mean(values, best),
+                      study_analysis.CONTROL,
                       " (provisional: the study is unfinished)"
                       if unfinished else ""))
   for arm, argv in argvs.items():
@@ -144,7 +144,7 @@ def main(argv=None):
   out = _shown(args.out)
   compare = [sys.executable, "-m", "l2o_scale.benchmark.report",
              os.path.join(out, best, "results.json"), "--against",
-             os.path.join(out, study_report.CONTROL, "results.json"),
+             os.path.join(out, study_analysis.CONTROL, "results.json"),
              "--out", os.path.join(out, best)]
   print("comparison:\n  " + " ".join(compare))
   if not args.dry_run:

@@ -21,12 +21,14 @@ import tensorflow as tf
 from l2o_scale.benchmark import __main__ as cli
 from l2o_scale.benchmark import config as bench_config
 from l2o_scale.benchmark import optimizers
+from l2o_scale.benchmark import readme_claims
 from l2o_scale.benchmark import report
 from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import scoring
 from l2o_scale.benchmark import suite
 from l2o_scale.benchmark import tasks
 from l2o_scale.benchmark import training
+from l2o_scale.benchmark import verdicts
 
 
 # ------------------------------------------------------------ arithmetic
@@ -90,7 +92,7 @@ def test_a_run_that_trains_then_falls_back_is_collapsed_not_diverged():
   entry = dict(task="cnn_mnist", budget=10, optimizer=dict(
       runs=[run([2.3, 0.2, 0.21]), back_to_chance],
       summary=dict(diverged=0)), baselines={}, speedup=None)
-  c = report.counts(dict(entries=[entry]), 10)
+  c = verdicts.counts(dict(entries=[entry]), 10)
   assert c["collapsed"] == ["cnn_mnist"] and c["diverged"] == []
 
 
@@ -490,14 +492,14 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   assert "| speedup, bare |" in page and "`l2o-scale+bare`" in page
   # What a shipped optimizer's card and the README say come from these
   # numbers: the counts agree with the verdicts of the page.
-  card = report.card_section(results, ["logreg_mnist"])
+  card = readme_claims.card_section(results, ["logreg_mnist"])
   counts = card["budget"]["50"]["counts"]
-  verdicts = [report.verdict(e) for e in results["entries"]]
+  per_task = [verdicts.verdict(e) for e in results["entries"]]
   assert counts["tasks"] == 2 and counts["loss_ok"] == sum(
-      v["loss_ok"] for v in verdicts)
+      v["loss_ok"] for v in per_task)
   assert card["budget"]["50"]["counts_outside_training"]["tasks"] == 1
-  assert report.counts_sentence(counts, 50) in page
-  claim, = report.claim_lines({"x": {"benchmark": card}})
+  assert verdicts.counts_sentence(counts, 50) in page
+  claim, = readme_claims.claim_lines({"x": {"benchmark": card}})
   assert claim.startswith("- `x`, 50 steps, 1 seeds, 2 tasks") and (
       "both on {}".format(counts["both"]) in claim)
   # A run of another budget joins the card: each budget keeps its own
@@ -507,15 +509,15 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
                     card["budget"]["50"], seeds=3, date="2030-01-01")})
   older = dict(card, budget={"50": {k: v for k, v in card["budget"][
       "50"].items() if k not in ("seeds", "date", "baselines")}})
-  merged = report.merge_card_sections(older, longer)
+  merged = readme_claims.merge_card_sections(older, longer)
   assert merged["budgets"] == [50, 500] and merged["tasks"] == card["tasks"]
-  short, long_ = report.claim_lines({"x": {"benchmark": merged}})
+  short, long_ = readme_claims.claim_lines({"x": {"benchmark": merged}})
   assert short.startswith("- `x`, 50 steps, 1 seeds") and (
       "(measured {})".format(card["date"]) in short)
   assert long_.startswith("- `x`, 500 steps, 3 seeds") and (
       "(measured 2030-01-01)" in long_)
   # Against itself: a tie on every task counts as at or below.
-  assert report.comparison_lines(results, results)[0] == (
+  assert verdicts.comparison_lines(results, results)[0] == (
       "small reaches a lower final training loss than small on 2 of 2 task "
       "budgets.".replace("small", results["config"]["optimizer"]))
   # Interrupted or not, a second run resumes from the stored runs: nothing
@@ -529,25 +531,25 @@ def test_small_size_end_to_end_and_resume(tmp_path, data_dir):
   # counts and forms its own, for the optimizer and its bare variant.
   mixed = json.loads(json.dumps(results))
   mixed["entries"][1]["regime"] = "data-rich"
-  assert report.regimes(mixed) == ["small-data", "data-rich"]
+  assert verdicts.regimes(mixed) == ["small-data", "data-rich"]
   for which in ("optimizer", "bare"):
-    small, rich = (report.counts(mixed, 50, which=which, in_regime=r)
+    small, rich = (verdicts.counts(mixed, 50, which=which, in_regime=r)
                    for r in ("small-data", "data-rich"))
-    whole = report.counts(mixed, 50, which=which)
+    whole = verdicts.counts(mixed, 50, which=which)
     assert small["tasks"] == rich["tasks"] == 1
     assert small["both"] + rich["both"] == whole["both"]
-    assert small["loss_ok"] == report.verdict(mixed["entries"][0],
+    assert small["loss_ok"] == verdicts.verdict(mixed["entries"][0],
                                               which)["loss_ok"]
-  lines = report.regime_lines(mixed, 50)
+  lines = verdicts.regime_lines(mixed, 50)
   assert len(lines) == 4 and "data-rich tasks" in lines[1]
-  claims = report.regime_claims([mixed])  # one line per regime, bare beside
+  claims = readme_claims.regime_claims([mixed])  # one line per regime, bare beside
   assert len(claims) == 2 and "data-rich tasks (50 steps" in claims[1]
   assert all(line.count("both on") == 2 and "; bare (without" in line
              for line in claims)
-  section = report.card_section(mixed)["budget"]["50"]
+  section = readme_claims.card_section(mixed)["budget"]["50"]
   assert set(section["counts_by_regime"]) == {"small-data", "data-rich"}
-  assert section["bare"]["counts"] == report.counts(mixed, 50, which="bare")
-  claim, = report.claim_lines({"x": {"benchmark": report.card_section(
+  assert section["bare"]["counts"] == verdicts.counts(mixed, 50, which="bare")
+  claim, = readme_claims.claim_lines({"x": {"benchmark": readme_claims.card_section(
       mixed)}})
   assert "data-rich tasks: both on" in claim and "bare (without" in claim
 
@@ -594,22 +596,22 @@ def test_the_readme_results_table_is_generated_from_the_committed_results(
   start = text.index("<!-- results table:")
   start = text.index("\n", start) + 1
   end = text.index("<!-- end of results table -->")
-  table = report.shipped_readme_table()
+  table = readme_claims.shipped_readme_table()
   assert text[start:end].splitlines() == table
   rows = [line for line in table if line.startswith("| `")]
   assert [r.split("`")[1] for r in rows] == pretrained.names()
-  assert all(r.count(" | ") == len(report.README_COLUMNS) for r in rows)
+  assert all(r.count(" | ") == len(readme_claims.README_COLUMNS) for r in rows)
   assert report.main(["--readme_table"]) == 0
   assert capsys.readouterr().out.splitlines() == table
   # A name without committed runs has a row of dashes; a cell counts the
   # file's verdicts.
-  mine, none = report.readme_table(["l2o-scale", "no-such-optimizer"])[-2:]
+  mine, none = readme_claims.readme_table(["l2o-scale", "no-such-optimizer"])[-2:]
   assert none == "| `no-such-optimizer` | " + " | ".join(
-      ["—"] * len(report.README_COLUMNS)) + " |"
+      ["—"] * len(readme_claims.README_COLUMNS)) + " |"
   held_out = json.load(open(os.path.join(
       root, "reproduce/results/benchmark/held-out/l2o-scale/results.json"),
                             encoding="utf-8"))
-  c = report.counts(held_out, 2000)
+  c = verdicts.counts(held_out, 2000)
   assert "| {} of {} (".format(c["both"], c["tasks"]) in mine
 
 
@@ -670,6 +672,15 @@ def test_tuned_baselines_are_taken_from_an_earlier_run_with_the_same_settings(
   assert stored.block("adam", key, other, sizes, entry["data"]) is None
   assert stored.block("adam", key, second, sizes, "another digest") is None
   assert stored.block("sgd", key, second, sizes, entry["data"]) is None
+  # Several files are asked in order; the source names those that gave.
+  (tmp_path / "none.json").write_text(json.dumps(dict(earlier, entries=[])))
+  both = reuse.load(str(tmp_path / "none.json") + "," + path)
+  assert both.block("adam", key, other, sizes, entry["data"]) is None
+  assert both.block("adam", key, second, sizes, entry["data"]) == (
+      entry["baselines"]["adam"])
+  source = both.source()
+  assert source["blocks"] == 1
+  assert [s["path"] for s in source["sources"]] == [path]
   # Not a benchmark's results: one line, nothing run.
   bad = tmp_path / "bad.json"
   bad.write_text("{}")

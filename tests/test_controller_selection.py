@@ -8,6 +8,7 @@ import os
 import numpy as np
 
 from l2o_scale import learned_adamw
+from l2o_scale.controller_training import chosen
 from l2o_scale.controller_training import selection
 from l2o_scale.controller_training import training
 from l2o_scale.steps import controlled_adamw as rule
@@ -64,3 +65,30 @@ def test_a_worse_candidate_leaves_the_zero_controller_and_a_rerun_reuses_runs(
   assert len(stored) == 4 * 2
   assert selection.run([train_dir], out, **small) == result
   assert sorted(os.listdir(os.path.join(out, "runs"))) == stored
+
+
+def test_the_benchmark_measures_the_recorded_choice(tmp_path):
+  """``chosen.optimizer``: the recorded selection's base setting and
+  controller (none for the zero controller); a missing record is one line."""
+  record = tmp_path / "selection.json"
+  record.write_text('{"base": {"learning_rate": 0.02, "weight_decay": 0.1},'
+                    ' "shipped": "zero"}')
+  assert chosen.choice(str(record)) == (None, 0.02, 0.1)
+  theta = np.full(rule.NUM_PARAMETERS, 0.5, np.float32)
+  path = tmp_path / "controller.npz"
+  learned_adamw.save_controller(str(path), theta)
+  record.write_text('{"base": {"learning_rate": 0.02, "weight_decay": 0.1},'
+                    ' "shipped": "%s"}' % path)
+  chosen.choice.cache_clear()
+  assert chosen.choice(str(record)) == (str(path), 0.02, 0.1)
+  try:
+    chosen.choice(str(tmp_path / "missing.json"))
+  except ValueError as e:
+    assert "select" in str(e) and len(str(e).splitlines()) == 1
+  else:
+    raise AssertionError("a missing record must be refused")
+  # The committed record: the zero controller at the chosen base setting.
+  opt = chosen.optimizer(100)
+  assert not np.any(opt.controller) and opt.total_steps == 100
+  assert opt.settings.learning_rate == 0.01
+  assert opt.settings.weight_decay == 0.05

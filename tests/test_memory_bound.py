@@ -24,6 +24,7 @@ from l2o_scale.meta_training import recompute
 from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import step_update
 from l2o_scale.meta_training import unroll as unroll_lib
+from l2o_scale.meta_training import unroll_method
 from optimizer import hierarchical_rnn
 from problems import problem_generator as pg
 from problems import problem_sets
@@ -262,23 +263,23 @@ def test_the_step_is_recomputed_where_its_estimate_exceeds_the_budget():
 
 
 def test_one_place_picks_how_the_optimizers_step_runs():
-  """unroll.optimizer_update: XLA gives the fused step, a recompute budget
+  """unroll_method.optimizer_update: XLA gives the fused step, a recompute budget
   with a known number of steps the budgeted choice, else the optimizer's
   own step; only a fused step bound to an unroll fuses the batch
   gradients."""
   optimizer = _hrnn()
-  plain = unroll_lib.optimizer_update(optimizer)
+  plain = unroll_method.optimizer_update(optimizer)
   assert isinstance(plain, step_update.PlainUpdate)
   assert plain.bind() is plain and not plain.fuses_gradients
-  fused = unroll_lib.optimizer_update(optimizer, jit_compile=True)
+  fused = unroll_method.optimizer_update(optimizer, jit_compile=True)
   assert isinstance(fused, fused_step.FusedUpdate)
   assert fused.bind().fuses_gradients
-  budgeted = unroll_lib.optimizer_update(optimizer, recompute_budget=1,
+  budgeted = unroll_method.optimizer_update(optimizer, recompute_budget=1,
                                          copies=10)
   assert isinstance(budgeted, recompute.BudgetedUpdate)
   assert not budgeted.bind().fuses_gradients
   for copies in (None, 0):
-    assert isinstance(unroll_lib.optimizer_update(
+    assert isinstance(unroll_method.optimizer_update(
         optimizer, recompute_budget=1, copies=copies),
                       step_update.PlainUpdate)
 

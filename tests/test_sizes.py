@@ -15,25 +15,6 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 50
 REASON = "Why long:"
 
-# Over the limits and without a reason yet, in modules other work is
-# changing; each entry leaves this list when its module or function is
-# split or gets its reason (the test fails while a fixed one is listed).
-PENDING = frozenset([
-    "metarun.py",
-    "l2o_scale/benchmark/report.py",
-    "l2o_scale/benchmark/report.py:main",
-    "l2o_scale/benchmark/suite.py:run_task",
-    "l2o_scale/meta_testing/inner_step.py:inner_step",
-    "l2o_scale/meta_testing/testing.py:test_optimizer",
-    "l2o_scale/meta_training/mt_utils.py:MTUtils.get_mt_labels",
-    "l2o_scale/meta_training/series.py:LocalSeries.run",
-    "l2o_scale/meta_training/unroll.py",
-    "l2o_scale/meta_training/unroll.py:_UnrollStep.__call__",
-    "l2o_scale/meta_training/unroll.py:unroll",
-    "reproduce/study_report.py",
-])
-
-
 def source_files(root=ROOT):
   files = [s for s in SCRIPTS if os.path.isfile(os.path.join(root, s))]
   for package in PACKAGES:
@@ -83,11 +64,7 @@ def oversized(root=ROOT):
 
 
 def test_no_module_or_function_is_long_without_a_reason():
-  assert sorted(set(oversized()) - PENDING) == []
-
-
-def test_pending_entries_are_still_long_without_a_reason():
-  assert sorted(PENDING - set(oversized())) == []
+  assert oversized() == []
 
 
 def _write(root, path, text):

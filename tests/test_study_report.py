@@ -19,6 +19,7 @@ import pytest
 from reproduce import medium
 from reproduce import run_log
 from reproduce import seed_stats
+from reproduce import study_analysis
 from reproduce import study_benchmark
 from reproduce import study_report
 
@@ -142,7 +143,7 @@ def test_verdict_table_gives_every_arm_its_flatness_with_intervals():
 
 
 # ------------------------------------------------------- study_report.py
-A_SIGMOID, A_DEEPER, L_SIGMOID, L_DEEPER = study_report.ENDPOINTS
+A_SIGMOID, A_DEEPER, L_SIGMOID, L_DEEPER = study_analysis.ENDPOINTS
 
 
 def _row(endpoint, delta, lo, hi, p, holm, n=8):
@@ -151,7 +152,7 @@ def _row(endpoint, delta, lo, hi, p, holm, n=8):
 
 
 def test_words_follow_the_intervals():
-  words = lambda *a, **k: study_report.words(_row(*a, **k))
+  words = lambda *a, **k: study_analysis.words(_row(*a, **k))
   # Inside the margin, not rejected: the equivalence statement.
   assert words(A_SIGMOID, 0.1, -0.2, 0.4, 0.5, 1.) == (
       "no effect of 0.5 points or more: +0.10 points [-0.20, +0.40]")
@@ -179,7 +180,7 @@ def test_words_follow_the_intervals():
       "cannot tell: ×1.3 [0.8, 2]")
   one = dict(_row(A_SIGMOID, 0.3, math.nan, math.nan, math.nan, math.nan),
              n_a=1)
-  assert study_report.words(one) == (
+  assert study_analysis.words(one) == (
       "too few training seeds (1 against 8): +0.30 points")
 
 
@@ -229,11 +230,11 @@ ARMS = {
 
 
 def test_the_synthetic_study_has_the_protocols_arms_and_seeds():
-  assert tuple(ARMS) == study_report.ARMS
-  assert study_report.CONTROL == "l2o-scale"
-  assert study_report.SEEDS_PER_ARM == 8
-  assert study_report.TEST_SEEDS == (6, 12, 18)
-  assert study_report.PROBLEMS == ("mnist-mlp-sigmoid", "mnist-mlp-deeper")
+  assert tuple(ARMS) == study_analysis.ARMS
+  assert study_analysis.CONTROL == "l2o-scale"
+  assert study_analysis.SEEDS_PER_ARM == 8
+  assert study_analysis.TEST_SEEDS == (6, 12, 18)
+  assert study_analysis.PROBLEMS == ("mnist-mlp-sigmoid", "mnist-mlp-deeper")
 
 
 def _study(root, seeds=range(1, 9), skip=()):
@@ -243,8 +244,8 @@ def _study(root, seeds=range(1, 9), skip=()):
   for arm, value in ARMS.items():
     for t in seeds(arm) if callable(seeds) else seeds:
       acc, loss, trace = value(t)
-      for problem in study_report.PROBLEMS:
-        for s in study_report.TEST_SEEDS:
+      for problem in study_analysis.PROBLEMS:
+        for s in study_analysis.TEST_SEEDS:
           if (arm, t, problem, s) not in skip:
             _write_run(root, arm, t, problem, s, acc / 100., loss, trace,
                        trace / 10.)
@@ -334,7 +335,7 @@ def test_a_finished_study_gives_verdicts_and_what_ships(tmp_path):
   # effects.
   assert "Holm's strictest level 0.05/20" in sec["Power"]
   assert "| l2o-scale | {:.2f} points |".format(sd) in sec["Power"]
-  mde = study_report.seed_stats.min_detectable(sd, 8, sd, 8)
+  mde = study_analysis.seed_stats.min_detectable(sd, 8, sd, 8)
   assert "| hess-5pct-always | {:.2f} (".format(mde) in sec["Power"]
   assert "![endpoints](endpoints.png)" in sec["Figures"]
   assert len([l for l in sec["Every test"].splitlines()
@@ -385,12 +386,12 @@ def test_a_partial_study_says_how_many_seeds_and_that_it_is_unfinished(
 def test_holm_runs_over_every_test_present():
   values = {p: {k: {} for k in ("accuracy", "loss", "hessian_trace",
                                 "hessian_top_eigenvalue")}
-            for p in study_report.PROBLEMS}
+            for p in study_analysis.PROBLEMS}
   for arm, value in ARMS.items():
-    for p in study_report.PROBLEMS:
+    for p in study_analysis.PROBLEMS:
       for k, kind in enumerate(("accuracy", "loss")):
         values[p][kind][arm] = {t: value(t)[k] for t in range(1, 9)}
-  rows = study_report.compare_all(values, list(ARMS))
+  rows = study_analysis.compare_all(values, list(ARMS))
   assert len(rows) == 20
   assert [r["holm"] for r in rows] == pytest.approx(
       seed_stats.holm([r["p"] for r in rows]))
@@ -427,7 +428,7 @@ def test_the_page_reports_each_arms_recorded_share(tmp_path):
                                  (2, [0.05, 0.07])])
   events("hess-5pct-always.t2", [(1, [0.2])])
   events("l2o-scale.t1", [])
-  shares = study_report.achieved_shares(str(tmp_path))
+  shares = study_analysis.achieved_shares(str(tmp_path))
   assert shares == {"hess-5pct-always": {1: pytest.approx(0.04),
                                          2: pytest.approx(0.2)}}
   text = study_report.share_section(shares, ["l2o-scale",
@@ -456,10 +457,10 @@ def test_the_benchmark_stage_takes_the_best_arm_and_best_validation_seeds(
   highest mean over the primary endpoints and the control, each its
   training seed with the lowest validation score; refused before the
   study is finished, shown with --dry_run."""
-  values = {p: {"accuracy": {}, "loss": {}} for p in study_report.PROBLEMS}
+  values = {p: {"accuracy": {}, "loss": {}} for p in study_analysis.PROBLEMS}
   for arm, acc in (("l2o-scale", 89.), ("hess-5pct-always", 89.5),
                    ("reg-cl-mt", 89.7)):
-    for p in study_report.PROBLEMS:
+    for p in study_analysis.PROBLEMS:
       values[p]["accuracy"][arm] = {t: acc for t in (1, 2)}
       values[p]["loss"][arm] = {t: 0.01 for t in (1, 2)}
   records = {"l2o-scale": {1: {"selections": [(1, 0.4)]},
@@ -467,10 +468,10 @@ def test_the_benchmark_stage_takes_the_best_arm_and_best_validation_seeds(
              "reg-cl-mt": {1: {"selections": [(1, 0.2)]},
                            2: {"selections": [(1, float("nan"))]}}}
   best, seeds = study_benchmark.choose(values, records,
-                                       list(study_report.ARMS))
+                                       list(study_analysis.ARMS))
   assert best == "reg-cl-mt" and seeds == {"reg-cl-mt": 1, "l2o-scale": 2}
   root = _study(str(tmp_path / "runs"), seeds=range(1, 4))
-  for arm in study_report.ARMS:
+  for arm in study_analysis.ARMS:
     for t in range(1, 4):
       _train_run(root, arm, t, [0.5 - 0.1 * (t == 2)])
   with pytest.raises(SystemExit) as e:
@@ -485,6 +486,6 @@ def test_the_benchmark_stage_takes_the_best_arm_and_best_validation_seeds(
   assert "--optimizer=checkpoint:" + os.path.join(
       root, "train", "l2o-scale.t2", "sub", "model.ckpt-0") in printed
   assert "--reuse_baselines=" + study_benchmark.BASELINES in printed
-  assert os.path.exists(os.path.join(study_report.ROOT,
+  assert os.path.exists(os.path.join(study_analysis.ROOT,
                                      study_benchmark.BASELINES))
   assert not os.path.exists(out)

@@ -81,7 +81,8 @@ class Config:
       2, "half-decade steps a baseline's learning-rate grid may grow past an "
       "end where the best learning rate lies (--size sets it)", ge=0)
   reuse_baselines: str = flag(
-      None, "results.json of an earlier benchmark run: per task and budget, "
+      None, "results.json of an earlier benchmark run (or several, "
+      "separated by commas, asked in order): per task and budget, "
       "each tuned baseline it ran with the same settings is taken from it "
       "instead of run again (the optimizer under test always runs)")
   reuse_optimizer: bool = flag(

@@ -17,6 +17,7 @@ baselines measured on the machine and date the page names
 asks for its runs too (the same spec, task and settings): then only what
 the earlier file lacks runs here, e.g. the baselines without tuning added
 beside an earlier page's, and the page says which runs came from where.
+Several files, separated by commas, are asked in order.
 """
 
 import json
@@ -126,7 +127,52 @@ class StoredBaselines:
     return None
 
 
-def load(path):
-  """:class:`StoredBaselines` of ``path``, None for none."""
-  return StoredBaselines(path) if path else None
+class StoredSet:
+  """Several earlier ``results.json`` files, asked in order: a block comes
+  from the first file that ran it with the same settings (e.g. the tuned
+  baselines of tasks measured on different pages)."""
+
+  def __init__(self, paths):
+    self.files = [StoredBaselines(p) for p in paths]
+    self.path = ",".join(paths)
+
+  def _first(self, method, *args):
+    for stored in self.files:
+      found = getattr(stored, method)(*args)
+      if found:
+        return found
+    return None
+
+  def block(self, *args):
+    return self._first("block", *args)
+
+  def untuned_blocks(self, *args):
+    return self._first("untuned_blocks", *args)
+
+  def under_test_runs(self, *args):
+    return self._first("under_test_runs", *args)
+
+  def source(self):
+    """The sources of the files that gave blocks (all of them where none
+    did), their counts summed; ``sources`` lists each."""
+    used = [s.source() for s in self.files if s.taken or s.optimizer_taken]
+    used = used or [s.source() for s in self.files]
+    dates = sorted({(u.get("date") or "?")[:10] for u in used})
+    cpus = sorted({str(u.get("cpu")) for u in used})
+    return dict(path=self.path, date=" and ".join(dates),
+                cpu=" and ".join(cpus), cpu_count=used[0].get("cpu_count"),
+                blocks=sum(u["blocks"] for u in used),
+                optimizer_blocks=sum(u["optimizer_blocks"] for u in used),
+                optimizer_date=" and ".join(sorted({
+                    (u.get("optimizer_date") or "?")[:10] for u in used})),
+                sources=used)
+
+
+def load(paths):
+  """The stored runs of ``paths`` (one ``results.json``, or several
+  separated by commas: :class:`StoredSet`), None for none."""
+  if not paths:
+    return None
+  paths = [p for p in paths.split(",") if p]
+  return StoredBaselines(paths[0]) if len(paths) == 1 else StoredSet(paths)
 

@@ -365,6 +365,13 @@ def run_task(task, budget, config, factories, store, log, stored=None):
     if taken:
       log("  {}: taken from {}".format(name, stored.path))
     untuned.update(taken or runner.untuned(untuned_lib.get(name)))
+  return _entry(task, budget, runner, sizes, under_test, baselines, untuned)
+
+
+def _entry(task, budget, runner, sizes, under_test, baselines, untuned):
+  """The results' entry of one task and budget: the runs of the optimizers
+  under test (``under_test``, spec -> runs), the tuned ``baselines`` and the
+  ``untuned`` blocks, each summarized with its speedup over tuned Adam."""
   adam = baselines.get("adam")
 
   def speedup(runs):

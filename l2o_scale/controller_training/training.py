@@ -39,11 +39,11 @@ from l2o_scale.benchmark import families as family_lib
 from l2o_scale.config import config_flags
 from l2o_scale.controller_training import runs as runs_lib
 from l2o_scale.head_training import estimator
+from l2o_scale.head_training import learner as learner_lib
 from l2o_scale.meta_training import reporting
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
 from l2o_scale.steps import controlled_adamw as rule
-from l2o_scale.steps import tf1_optimizers
 
 STATE_FILE = "controller_training.npz"
 SETTINGS_FILE = "controller_training.json"
@@ -196,18 +196,13 @@ class ControllerTrainer:
     path = os.path.join(self.train_dir, STATE_FILE)
     self.resumed = os.path.isfile(path)
     if not self.resumed:
-      self.theta = rule.initial_theta(self.config.seed)
-      self.adam_m = np.zeros_like(self.theta)
-      self.adam_v = np.zeros_like(self.theta)
-      self.done = 0
-      self.rng = np.random.default_rng(self.config.seed)
+      self.learner = learner_lib.LearnerState.start(
+          rule.initial_theta(self.config.seed), self.config.seed)
       return
     try:
       with np.load(path, allow_pickle=False) as saved:
-        self.theta = rule.check_theta(saved["theta"], path)
-        self.adam_m, self.adam_v = saved["adam_m"], saved["adam_v"]
-        self.done = int(saved["done"])
-        rng_state = json.loads(str(saved["rng"]))
+        self.learner = learner_lib.LearnerState.from_arrays(saved)
+      rule.check_theta(self.learner.theta, path)
     except (OSError, ValueError, KeyError, EOFError) as e:
       raise ValueError("{} is damaged ({}); restore it from where the run's "
                        "state was kept, or start in another --train_dir"
@@ -217,9 +212,17 @@ class ControllerTrainer:
       raise ValueError("{} is damaged ({}); restore it from where the run's "
                        "state was kept, or start in another --train_dir"
                        .format(path, type(e).__name__)) from None
-    self.rng = np.random.default_rng()
-    self.rng.bit_generator.state = rng_state
     self._trim_log()
+
+  @property
+  def theta(self):
+    """The controller's current parameters (the learner's)."""
+    return self.learner.theta
+
+  @property
+  def done(self):
+    """The estimates applied."""
+    return self.learner.done
 
   def _trim_log(self):
     """Drops log lines of estimates after the saved state (a run killed
@@ -239,8 +242,7 @@ class ControllerTrainer:
     """Writes the training state, then the controller (atomically)."""
     with atomic_file.replace(os.path.join(self.train_dir, STATE_FILE),
                              "wb") as f:
-      np.savez(f, theta=self.theta, adam_m=self.adam_m, adam_v=self.adam_v,
-               done=self.done, rng=json.dumps(self.rng.bit_generator.state))
+      np.savez(f, **self.learner.arrays())
     kept = [CONTROLLER_FILE]
     if self.config.keep_every and self.done % self.config.keep_every == 0:
       kept.append(snapshot_name(self.done))
@@ -255,19 +257,19 @@ class ControllerTrainer:
     out = []
     for _ in range(c.tasks_per_estimate):
       family = family_lib.get_family(
-          c.families[int(self.rng.integers(len(c.families)))])
-      index = int(self.rng.integers(len(family.configs)))
-      splits = sorted(family_lib.SPLITS)[int(self.rng.integers(
+          c.families[int(self.learner.rng.integers(len(c.families)))])
+      index = int(self.learner.rng.integers(len(family.configs)))
+      splits = sorted(family_lib.SPLITS)[int(self.learner.rng.integers(
           len(family_lib.SPLITS)))]
-      length = int(round(math.exp(self.rng.uniform(
+      length = int(round(math.exp(self.learner.rng.uniform(
           math.log(c.min_length), math.log(c.max_length)))))
       out.append(Draw(
           family=family.name, config_index=index, splits=splits,
-          data_seed=int(self.rng.integers(1 << 30)), length=length,
-          run_seed=int(self.rng.integers(1 << 30)),
-          loss_scale=float(10. ** self.rng.uniform(-c.loss_scale,
+          data_seed=int(self.learner.rng.integers(1 << 30)), length=length,
+          run_seed=int(self.learner.rng.integers(1 << 30)),
+          loss_scale=float(10. ** self.learner.rng.uniform(-c.loss_scale,
                                                    c.loss_scale)),
-          epsilons=self.rng.standard_normal(
+          epsilons=self.learner.rng.standard_normal(
               (c.pairs, rule.NUM_PARAMETERS)).astype(np.float32)))
     return out
 
@@ -330,15 +332,6 @@ class ControllerTrainer:
     return (np.mean(gradients, 0),
             float(np.mean([r["objective"] for r in records])), records)
 
-  def apply(self, gradient):
-    """One Adam step of the controller's parameters (TF1 Adam's rule)."""
-    theta, m, v = tf1_optimizers.adam_update(
-        tf.constant(self.theta), tf.constant(gradient, tf.float32),
-        tf.constant(self.adam_m), tf.constant(self.adam_v), self.done + 1,
-        self.config.learning_rate)
-    self.theta, self.adam_m, self.adam_v = (theta.numpy(), m.numpy(),
-                                            v.numpy())
-
   def _append_log(self, record):
     with open(os.path.join(self.train_dir, LOG_FILE), "a") as f:
       f.write(json.dumps(record, sort_keys=True) + "\n")
@@ -356,8 +349,7 @@ class ControllerTrainer:
         start = time.time()
         self.seconds = dict(tracing=0.)
         gradient, objective, records = self.estimate()
-        self.apply(gradient)
-        self.done += 1
+        self.learner.step(gradient, self.config.learning_rate)
         self.save()
         seconds = time.time() - start
         norm = float(np.linalg.norm(gradient))

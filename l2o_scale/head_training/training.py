@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from l2o_scale.config import config_flags
 from l2o_scale.head_training import estimator
+from l2o_scale.head_training import learner as learner_lib
 from l2o_scale.head_training import tasks as task_lib
 from l2o_scale import keras_optimizer
 from l2o_scale.meta_training import reporting
@@ -41,7 +42,6 @@ from l2o_scale import pretrained
 from l2o_scale.runs import atomic_file
 from l2o_scale.runs import summaries
 from l2o_scale.steps import learned_schedule
-from l2o_scale.steps import tf1_optimizers
 
 STATE_FILE = "head_training.npz"
 SETTINGS_FILE = "head_training.json"
@@ -221,10 +221,9 @@ class HeadTrainer:
   """The recipe's loop over estimates (see the module docstring)."""
 
   def __init__(self, config, train_dir, data_dir=None, optimizer=None,
-               log=print, traced=None):
+               log=print):
     """``optimizer``: the frozen learned optimizer (default: loaded from
-    ``config.optimizer``); ``traced``: a dict shared by trainers of the same
-    optimizer and settings, which then reuse each other's traced runs."""
+    ``config.optimizer``)."""
     config.check()
     self.config = config
     self.train_dir = train_dir
@@ -232,7 +231,8 @@ class HeadTrainer:
     self.log = log
     self.optimizer = (load_optimizer(config.optimizer) if optimizer is None
                       else optimizer)
-    self._traced = {} if traced is None else traced
+    self._tasks = {}  # task name -> its task, built once
+    self._runs = {}  # (task name, heads) -> its traced runs
     # Where an estimate's time goes (reset by each estimate).
     self.seconds = {"tracing": 0., "references": 0.}
     tf.io.gfile.makedirs(train_dir)
@@ -261,20 +261,13 @@ class HeadTrainer:
     path = os.path.join(self.train_dir, STATE_FILE)
     self.resumed = tf.io.gfile.exists(path)
     if not self.resumed:
-      self.theta = learned_schedule.initial_theta(self.config.seed)
-      self.adam_m = np.zeros_like(self.theta)
-      self.adam_v = np.zeros_like(self.theta)
-      self.done = 0
-      self.rng = np.random.default_rng(self.config.seed)
+      self.learner = learner_lib.LearnerState.start(
+          learned_schedule.initial_theta(self.config.seed), self.config.seed)
       self.references = {}
       return
     try:
       with np.load(path) as saved:
-        self.theta = saved["theta"]
-        self.adam_m, self.adam_v = saved["adam_m"], saved["adam_v"]
-        self.done = int(saved["done"])
-        self.rng = np.random.default_rng()
-        self.rng.bit_generator.state = json.loads(str(saved["rng"]))
+        self.learner = learner_lib.LearnerState.from_arrays(saved)
         self.references = {
             tuple(json.loads(key)): float(value)
             for key, value in zip(saved["reference_keys"],
@@ -283,13 +276,22 @@ class HeadTrainer:
             ValueError) as e:
       raise damaged(path, e) from None
 
+  @property
+  def theta(self):
+    """The head's current parameters (the learner's)."""
+    return self.learner.theta
+
+  @property
+  def done(self):
+    """The estimates applied."""
+    return self.learner.done
+
   def save(self):
     """Writes the training state, then the head (both atomically)."""
     keys = sorted(self.references)
     with atomic_file.replace(os.path.join(self.train_dir, STATE_FILE),
                              "wb") as f:
-      np.savez(f, theta=self.theta, adam_m=self.adam_m, adam_v=self.adam_v,
-               done=self.done, rng=json.dumps(self.rng.bit_generator.state),
+      np.savez(f, **self.learner.arrays(),
                reference_keys=np.array([json.dumps(list(k)) for k in keys]),
                reference_values=np.array([self.references[k] for k in keys],
                                          np.float64))
@@ -306,25 +308,25 @@ class HeadTrainer:
 
   # --------------------------------------------------------- estimates
   def _task(self, name):
-    if name not in self._traced:
-      self._traced[name] = task_lib.build(name, self.data_dir,
-                                          seed=self.config.seed,
-                                          data=self.config.task_data,
-                                          models=self.config.task_models)
-    return self._traced[name]
+    if name not in self._tasks:
+      self._tasks[name] = task_lib.build(name, self.data_dir,
+                                         seed=self.config.seed,
+                                         data=self.config.task_data,
+                                         models=self.config.task_models)
+    return self._tasks[name]
 
   def _task_runs(self, name, heads):
     key = (name, heads)
-    if key not in self._traced:
+    if key not in self._runs:
       start = time.time()
       runs = estimator.TaskRuns(self._task(name), self.optimizer, heads,
                                 self.config.batch_size, self.config.bounds())
       # A run of no steps traces it, so that the time of runs is theirs.
       runs(np.zeros((heads, learned_schedule.NUM_PARAMETERS), np.float32),
            0, np.ones(len(runs.task.initial)), 0)
-      self._traced[key] = runs
+      self._runs[key] = runs
       self.seconds["tracing"] += time.time() - start
-    return self._traced[key]
+    return self._runs[key]
 
   def draw(self):
     """The draws of one estimate, all from the run's random state: [(task
@@ -332,13 +334,13 @@ class HeadTrainer:
     c = self.config
     names = list(c.tasks)
     replace = c.tasks_per_estimate > len(names)
-    picks = self.rng.choice(len(names), c.tasks_per_estimate,
-                            replace=replace)
+    rng = self.learner.rng
+    picks = rng.choice(len(names), c.tasks_per_estimate, replace=replace)
     lengths = c.lengths()
     # Log-uniform over [min_length, max_length], on the grid.
-    runs = [(names[i], int(self.rng.integers(c.seeds_per_task)),
-             lengths[int(self.rng.integers(len(lengths)))]) for i in picks]
-    epsilons = self.rng.standard_normal(
+    runs = [(names[i], int(rng.integers(c.seeds_per_task)),
+             lengths[int(rng.integers(len(lengths)))]) for i in picks]
+    epsilons = rng.standard_normal(
         (c.tasks_per_estimate, c.pairs, learned_schedule.NUM_PARAMETERS))
     return runs, epsilons.astype(np.float32)
 
@@ -393,15 +395,6 @@ class HeadTrainer:
     return (np.mean(gradients, 0), float(np.mean([o for _, o in objectives])),
             objectives)
 
-  def apply(self, gradient):
-    """One Adam step of the head's parameters (TF1 Adam's rule)."""
-    theta, m, v = tf1_optimizers.adam_update(
-        tf.constant(self.theta), tf.constant(gradient, tf.float32),
-        tf.constant(self.adam_m), tf.constant(self.adam_v), self.done + 1,
-        self.config.learning_rate)
-    self.theta, self.adam_m, self.adam_v = (theta.numpy(), m.numpy(),
-                                            v.numpy())
-
   def run(self):
     """Estimates until ``config.estimates`` are done, saving after each;
     returns the head."""
@@ -415,8 +408,7 @@ class HeadTrainer:
         start = time.time()
         self.seconds = {"tracing": 0., "references": 0.}
         gradient, objective, per_task = self.estimate()
-        self.apply(gradient)
-        self.done += 1
+        self.learner.step(gradient, self.config.learning_rate)
         self.save()
         seconds = time.time() - start
         norm = float(np.linalg.norm(gradient))

@@ -54,13 +54,14 @@ def from_checkpoint(path, level_sizes, optimizer_kwargs):
 
 def card_kwargs(name, total_steps, keras_kwargs):
   """The Keras arguments of the shipped optimizer ``name`` for a run of
-  ``total_steps``: ``keras_kwargs`` completed by its card's settings for
-  long runs in their Keras form
+  ``total_steps`` steps (None: of unknown length). With a
+  ``schedule_head`` (given, else the one ``name`` ships with,
+  :func:`l2o_scale.pretrained.schedule_head`), the head reads the length
+  and the card's settings do not apply; otherwise ``keras_kwargs``
+  completed by the card's settings for long runs in their Keras form
   (:meth:`l2o_scale.steps.transform.StepTransform.keras_kwargs`), given
-  arguments winning; as they are where ``total_steps`` is None or the card
-  has no such settings. With a ``schedule_head`` (given, else the one
-  ``name`` ships with, :func:`l2o_scale.pretrained.schedule_head`),
-  ``total_steps`` is the head's and the card's settings do not apply."""
+  arguments winning, where the length is known and the card has such
+  settings."""
   keras_kwargs = dict(keras_kwargs)
   if keras_kwargs.get("schedule_head") is None:
     own = shipped.schedule_head(name)

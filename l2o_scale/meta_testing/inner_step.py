@@ -95,8 +95,7 @@ def inner_step(problem, optimizer, variables, states, global_state, data,
     optimizer: an optimizer with the pure step interface (``compute_updates``
       and, if ``packed``, ``compute_updates_packed``/``unpack_state``).
     variables: the optimizee variables' values (the attended point with
-      attention); the gradients, with the problem's gradient noise, are taken
-      here.
+      attention), where the gradients (with the problem's noise) are taken.
     states: per-tensor state dicts, or the packed state if ``packed``.
     global_state: list of global state tensors.
     data, labels: the batch (None for problems without data).

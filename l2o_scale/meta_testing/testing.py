@@ -254,6 +254,9 @@ def test_optimizer(optimizer, problem, num_iter, dataset=None, batch_size=None,
   Port of ``metaopt.test_optimizer`` (evaluation metaopt.py l.606-745), same
   arguments (but the TF1 ``graph``) and results.
 
+  Why long: its docstring, one entry per argument of the original's; the
+  body is a dozen lines over the helpers below.
+
   Args:
     optimizer: a learned optimizer (``optimizer/``) or a baseline
       (:mod:`l2o_scale.meta_testing.baselines`).

@@ -1,7 +1,7 @@
 """The optimizer's step as one XLA call forward and one in the meta-gradient.
 
 What ``metarun.py --jit_compile`` runs inside each meta-training unroll
-(:func:`l2o_scale.meta_training.unroll.optimizer_update`). The step is the
+(:func:`l2o_scale.meta_training.unroll_method.optimizer_update`). The step is the
 packed ``compute_updates_packed`` of the optimizer (for the hierarchical
 RNN, ``hierarchical_rnn.py`` l.395-730 of the original), unchanged; what
 differs is how TensorFlow runs it.
@@ -85,7 +85,7 @@ def _set(container, key, value):
 
 class FusedUpdate(step_update.StepUpdate):
   """``update(params, grads, states, global_state, mode_mt, teacher_steps)``
-  as :func:`l2o_scale.meta_training.unroll.optimizer_update` returns it,
+  as :func:`l2o_scale.meta_training.unroll_method.optimizer_update` returns it,
   compiled as described in the module doc. Call :meth:`bind` once per
   unroll, outside its loop, and use what it returns in the loop."""
 

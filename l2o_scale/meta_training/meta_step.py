@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import unroll as unroll_lib
+from l2o_scale.meta_training import unroll_method
 
 
 def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
@@ -40,7 +41,7 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
   meta-parameter the objective does not depend on gets a zero gradient.
   ``jit_compile``, ``time_parallel``, ``memory_budget``,
   ``recompute_budget``: how the unroll runs
-  (:class:`~l2o_scale.meta_training.unroll.UnrollMethod`; the module doc).
+  (:class:`~l2o_scale.meta_training.unroll_method.UnrollMethod`; the module doc).
 
   ``regularizer_share``: in an unroll whose objective holds the optimizer
   regularizer (:func:`~l2o_scale.meta_training.regularizer.
@@ -54,7 +55,7 @@ def make_meta_step(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
   in every unroll where the regularizer does not act) the function is the
   one of a run that never measures.
   """
-  method = unroll_lib.UnrollMethod(jit_compile, time_parallel, memory_budget,
+  method = unroll_method.UnrollMethod(jit_compile, time_parallel, memory_budget,
                                    recompute_budget)
   gradient = _MetaGradient(problem, optimizer, reg, l2_reg, method,
                            regularizer_share)
@@ -82,7 +83,7 @@ class _MetaGradient(object):
 
   def __call__(self, inputs, carried, mode_mt, parallel):
     meta_vars = self.optimizer.meta_variables
-    instances = unroll_lib.instances(inputs)
+    instances = unroll_method.instances(inputs)
     steps = instances[0].obj_weights.shape[0]
     # With jit_compile the fused step already recomputes its values in the
     # meta-gradient (fused_step), so the budget has nothing to choose.
@@ -95,7 +96,7 @@ class _MetaGradient(object):
       outs = [unroll_lib.unroll(self.problem, self.optimizer, i, c, mode_mt,
                                 self.reg, update, time_parallel=parallel,
                                 budget_bytes=self.method.memory_budget)
-              for i, c in zip(instances, unroll_lib.instances(carried))]
+              for i, c in zip(instances, unroll_method.instances(carried))]
       loss = self._loss(outs, mode_mt, meta_vars)
       regular = _mean([o.regular for o in outs]) if measure else None
     grads = _dense(tape.gradient(loss, meta_vars), meta_vars)
@@ -130,7 +131,7 @@ def make_eval_unroll(problem, optimizer, reg=regularizer_lib.NO_REGULARIZER,
                      jit_compile=False, time_parallel=False,
                      memory_budget=None):
   """Compiled unroll without gradients (validation, original ``validate``)."""
-  method = unroll_lib.UnrollMethod(jit_compile, time_parallel, memory_budget)
+  method = unroll_method.UnrollMethod(jit_compile, time_parallel, memory_budget)
   update = method.update(optimizer)
 
   def compiled(parallel):

@@ -73,9 +73,8 @@ class MTUtils(object):
       init_tensors: initial parameter arrays of the meta-iteration.
       data, labels: the whole dataset (labels as class indices; one-hot
         labels are derived here as the original does).
-      mini_batches: per unroll, the rows of ``data`` forming its mini dataset.
-      dataset_batches: per unroll, ``k * unroll_length`` batches of rows of
-        the mini dataset.
+      mini_batches: per unroll, the rows of ``data`` of its mini dataset.
+      dataset_batches: per unroll, ``k * unroll_length`` row batches of it.
       opt_name: 'adam', 'rmsprop' or 'nag'.
       k: teacher steps per imitation step.
     """

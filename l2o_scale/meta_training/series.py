@@ -148,13 +148,17 @@ class LocalSeries(object):
                                  config.on_divergence)
       applied, last_out, switch = u + 1, outs[0], plan.switches[u]
     self.state.series_ran()
-    first_state = None
-    if last_out is not None:
-      per_tensor = unroll_lib.per_tensor_states(task.optimizer,
-                                                last_out.final_state)
-      first_state = per_tensor[0] if per_tensor else None
-    return SeriesOutcome(applied, None, first_state, self.learner.last_grads,
-                         switch, rows)
+    return SeriesOutcome(applied, None, self._first_state(last_out),
+                         self.learner.last_grads, switch, rows)
+
+  def _first_state(self, out):
+    """The first tensor's optimizer state at the end of the unroll ``out``
+    (None without one), for the histograms of the series."""
+    if out is None:
+      return None
+    per_tensor = unroll_lib.per_tensor_states(self.task.optimizer,
+                                              out.final_state)
+    return per_tensor[0] if per_tensor else None
 
   def validate(self, plan):
     """Final objective of one evaluation series (original ``validate``)."""

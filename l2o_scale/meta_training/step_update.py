@@ -8,7 +8,7 @@ compiled call forward and one in the meta-gradient, with XLA
 (``--jit_compile``) or without (the step recomputed in the meta-gradient);
 :class:`~l2o_scale.meta_training.recompute.BudgetedUpdate` picks between
 the two by a memory budget. Their numbers agree up to float rounding.
-:func:`l2o_scale.meta_training.unroll.optimizer_update` chooses one.
+:func:`l2o_scale.meta_training.unroll_method.optimizer_update` chooses one.
 """
 
 

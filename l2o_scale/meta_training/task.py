@@ -24,6 +24,7 @@ from l2o_scale.meta_testing import testing as testing_lib
 from l2o_scale.meta_training import regularizer as regularizer_lib
 from l2o_scale.meta_training import reporting
 from l2o_scale.meta_training import unroll as unroll_lib
+from l2o_scale.meta_training import unroll_method
 from problems import datasets
 
 
@@ -118,7 +119,7 @@ class MetaTrainingTask(object):
     """The compiled meta-gradient of an unroll
     (:func:`~l2o_scale.meta_training.meta_step.make_meta_step`)."""
     if self._meta_step is None:
-      method = unroll_lib.UnrollMethod.from_config(self.config)
+      method = unroll_method.UnrollMethod.from_config(self.config)
       self._meta_step = meta_step_lib.make_meta_step(
           self.problem, self.optimizer, self.reg, self.config.l2_reg,
           method.jit_compile, method.time_parallel, method.memory_budget,
@@ -129,7 +130,7 @@ class MetaTrainingTask(object):
   def eval_unroll(self):
     """The compiled unroll without gradients (evaluation series)."""
     if self._eval_unroll is None:
-      method = unroll_lib.UnrollMethod.from_config(self.config)
+      method = unroll_method.UnrollMethod.from_config(self.config)
       self._eval_unroll = meta_step_lib.make_eval_unroll(
           self.problem, self.optimizer, self.reg, method.jit_compile,
           method.time_parallel, method.memory_budget)

@@ -34,17 +34,14 @@ the objective exceeds ``obj_train_max_multiplier`` times the initial one.
 """
 
 import collections
-import dataclasses
 
 import numpy as np
 import tensorflow as tf
 
 from l2o_scale.meta_testing import inner_step
-from l2o_scale.meta_training import fused_step
 from l2o_scale.meta_training import parallel_eval
-from l2o_scale.meta_training import recompute
 from l2o_scale.meta_training import regularizer
-from l2o_scale.meta_training import step_update
+from l2o_scale.meta_training import unroll_method
 
 class LoopState(collections.namedtuple(
     "LoopState",
@@ -203,101 +200,6 @@ def initial_loop_state(problem, optimizer, init_tensors, obj_data, obj_labels,
                               global_state)
 
 
-def optimizer_update(optimizer, jit_compile=False, recompute_budget=None,
-                     copies=None):
-  """The optimizer's packed step as the unroll calls it (a
-  :class:`~l2o_scale.meta_training.step_update.StepUpdate`): the one place
-  that picks how it runs.
-
-  * ``jit_compile``: compiled with XLA on its own
-    (:class:`~l2o_scale.meta_training.fused_step.FusedUpdate`). Why only
-    the step: its ~100 small element-wise ops on [k, N] rows cost op
-    dispatch, not arithmetic, and XLA fuses them into a few loops, forward
-    and backward. The rest of the unroll (the objective's large matmuls on
-    the mini dataset, the while loop and its accumulators) stays in
-    TensorFlow's executor: XLA has little to fuse there and compiles the
-    whole loop for long (docs/performance.md). The regularizer cannot be
-    compiled this way in TF 2.21 (its gradient inside the while loop
-    fails).
-  * else the optimizer's own step
-    (:class:`~l2o_scale.meta_training.step_update.PlainUpdate`), whose
-    meta-gradient keeps the step's values at every step; with a
-    ``recompute_budget`` (bytes) and ``copies`` (steps x optimizee
-    instances of the meta-gradient) the same step recomputed in the
-    meta-gradient instead where the kept values would exceed the budget
-    (:func:`~l2o_scale.meta_training.recompute.choose_update`).
-
-  The numbers differ by float rounding only.
-  """
-  if jit_compile:
-    return fused_step.FusedUpdate(optimizer)
-  plain = step_update.PlainUpdate(optimizer)
-  if not recompute_budget or not copies:
-    return plain
-  return recompute.choose_update(
-      plain, fused_step.FusedUpdate(optimizer, jit_compile=False), optimizer,
-      recompute_budget, copies)
-
-
-def instances(value):
-  """The instances of a meta-batch (a plain tuple), or ``[value]``."""
-  if isinstance(value, tuple) and not hasattr(value, "_fields"):
-    return list(value)
-  return [value]
-
-
-@dataclasses.dataclass(frozen=True)
-class UnrollMethod:
-  """How the unrolls of a meta-training task run: ways that give the
-  original's unroll up to float rounding, chosen here.
-
-  ``jit_compile``, ``recompute_budget`` (bytes): the optimizer's step
-  (:func:`optimizer_update`). ``time_parallel``: the objective on the mini
-  dataset evaluated at all steps after the trajectory (:func:`unroll`), an
-  unroll the original's stop rules end early run again sequentially
-  (:meth:`compile`); ``memory_budget`` (bytes) bounds that evaluation
-  (:func:`~l2o_scale.meta_training.parallel_eval.steps_per_chunk`).
-  """
-  jit_compile: bool = False
-  time_parallel: bool = False
-  memory_budget: float = None
-  recompute_budget: float = None
-
-  @classmethod
-  def from_config(cls, config):
-    """The method a :class:`~l2o_scale.meta_training.training_config.TrainingConfig`
-    asks for (``--jit_compile``, ``--time_parallel``,
-    ``--time_parallel_memory_gib``, ``--recompute_memory_gib``)."""
-    return cls(config.jit_compile, config.time_parallel,
-               config.time_parallel_memory_gib * 2**30,
-               config.recompute_memory_gib * 2**30)
-
-  def update(self, optimizer, copies=None):
-    """The step of an unroll whose meta-gradient holds ``copies`` steps
-    (None: no meta-gradient)."""
-    return optimizer_update(optimizer, self.jit_compile,
-                            self.recompute_budget, copies)
-
-  def compile(self, build, outputs=lambda result: result):
-    """The compiled function ``build(time_parallel)`` makes (a callable
-    whose result's ``outputs`` are :class:`UnrollOutput` s): time-parallel
-    where it is on, with the sequential one's result instead where its
-    unroll reports an early stop (eagerly: a second call, traced the first
-    time it is needed; inside a graph: a ``tf.cond``)."""
-    sequential = build(False)
-    if not self.time_parallel:
-      return sequential
-    parallel = build(True)
-
-    def call(*args):
-      result = parallel(*args)
-      stops = [o.early_stop for o in instances(outputs(result))]
-      stop = stops[0] if len(stops) == 1 else tf.reduce_any(tf.stack(stops))
-      if tf.executing_eagerly():
-        return sequential(*args) if bool(stop) else result
-      return tf.cond(stop, lambda: sequential(*args), lambda: result)
-
-    return call
 
 
 class StepCarry(collections.namedtuple(
@@ -408,16 +310,18 @@ class _UnrollStep(object):
       picked = tf.where(self.switch, reg_value, regular)
     return regular + self.reg.alpha * picked
 
+  def _batch(self, itr):
+    """Step ``itr``'s minibatch (data, labels) of the mini dataset."""
+    if self.batch_rows is None:
+      batch = tf.gather(self.inputs.batches, itr)
+      return (tf.gather(self.inputs.mini_data, batch),
+              tf.gather(self.inputs.mini_labels, batch))
+    return [tf.gather(rows, itr) for rows in self.batch_rows]
+
   def __call__(self, carry):
     problem, optimizer, inputs = self.problem, self.optimizer, self.inputs
     itr, state = carry.itr, carry.state
-    if self.batch_rows is None:
-      batch = tf.gather(inputs.batches, itr)
-      batch_data = tf.gather(inputs.mini_data, batch)
-      batch_labels = tf.gather(inputs.mini_labels, batch)
-    else:
-      batch_data, batch_labels = [tf.gather(rows, itr)
-                                  for rows in self.batch_rows]
+    batch_data, batch_labels = self._batch(itr)
     teacher_steps = [tf.gather(m, itr) for m in inputs.mt_labels]
     # Objective at the real parameters, gradients at the attended ones.
     eval_params = inner_step.gradient_point(optimizer, state.params,
@@ -467,27 +371,23 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
   """Runs one partial unroll; differentiable with respect to the optimizer.
 
   Args:
-    problem: a problem_generator.Problem.
-    optimizer: a TrainableOptimizer.
+    problem, optimizer: a problem_generator.Problem, a TrainableOptimizer.
     inputs: UnrollInputs.
     carried: LoopState from the previous unroll, or None.
     mode_mt: Python bool: imitation mode.
     reg: regularizer.RegularizerConfig.
     update: the optimizer's step, a
       :class:`~l2o_scale.meta_training.step_update.StepUpdate` (default:
-      :func:`optimizer_update`, uncompiled).
+      :func:`~l2o_scale.meta_training.unroll_method.optimizer_update`, uncompiled).
     time_parallel: evaluate the objective on the mini dataset (and a
       regularizer that only enters the meta-objective,
-      :func:`~l2o_scale.meta_training.regularizer.defers_regularizer`) at all steps after the trajectory, in one
-      vectorized pass, instead of one step at a time. Neither feeds the
-      trajectory (steps use batch gradients), so the result is the
-      sequential one up to float rounding, except where the original's stop
-      rules end the loop early: then every step still runs and
-      ``early_stop`` says so (the caller runs the sequential unroll).
-    budget_bytes: with ``time_parallel``, the memory budget of that pass:
-      above it, the steps are evaluated a chunk at a time
-      (:func:`~l2o_scale.meta_training.parallel_eval.steps_per_chunk`);
-      None: all at once.
+      :func:`~l2o_scale.meta_training.regularizer.defers_regularizer`) at
+      all steps after the trajectory, in one vectorized pass: the sequential
+      result up to float rounding (neither feeds the trajectory), except
+      where the original's stop rules end the loop early: then every step
+      still runs and ``early_stop`` says so (the caller runs it again).
+    budget_bytes: with ``time_parallel``, the memory budget of that pass,
+      above which it goes a chunk of steps at a time (None: all at once).
     differentiable: whether the meta-gradient is taken through the result
       (False: the chunked pass computes no gradients).
 
@@ -500,19 +400,13 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
       problem, optimizer, inputs.init_tensors, obj_data, obj_labels, carried,
       inputs.first_unroll, inputs.reset_state, inputs.state_seed)
   # A fused step reads the meta-parameters here, once, outside the loop.
-  update = (update or optimizer_update(optimizer)).bind()
+  update = (update or unroll_method.optimizer_update(optimizer)).bind()
   step = _UnrollStep(problem, optimizer, inputs, mode_mt, reg, update,
                      state.initial_obj, time_parallel)
   end = _run_loop(step, start_obj, state)
   if time_parallel:
-    multiplier = optimizer.obj_train_max_multiplier
-    limit = (objective_limit(state.initial_obj, multiplier)
-             if multiplier > 0 else None)
-    obj_accum, problem_objectives, regular, early_stop = (
-        parallel_eval.after_trajectory(
-            problem, reg if step.defer_reg and step.switch else None, inputs,
-            start_obj, end.trail, len(state.params), limit, end.regular,
-            budget_bytes, differentiable))
+    obj_accum, problem_objectives, regular, early_stop = _evaluate_trail(
+        step, start_obj, state, end, budget_bytes, differentiable)
   else:
     obj_accum, regular = end.obj_accum, end.regular
     problem_objectives = end.objectives
@@ -521,6 +415,19 @@ def unroll(problem, optimizer, inputs, carried, mode_mt=False,
                                      state.initial_obj)
   return UnrollOutput(scaled + regular, end.obj_accum_mt, problem_objectives,
                       state.initial_obj, regular, end.state, early_stop)
+
+
+def _evaluate_trail(step, start_obj, state, end, budget_bytes,
+                    differentiable):
+  """The time-parallel unroll's objectives, evaluated after its trajectory
+  (:func:`~l2o_scale.meta_training.parallel_eval.after_trajectory`)."""
+  multiplier = step.optimizer.obj_train_max_multiplier
+  limit = (objective_limit(state.initial_obj, multiplier)
+           if multiplier > 0 else None)
+  return parallel_eval.after_trajectory(
+      step.problem, step.reg if step.defer_reg and step.switch else None,
+      step.inputs, start_obj, end.trail, len(state.params), limit,
+      end.regular, budget_bytes, differentiable)
 
 
 def _run_loop(step, start_obj, state):
