@@ -12,7 +12,9 @@ Its scripts run from the repository root as modules, e.g.
   meta-training logs and the facts of the run; :mod:`reproduce.styles` the
   names and looks);
 * :mod:`reproduce.study_report`: the flatness study's results page, with
-  :mod:`reproduce.seed_stats` (statistics over meta-training seeds);
+  :mod:`reproduce.study_analysis` (its data, comparisons and words),
+  :mod:`reproduce.study_figures` and :mod:`reproduce.seed_stats`
+  (statistics over meta-training seeds);
 * tools run by hand (docs/reproduction.md, "Tools run by hand"):
   :mod:`reproduce.ship_pretrained` (a subcommand per way of shipping an
   optimizer or updating its card), :mod:`reproduce.pretrained_metatest`

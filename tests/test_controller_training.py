@@ -63,13 +63,14 @@ def test_a_run_resumes_after_an_estimate_to_the_same_controller(tmp_path):
   lines = []
   resumed = training.ControllerTrainer(_config(), str(tmp_path / "b"),
                                        log=lines.append, traced=traced)
-  assert resumed.resumed and resumed.done == 1
+  assert resumed.resumed and resumed.learner.done == 1
   resumed.run()
   assert lines[0].startswith("resuming")
-  np.testing.assert_array_equal(resumed.theta, straight.theta)
-  assert not np.array_equal(straight.theta, rule.initial_theta(1))
+  np.testing.assert_array_equal(resumed.learner.theta,
+                                straight.learner.theta)
+  assert not np.array_equal(straight.learner.theta, rule.initial_theta(1))
   with np.load(str(tmp_path / "b" / "controller-2.npz")) as saved:
-    np.testing.assert_array_equal(saved["theta"], straight.theta)
+    np.testing.assert_array_equal(saved["theta"], straight.learner.theta)
   log = [json.loads(l) for l in open(str(tmp_path / "b" /
                                          training.LOG_FILE))]
   assert [r["estimate"] for r in log] == [1, 2]

@@ -130,13 +130,13 @@ def test_resume_ends_with_the_head_of_the_uninterrupted_run(
   resumed = training.HeadTrainer(
       training.HeadTrainingConfig(estimates=2, **TINY),
       str(tmp_path / "cut"), DATA_DIR, frozen, lines.append, traced)
-  assert resumed.resumed and resumed.done == 1
+  assert resumed.resumed and resumed.learner.done == 1
   resumed.run()
-  assert resumed.theta.tobytes() == whole.theta.tobytes()
-  assert resumed.adam_v.tobytes() == whole.adam_v.tobytes()
+  assert resumed.learner.theta.tobytes() == whole.learner.theta.tobytes()
+  assert resumed.learner.adam_v.tobytes() == whole.learner.adam_v.tobytes()
   assert resumed.references == whole.references
   saved = ls.ScheduleHead.load(str(tmp_path / "cut" / training.HEAD_FILE))
-  assert saved.theta.numpy().tobytes() == whole.theta.tobytes()
+  assert saved.theta.numpy().tobytes() == whole.learner.theta.tobytes()
   # Other settings in the same folder are refused, naming them.
   with pytest.raises(ValueError, match="--sigma=0.1"):
     training.HeadTrainer(
@@ -167,7 +167,7 @@ def test_a_run_started_before_a_setting_existed_resumes_with_its_old_value(
   resumed = training.HeadTrainer(
       training.HeadTrainingConfig(estimates=2, **TINY), str(folder),
       DATA_DIR, frozen, lambda line: None, traced)
-  assert resumed.resumed and resumed.done == 1
+  assert resumed.resumed and resumed.learner.done == 1
   with pytest.raises(ValueError, match="--{}={}".format(setting,
                                                        old_value)):
     training.HeadTrainer(

@@ -56,7 +56,7 @@ def test_a_new_family_runs_in_the_benchmark_and_both_trainers(rings,
           max_length=3, families=("mlp_rings",), batch_size=8),
       str(tmp_path / "controller"), log=lambda line: None)
   trainer.run()
-  assert trainer.done == 1
+  assert trainer.learner.done == 1
 
 
 def test_a_family_task_name_that_names_nothing_is_refused():

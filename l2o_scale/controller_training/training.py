@@ -214,16 +214,6 @@ class ControllerTrainer:
                        .format(path, type(e).__name__)) from None
     self._trim_log()
 
-  @property
-  def theta(self):
-    """The controller's current parameters (the learner's)."""
-    return self.learner.theta
-
-  @property
-  def done(self):
-    """The estimates applied."""
-    return self.learner.done
-
   def _trim_log(self):
     """Drops log lines of estimates after the saved state (a run killed
     between its state and its log line, or a log copied later than the
@@ -233,7 +223,7 @@ class ControllerTrainer:
       return
     with open(path) as f:
       lines = [l for l in f if l.strip()]
-    kept = [l for l in lines if json.loads(l)["estimate"] <= self.done]
+    kept = [l for l in lines if json.loads(l)["estimate"] <= self.learner.done]
     if len(kept) != len(lines):
       with atomic_file.replace(path) as f:
         f.writelines(kept)
@@ -244,11 +234,11 @@ class ControllerTrainer:
                              "wb") as f:
       np.savez(f, **self.learner.arrays())
     kept = [CONTROLLER_FILE]
-    if self.config.keep_every and self.done % self.config.keep_every == 0:
-      kept.append(snapshot_name(self.done))
+    if self.config.keep_every and self.learner.done % self.config.keep_every == 0:
+      kept.append(snapshot_name(self.learner.done))
     for name in kept:
       with atomic_file.replace(os.path.join(self.train_dir, name), "wb") as f:
-        np.savez(f, theta=self.theta)
+        np.savez(f, theta=self.learner.theta)
 
   # --------------------------------------------------------- estimates
   def draw(self):
@@ -322,7 +312,7 @@ class ControllerTrainer:
     gradients, records = [], []
     for draw in self.draw():
       f, reference = self.objectives(draw, estimator.perturbed(
-          self.theta, draw.epsilons, c.sigma))
+          self.learner.theta, draw.epsilons, c.sigma))
       gradients.append(estimator.antithetic_gradient(
           f[:c.pairs], f[c.pairs:], draw.epsilons, c.sigma))
       records.append(dict(family=draw.family, config=draw.config_index,
@@ -340,12 +330,12 @@ class ControllerTrainer:
     """Estimates until ``config.estimates`` are done, saving after each;
     returns the controller's parameters."""
     writer = summaries.create_writer(
-        self.train_dir, self.done if self.resumed else None)
+        self.train_dir, self.learner.done if self.resumed else None)
     if self.resumed:
       self.log("resuming {} after estimate {}".format(self.train_dir,
-                                                      self.done))
+                                                      self.learner.done))
     with writer.as_default():
-      while self.done < self.config.estimates:
+      while self.learner.done < self.config.estimates:
         start = time.time()
         self.seconds = dict(tracing=0.)
         gradient, objective, records = self.estimate()
@@ -353,18 +343,18 @@ class ControllerTrainer:
         self.save()
         seconds = time.time() - start
         norm = float(np.linalg.norm(gradient))
-        self._append_log(dict(estimate=self.done, objective=objective,
+        self._append_log(dict(estimate=self.learner.done, objective=objective,
                               gradient_norm=norm, seconds=seconds,
                               tasks=records))
         self.log("estimate {}/{}: objective {:+.4f} (log of validation loss "
                  "over AdamW with the cosine decay), |gradient| {:.3g}, "
                  "{:.0f} s ({:.0f} s tracing), peak memory {:.2f} GiB".format(
-                     self.done, self.config.estimates, objective, norm,
+                     self.learner.done, self.config.estimates, objective, norm,
                      seconds, self.seconds["tracing"],
                      reporting.peak_memory_gib()))
-        tf.summary.scalar("controller/objective", objective, step=self.done)
-        tf.summary.scalar("controller/gradient_norm", norm, step=self.done)
+        tf.summary.scalar("controller/objective", objective, step=self.learner.done)
+        tf.summary.scalar("controller/gradient_norm", norm, step=self.learner.done)
         tf.summary.scalar("controller/seconds_per_estimate", seconds,
-                          step=self.done)
+                          step=self.learner.done)
         writer.flush()
-    return self.theta
+    return self.learner.theta

@@ -221,9 +221,11 @@ class HeadTrainer:
   """The recipe's loop over estimates (see the module docstring)."""
 
   def __init__(self, config, train_dir, data_dir=None, optimizer=None,
-               log=print):
+               log=print, traced=None):
     """``optimizer``: the frozen learned optimizer (default: loaded from
-    ``config.optimizer``)."""
+    ``config.optimizer``); ``traced``: a dict shared by trainers of the same
+    optimizer and settings, which then reuse each other's tasks and traced
+    runs (a resume in the same process)."""
     config.check()
     self.config = config
     self.train_dir = train_dir
@@ -231,8 +233,9 @@ class HeadTrainer:
     self.log = log
     self.optimizer = (load_optimizer(config.optimizer) if optimizer is None
                       else optimizer)
-    self._tasks = {}  # task name -> its task, built once
-    self._runs = {}  # (task name, heads) -> its traced runs
+    traced = {} if traced is None else traced
+    self._tasks = traced.setdefault("tasks", {})  # name -> task, built once
+    self._runs = traced.setdefault("runs", {})  # (name, heads) -> its runs
     # Where an estimate's time goes (reset by each estimate).
     self.seconds = {"tracing": 0., "references": 0.}
     tf.io.gfile.makedirs(train_dir)
@@ -276,16 +279,6 @@ class HeadTrainer:
             ValueError) as e:
       raise damaged(path, e) from None
 
-  @property
-  def theta(self):
-    """The head's current parameters (the learner's)."""
-    return self.learner.theta
-
-  @property
-  def done(self):
-    """The estimates applied."""
-    return self.learner.done
-
   def save(self):
     """Writes the training state, then the head (both atomically)."""
     keys = sorted(self.references)
@@ -296,15 +289,15 @@ class HeadTrainer:
                reference_values=np.array([self.references[k] for k in keys],
                                          np.float64))
     kept = [HEAD_FILE]
-    if self.config.keep_every and self.done % self.config.keep_every == 0:
-      kept.append(snapshot_name(self.done))
+    if self.config.keep_every and self.learner.done % self.config.keep_every == 0:
+      kept.append(snapshot_name(self.learner.done))
     for name in kept:
       with atomic_file.replace(os.path.join(self.train_dir, name), "wb") as f:
         self.head().save(f)
 
   def head(self):
     """The head with the current parameters."""
-    return learned_schedule.ScheduleHead(self.theta, *self.config.bounds())
+    return learned_schedule.ScheduleHead(self.learner.theta, *self.config.bounds())
 
   # --------------------------------------------------------- estimates
   def _task(self, name):
@@ -388,7 +381,7 @@ class HeadTrainer:
     gradients, objectives = [], []
     for (name, seed_index, length), eps in zip(runs, epsilons):
       f = self.objectives(name, seed_index, length,
-                          estimator.perturbed(self.theta, eps, c.sigma))
+                          estimator.perturbed(self.learner.theta, eps, c.sigma))
       gradients.append(estimator.antithetic_gradient(
           f[:c.pairs], f[c.pairs:], eps, c.sigma))
       objectives.append((name, float(np.mean(f))))
@@ -399,12 +392,12 @@ class HeadTrainer:
     """Estimates until ``config.estimates`` are done, saving after each;
     returns the head."""
     writer = summaries.create_writer(
-        self.train_dir, self.done if self.resumed else None)
+        self.train_dir, self.learner.done if self.resumed else None)
     if self.resumed:
       self.log("resuming {} after estimate {}".format(self.train_dir,
-                                                      self.done))
+                                                      self.learner.done))
     with writer.as_default():
-      while self.done < self.config.estimates:
+      while self.learner.done < self.config.estimates:
         start = time.time()
         self.seconds = {"tracing": 0., "references": 0.}
         gradient, objective, per_task = self.estimate()
@@ -416,16 +409,16 @@ class HeadTrainer:
                  "over the frozen optimizer's), |gradient| {:.3g}, |head| "
                  "{:.3g}, {:.1f} s ({:.1f} s tracing, {:.1f} s reference "
                  "runs), peak memory {:.2f} GiB".format(
-                     self.done, objective, norm,
-                     float(np.linalg.norm(self.theta)), seconds,
+                     self.learner.done, objective, norm,
+                     float(np.linalg.norm(self.learner.theta)), seconds,
                      self.seconds["tracing"], self.seconds["references"],
                      reporting.peak_memory_gib()))
-        tf.summary.scalar("head/objective", objective, step=self.done)
-        tf.summary.scalar("head/gradient_norm", norm, step=self.done)
+        tf.summary.scalar("head/objective", objective, step=self.learner.done)
+        tf.summary.scalar("head/gradient_norm", norm, step=self.learner.done)
         tf.summary.scalar("head/seconds_per_estimate", seconds,
-                          step=self.done)
+                          step=self.learner.done)
         for name, value in per_task:
-          tf.summary.scalar("head/objective_" + name, value, step=self.done)
+          tf.summary.scalar("head/objective_" + name, value, step=self.learner.done)
         writer.flush()
     return self.head()
 
