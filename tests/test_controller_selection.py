@@ -10,6 +10,7 @@ import numpy as np
 from l2o_scale import learned_adamw
 from l2o_scale.controller_training import chosen
 from l2o_scale.controller_training import selection
+from l2o_scale.controller_training import test_look
 from l2o_scale.controller_training import training
 from l2o_scale.steps import controlled_adamw as rule
 
@@ -92,3 +93,31 @@ def test_the_benchmark_measures_the_recorded_choice(tmp_path):
   assert not np.any(opt.controller) and opt.total_steps == 100
   assert opt.settings.learning_rate == 0.01
   assert opt.settings.weight_decay == 0.05
+
+
+def _entry(task, loss, metric, adam, sf):
+  def summary(l, m):
+    return dict(final_train_loss=dict(mean=l), test_metric=dict(mean=m))
+  return dict(task=task, budget=10, metric="accuracy", higher_is_better=True,
+              optimizer=dict(summary=summary(loss, metric)),
+              baselines=dict(adam=dict(summary=summary(*adam))),
+              untuned=dict(schedule_free_adamw=dict(summary=summary(*sf))))
+
+
+def test_the_test_look_counts_both_criteria_task_by_task():
+  """Both criteria against tuned Adam: loss at or below, accuracy within
+  0.005 of it; better than a baseline without tuning: both against it."""
+  results = dict(entries=[
+      _entry("a", 1., 0.90, adam=(1., 0.904), sf=(2., 0.8)),  # all met
+      _entry("b", 1., 0.90, adam=(0.9, 0.9), sf=(2., 0.8)),  # loss above
+      _entry("c", 1., 0.90, adam=(2., 0.91), sf=(0.5, 0.8)),  # metric off
+      _entry("d", 1., 0.90, adam=(2., 0.9), sf=(3., 0.95))])  # sf: metric
+  found = test_look.rows(results, 10)
+  assert [(r["loss_ok"], r["metric_ok"], r["beats_every_untuned"])
+          for r in found] == [(True, True, True), (False, True, True),
+                              (True, False, False), (True, True, False)]
+  c = test_look.criteria(found)
+  assert (c["adam"], c["untuned"], c["adam_met"], c["untuned_met"]) == (
+      2, 2, False, False)
+  assert test_look.criteria(found, needed=2)["adam_met"]
+  assert "on 2 of 4 tasks" in test_look.markdown(found)[-1]
