@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from l2o_scale.benchmark import config as config_module
+from l2o_scale.benchmark import readme_claims
 from l2o_scale.benchmark import report
 from l2o_scale.benchmark import suite
 from l2o_scale.benchmark import training
@@ -84,3 +85,17 @@ def test_reuse_optimizer_runs_only_what_the_earlier_page_lacks(tmp_path,
   page = report.page(results, "")
   assert "are taken from that file too" in page and "Adam (Keras defaults" in (
       page)
+
+
+def test_a_page_whose_optimizer_runs_were_taken_is_dated_by_those_runs():
+  """The README's dates are those of the optimizer runs behind a cell: a
+  page redrawn with baselines without tuning added keeps the date of the
+  runs it took."""
+  page = dict(date="2026-12-02T10:00:00")
+  assert readme_claims.measured_on(page) == "2026-12-02"
+  page["baselines_from"] = dict(optimizer_blocks=0, optimizer_date="x")
+  assert readme_claims.measured_on(page) == "2026-12-02"
+  page["baselines_from"] = dict(
+      optimizer_blocks=8,
+      optimizer_date="2026-11-28 and 2026-11-27T18:04:49+00:00")
+  assert readme_claims.measured_on(page) == "2026-11-27"

@@ -203,6 +203,15 @@ def readme_cell(results, budget, which):
                                 verdicts.num(c["median_speedup"], 2))
 
 
+def measured_on(results):
+  """The date of a page's optimizer runs: its own, or that of the earlier
+  results they were taken from (``--reuse_optimizer``)."""
+  source = results.get("baselines_from") or {}
+  if source.get("optimizer_blocks") and source.get("optimizer_date"):
+    return min(source["optimizer_date"].split(" and "))[:10]
+  return results["date"][:10]
+
+
 def readme_table(names, root=ROOT):
   """The README's results table of the shipped optimizers ``names``
   (:data:`README_COLUMNS`, :data:`README_RUNS`): a caption line with the
@@ -218,7 +227,7 @@ def readme_table(names, root=ROOT):
         used.append(results)
       cells.append(readme_cell(results, budget, which))
     rows.append("| `{}` | {} |".format(name, " | ".join(cells)))
-  dates = sorted(r["date"][:10] for r in used)
+  dates = sorted(measured_on(r) for r in used)
   seeds = sorted({r["config"]["seeds"] for r in used})
   batches = sorted({r["config"]["batch_size"] for r in used})
   caption = ("Tasks where the optimizer matches tuned Adam on both counts, "
