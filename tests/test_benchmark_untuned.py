@@ -82,9 +82,13 @@ def test_reuse_optimizer_runs_only_what_the_earlier_page_lacks(tmp_path,
   # Only the baseline the earlier file lacks ran here.
   assert [l for l in lines if " seed 0: train loss" in l] == [
       l for l in lines if l.startswith("  adam_default seed 0:")]
+  source = results["baselines_from"]
+  assert (source["blocks"], source["untuned_blocks"],
+          source["optimizer_blocks"]) == (1, 0, 1)
+  assert source["date"] == source["optimizer_date"] == earlier["date"][:10]
   page = report.page(results, "")
-  assert "are taken from that file too" in page and "Adam (Keras defaults" in (
-      page)
+  assert "1 block of the optimizers under test (runs measured on" in page and (
+      "Adam (Keras defaults" in page)
 
 
 def test_a_page_whose_optimizer_runs_were_taken_is_dated_by_those_runs():
@@ -99,3 +103,30 @@ def test_a_page_whose_optimizer_runs_were_taken_is_dated_by_those_runs():
       optimizer_blocks=8,
       optimizer_date="2026-11-28 and 2026-11-27T18:04:49+00:00")
   assert readme_claims.measured_on(page) == "2026-11-27"
+
+
+def test_reuse_optimizer_reads_pages_whose_blocks_carry_no_spec(tmp_path):
+  """A page written before the optimizer's block recorded its spec (the
+  committed l2o-generalist suite page, with the spec taken out again)
+  gives its runs to --reuse_optimizer for the optimizer it ran, and to no
+  other."""
+  import types
+  from l2o_scale.benchmark import reuse
+  path = os.path.join(os.path.dirname(__file__), "..", "reproduce",
+                      "results", "benchmark", "l2o-generalist",
+                      "results.json")
+  with open(path, encoding="utf-8") as f:
+    results = json.load(f)
+  for e in results["entries"]:
+    e["optimizer"].pop("spec")
+  (tmp_path / "old.json").write_text(json.dumps(results))
+  stored = reuse.StoredBaselines(str(tmp_path / "old.json"))
+  entry = stored.results["entries"][0]
+  config = types.SimpleNamespace(**{
+      k: stored.results["config"][k] for k in reuse.CONFIG_FIELDS})
+  key = {k: entry[k] for k in reuse.ENTRY_FIELDS}
+  args = (key, config, entry["sizes"], entry.get("data"))
+  assert stored.under_test_runs("l2o-scale", *args) is None
+  assert stored.under_test_runs("l2o-generalist", *args) == (
+      entry["optimizer"]["runs"])
+  assert stored.optimizer_taken == 1

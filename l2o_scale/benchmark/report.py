@@ -90,29 +90,47 @@ def _header(results):
 
 
 def _baselines_from(results):
-  """Where tuned baselines taken from an earlier run were measured."""
+  """What an earlier run's results.json gave this page, and when and where
+  the runs behind it were measured."""
   source = results.get("baselines_from")
-  if not source or not source.get("blocks"):
+  if not source:
     return []
-  mine = source.get("optimizer_blocks")
-  several = len(source.get("sources", ())) > 1
-  return ["The tuned baselines ({}, one per task, budget and baseline) "
-          "are those of {}, measured {} on {} ({} CPU cores), "
-          "taken from {} and not run again; {}.".format(
-              _plural(source["blocks"], "block"),
-              "earlier runs" if several else "an earlier run",
-              source.get("date") if several else
-              (source.get("date") or "?")[:10], source.get("cpu"),
-              source.get("cpu_count"),
-              "their results.json files ({})".format(", ".join(
-                  "`{}`".format(u["path"]) for u in source["sources"]))
-              if several else "its results.json",
-              "the runs of the optimizers under test ({}) are taken from "
-              "that file too (measured {}); what it lacks ran here".format(
-                  _plural(mine, "block"),
-                  source.get("optimizer_date") if several else
-                  (source.get("optimizer_date") or "?")[:10]) if mine else
-              "the optimizers under test ran here"), ""]
+  given = []
+  for count, date, what, many in (
+      ("blocks", "date", "tuned baseline block", None),
+      ("untuned_blocks", "untuned_date", "baseline without tuning",
+       "baselines without tuning"),
+      ("optimizer_blocks", "optimizer_date",
+       "block of the optimizers under test",
+       "blocks of the optimizers under test")):
+    if source.get(count):
+      given.append("{} (runs measured {})".format(
+          _plural(source[count], what, many), _dates(source.get(date))))
+  if not given:
+    return []
+  files = list(dict.fromkeys(
+      u["path"] for u in source.get("sources") or [source]))
+  return ["{}, one per task, budget and optimizer, are taken from {} ({}) "
+          "and not run again; their runs ran on {} ({} CPU cores); what {} "
+          "ran here.".format(
+              _sentence(given),
+              "earlier results.json files" if len(files) > 1 else
+              "an earlier results.json", ", ".join(
+                  "`{}`".format(path) for path in files),
+              source.get("cpu"), source.get("cpu_count"),
+              "they lack" if len(files) > 1 else "it lacks"), ""]
+
+
+def _sentence(parts):
+  return parts[0] if len(parts) == 1 else "{} and {}".format(
+      ", ".join(parts[:-1]), parts[-1])
+
+
+def _dates(joined):
+  """"on D" for one date, "between D1 and D2" for several."""
+  dates = sorted(d[:10] for d in (joined or "?").split(" and "))
+  return "on {}".format(dates[0]) if len(set(dates)) == 1 else (
+      "between {} and {}".format(dates[0], dates[-1]))
 
 
 def page(results, prefix, against=None):

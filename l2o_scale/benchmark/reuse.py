@@ -28,6 +28,11 @@ from l2o_scale.benchmark import untuned
 # The Config fields that shape a tuned baseline's runs.
 CONFIG_FIELDS = ("seeds", "batch_size", "tiny", "grid", "select_on",
                  "grid_extension", "jit_compile", "eval_points")
+# The kinds of block a file gives: (kind, its count in ``source``, the
+# dates of its runs in ``source``).
+KINDS = (("tuned", "blocks", "date"),
+         ("untuned", "untuned_blocks", "untuned_date"),
+         ("optimizer", "optimizer_blocks", "optimizer_date"))
 # The entry fields (per task and budget) that must agree.
 ENTRY_FIELDS = ("task", "budget", "eval_every", "loss", "metric")
 
@@ -54,23 +59,41 @@ class StoredBaselines:
       raise ValueError("{}: not the results.json of a task-suite "
                        "benchmark".format(flag))
     self.path, self.results = path, results
-    self.taken = 0  # baseline blocks taken, for the page
+    self.taken = 0  # tuned baseline blocks taken, for the page
+    self.untuned_taken = 0  # blocks of baselines without tuning taken
     self.optimizer_taken = 0  # blocks of the optimizer under test taken
+    self.last = None  # the file that gave the last block taken
 
   def source(self):
-    """Where the baselines were measured, for ``results.json`` and the
-    page: the earlier run's date and machine, or, where that run took its
-    baselines from a still earlier one, that one's."""
-    origin = self.results.get("baselines_from")
-    if origin:
-      return dict(origin, path=self.path, blocks=self.taken,
-                  optimizer_blocks=self.optimizer_taken,
-                  optimizer_date=self.results.get("date"))
+    """What this file gave and where its runs were measured, for
+    ``results.json`` and the page: the blocks taken of each kind (tuned,
+    without tuning, of the optimizer under test) and, per kind, the dates
+    of the runs behind them: this file's own date where it ran blocks of
+    that kind itself, and those of the still earlier files it took blocks
+    of that kind from; the machines of all of them."""
+    origin = self.results.get("baselines_from") or {}
+    own = self.results.get("date", "?")[:10]
+    counts = _blocks(self.results)
+    taken = dict(tuned=self.taken, untuned=self.untuned_taken,
+                 optimizer=self.optimizer_taken)
+    dates, here, earlier = {}, False, False
+    for kind, taken_key, date_key in KINDS:
+      from_origin = origin.get(taken_key, 0)
+      dates[date_key] = set()
+      if from_origin:
+        dates[date_key] = _pieces(origin.get(date_key))
+        earlier = earlier or bool(taken[kind])
+      if counts[kind] > from_origin:
+        dates[date_key].add(own)
+        here = here or bool(taken[kind])
     m = self.results.get("machine", {})
-    return dict(path=self.path, date=self.results.get("date"),
-                cpu=m.get("cpu"), cpu_count=m.get("cpu_count"),
-                blocks=self.taken, optimizer_blocks=self.optimizer_taken,
-                optimizer_date=self.results.get("date"))
+    cpus = (_pieces(origin.get("cpu")) if earlier else set()) | (
+        {str(m.get("cpu"))} if here or not earlier else set())
+    return dict({k: _joined(v) for k, v in dates.items()}, path=self.path,
+                cpu=_joined(cpus),
+                cpu_count=m.get("cpu_count", origin.get("cpu_count")),
+                blocks=self.taken, untuned_blocks=self.untuned_taken,
+                optimizer_blocks=self.optimizer_taken)
 
   def _entry(self, entry_key, config, sizes, data):
     """The earlier entry run with the settings of this one, or None."""
@@ -97,6 +120,7 @@ class StoredBaselines:
     if not block or not block.get("runs"):
       return None
     self.taken += 1
+    self.last = self.path
     return block
 
 
@@ -109,7 +133,8 @@ class StoredBaselines:
     names = [name] + ([untuned.AT_Y] if untuned.get(name).averaged else [])
     if not all(found.get(n, {}).get("runs") for n in names):
       return None
-    self.taken += 1
+    self.untuned_taken += 1
+    self.last = self.path
     return {n: dict(label=found[n]["label"], runs=found[n]["runs"])
             for n in names}
 
@@ -121,9 +146,20 @@ class StoredBaselines:
     e = self._entry(entry_key, config, sizes, data) or {}
     for which in ("optimizer", "bare"):
       block = e.get(which)
-      if block and block.get("spec") == spec and block.get("runs"):
+      if block and self._spec_of(which, block) == spec and block.get("runs"):
         self.optimizer_taken += 1
+        self.last = self.path
         return block["runs"]
+    return None
+
+  def _spec_of(self, which, block):
+    """The spec that ran ``block``: its own record, or, in files written
+    before blocks recorded it, the run's ``--optimizer`` for the
+    optimizer's block (a bare block then has no spec to match)."""
+    if "spec" in block:
+      return block["spec"]
+    if which == "optimizer":
+      return self.results.get("config", {}).get("optimizer")
     return None
 
 
@@ -135,11 +171,13 @@ class StoredSet:
   def __init__(self, paths):
     self.files = [StoredBaselines(p) for p in paths]
     self.path = ",".join(paths)
+    self.last = None
 
   def _first(self, method, *args):
     for stored in self.files:
       found = getattr(stored, method)(*args)
       if found:
+        self.last = stored.path
         return found
     return None
 
@@ -153,19 +191,47 @@ class StoredSet:
     return self._first("under_test_runs", *args)
 
   def source(self):
-    """The sources of the files that gave blocks (all of them where none
-    did), their counts summed; ``sources`` lists each."""
-    used = [s.source() for s in self.files if s.taken or s.optimizer_taken]
+    """:meth:`StoredBaselines.source` over the files that gave blocks
+    (all of them where none did), counts summed, each kind's dates from
+    the files that gave blocks of that kind; ``sources`` lists each
+    file's."""
+    used = [s.source() for s in self.files
+            if s.taken or s.untuned_taken or s.optimizer_taken]
     used = used or [s.source() for s in self.files]
-    dates = sorted({(u.get("date") or "?")[:10] for u in used})
-    cpus = sorted({str(u.get("cpu")) for u in used})
-    return dict(path=self.path, date=" and ".join(dates),
-                cpu=" and ".join(cpus), cpu_count=used[0].get("cpu_count"),
-                blocks=sum(u["blocks"] for u in used),
-                optimizer_blocks=sum(u["optimizer_blocks"] for u in used),
-                optimizer_date=" and ".join(sorted({
-                    (u.get("optimizer_date") or "?")[:10] for u in used})),
-                sources=used)
+    merged = {date_key: _joined(set().union(*[
+        _pieces(u.get(date_key)) for u in used if u[taken_key]]))
+              for _, taken_key, date_key in KINDS}
+    return dict(merged, path=self.path,
+                cpu=_joined(set().union(*[_pieces(u["cpu"]) for u in used])),
+                cpu_count=used[0].get("cpu_count"),
+                sources=used, **{taken_key: sum(u[taken_key] for u in used)
+                                 for _, taken_key, _ in KINDS})
+
+
+def _pieces(joined):
+  """The dates (to the day) or machines of a ``source`` field, which
+  joins several with " and "."""
+  if not joined:
+    return set()
+  return {p.strip()[:10] if p.strip()[:4].isdigit() else p.strip()
+          for p in str(joined).split(" and ") if p.strip()}
+
+
+def _joined(pieces):
+  return " and ".join(sorted(pieces)) or None
+
+
+def _blocks(results):
+  """The blocks of ``results`` of each kind, counted as they are taken: a
+  baseline without tuning is one block (schedule-free's reading at y is
+  the same runs), the optimizer under test one per spec and task."""
+  entries = results.get("entries", ())
+  return dict(
+      tuned=sum(len(e.get("baselines", {})) for e in entries),
+      untuned=sum(len([n for n in e.get("untuned", {}) if n != untuned.AT_Y])
+                  for e in entries),
+      optimizer=sum(1 for e in entries for which in ("optimizer", "bare")
+                    if e.get(which)))
 
 
 def load(paths):
@@ -175,4 +241,3 @@ def load(paths):
     return None
   paths = [p for p in paths.split(",") if p]
   return StoredBaselines(paths[0]) if len(paths) == 1 else StoredSet(paths)
-

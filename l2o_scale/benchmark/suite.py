@@ -348,7 +348,7 @@ def run_task(task, budget, config, factories, store, log, stored=None):
     taken = (stored and config.reuse_optimizer and stored.under_test_runs(
         spec, entry_key, config, sizes, runner.data))
     if taken:
-      log("  {}: taken from {}".format(spec, stored.path))
+      log("  {}: taken from {}".format(spec, stored.last))
     under_test[spec] = taken or runner.under_test(make, spec, name)
   baselines = {}
   for name in config.baselines:
@@ -356,14 +356,14 @@ def run_task(task, budget, config, factories, store, log, stored=None):
                                     runner.data)
     if block:
       log("  {}: taken from {} (learning rate {})".format(
-          block["label"], stored.path, block["chosen_lr"]))
+          block["label"], stored.last, block["chosen_lr"]))
     baselines[name] = block or runner.tuned(optimizers.baseline(name))
   untuned = {}
   for name in config.untuned:
     taken = stored and stored.untuned_blocks(name, entry_key, config, sizes,
                                              runner.data)
     if taken:
-      log("  {}: taken from {}".format(name, stored.path))
+      log("  {}: taken from {}".format(name, stored.last))
     untuned.update(taken or runner.untuned(untuned_lib.get(name)))
   return _entry(task, budget, runner, sizes, under_test, baselines, untuned)
 
