@@ -133,15 +133,23 @@ class ControllerTrainingConfig:
 def saved_config(train_dir):
   """The :class:`ControllerTrainingConfig` a run in ``train_dir`` was
   started with; FileNotFoundError naming the folder when it holds none."""
-  path = os.path.join(train_dir, SETTINGS_FILE)
-  if not os.path.isfile(path):
+  saved = _saved_settings(train_dir)
+  if saved is None:
     raise FileNotFoundError("{}: no controller training there ({} of "
                             "python -m l2o_scale.controller_training)".format(
                                 train_dir, SETTINGS_FILE))
-  with open(path) as f:
-    saved = json.load(f)
   saved["families"] = tuple(saved["families"])
   return ControllerTrainingConfig(**saved)
+
+
+def _saved_settings(train_dir):
+  """The settings file of the run in ``train_dir``, None where there is
+  none."""
+  path = os.path.join(train_dir, SETTINGS_FILE)
+  if not os.path.isfile(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
 
 
 @dataclasses.dataclass
@@ -170,28 +178,12 @@ class ControllerTrainer:
     self._runs = {} if traced is None else traced
     self.seconds = dict(tracing=0.)
     os.makedirs(train_dir, exist_ok=True)
-    self._check_settings()
+    learner_lib.keep_settings(train_dir, SETTINGS_FILE, config.settings(),
+                              _saved_settings(train_dir),
+                              "controller training")
     self._restore_or_start()
 
   # ------------------------------------------------------------- state
-  def _check_settings(self):
-    path = os.path.join(self.train_dir, SETTINGS_FILE)
-    settings = self.config.settings()
-    if os.path.isfile(path):
-      with open(path) as f:
-        saved = json.load(f)
-      differ = sorted(k for k in set(saved) | set(settings)
-                      if saved.get(k) != settings.get(k))
-      if differ:
-        raise ValueError(
-            "{} holds a controller training with other settings ({}); "
-            "resume it with the same flags or choose another "
-            "--train_dir".format(self.train_dir, ", ".join(
-                "--{}={}".format(k, saved.get(k)) for k in differ)))
-      return
-    with atomic_file.replace(path) as f:
-      json.dump(settings, f, indent=1, sort_keys=True)
-
   def _restore_or_start(self):
     path = os.path.join(self.train_dir, STATE_FILE)
     self.resumed = os.path.isfile(path)
@@ -234,7 +226,8 @@ class ControllerTrainer:
                              "wb") as f:
       np.savez(f, **self.learner.arrays())
     kept = [CONTROLLER_FILE]
-    if self.config.keep_every and self.learner.done % self.config.keep_every == 0:
+    every = self.config.keep_every
+    if every and self.learner.done % every == 0:
       kept.append(snapshot_name(self.learner.done))
     for name in kept:
       with atomic_file.replace(os.path.join(self.train_dir, name), "wb") as f:
@@ -243,23 +236,22 @@ class ControllerTrainer:
   # --------------------------------------------------------- estimates
   def draw(self):
     """The draws of one estimate, all from the run's random state."""
-    c = self.config
+    c, rng = self.config, self.learner.rng
     out = []
     for _ in range(c.tasks_per_estimate):
       family = family_lib.get_family(
-          c.families[int(self.learner.rng.integers(len(c.families)))])
-      index = int(self.learner.rng.integers(len(family.configs)))
-      splits = sorted(family_lib.SPLITS)[int(self.learner.rng.integers(
+          c.families[int(rng.integers(len(c.families)))])
+      index = int(rng.integers(len(family.configs)))
+      splits = sorted(family_lib.SPLITS)[int(rng.integers(
           len(family_lib.SPLITS)))]
-      length = int(round(math.exp(self.learner.rng.uniform(
+      length = int(round(math.exp(rng.uniform(
           math.log(c.min_length), math.log(c.max_length)))))
       out.append(Draw(
           family=family.name, config_index=index, splits=splits,
-          data_seed=int(self.learner.rng.integers(1 << 30)), length=length,
-          run_seed=int(self.learner.rng.integers(1 << 30)),
-          loss_scale=float(10. ** self.learner.rng.uniform(-c.loss_scale,
-                                                   c.loss_scale)),
-          epsilons=self.learner.rng.standard_normal(
+          data_seed=int(rng.integers(1 << 30)), length=length,
+          run_seed=int(rng.integers(1 << 30)),
+          loss_scale=float(10. ** rng.uniform(-c.loss_scale, c.loss_scale)),
+          epsilons=rng.standard_normal(
               (c.pairs, rule.NUM_PARAMETERS)).astype(np.float32)))
     return out
 
@@ -352,9 +344,10 @@ class ControllerTrainer:
                      self.learner.done, self.config.estimates, objective, norm,
                      seconds, self.seconds["tracing"],
                      reporting.peak_memory_gib()))
-        tf.summary.scalar("controller/objective", objective, step=self.learner.done)
-        tf.summary.scalar("controller/gradient_norm", norm, step=self.learner.done)
+        step = self.learner.done
+        tf.summary.scalar("controller/objective", objective, step=step)
+        tf.summary.scalar("controller/gradient_norm", norm, step=step)
         tf.summary.scalar("controller/seconds_per_estimate", seconds,
-                          step=self.learner.done)
+                          step=step)
         writer.flush()
     return self.learner.theta

@@ -9,10 +9,12 @@ uninterrupted run would), and the step that moves them (TF1 Adam's rule,
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import tensorflow as tf
 
+from l2o_scale.runs import atomic_file
 from l2o_scale.steps import tf1_optimizers
 
 
@@ -53,3 +55,22 @@ class LearnerState:
         learning_rate)
     self.theta, self.adam_m, self.adam_v = theta.numpy(), m.numpy(), v.numpy()
     self.done += 1
+
+
+def keep_settings(train_dir, file_name, settings, saved, what):
+  """A run's settings, kept beside its state: written to ``file_name`` in
+  ``train_dir`` when the run starts (``saved`` None); at a resume, a
+  ValueError with one line naming each flag whose value differs from the
+  ``saved`` ones (``what``: the kind of training, for the message)."""
+  if saved is None:
+    with atomic_file.replace(os.path.join(train_dir, file_name)) as f:
+      json.dump(settings, f, indent=1, sort_keys=True)
+    return
+  differ = sorted(k for k in set(saved) | set(settings)
+                  if saved.get(k) != settings.get(k))
+  if differ:
+    raise ValueError(
+        "{} holds a {} with other settings ({}); resume it with the same "
+        "flags or choose another --train_dir".format(
+            train_dir, what, ", ".join("--{}={}".format(k, saved.get(k))
+                                       for k in differ)))

@@ -239,27 +239,11 @@ class HeadTrainer:
     # Where an estimate's time goes (reset by each estimate).
     self.seconds = {"tracing": 0., "references": 0.}
     tf.io.gfile.makedirs(train_dir)
-    self._check_settings()
+    learner_lib.keep_settings(train_dir, SETTINGS_FILE, config.settings(),
+                              _saved_settings(train_dir), "head training")
     self._restore_or_start()
 
   # ------------------------------------------------------------- state
-  def _check_settings(self):
-    path = os.path.join(self.train_dir, SETTINGS_FILE)
-    settings = self.config.settings()
-    saved = _saved_settings(self.train_dir)
-    if saved is not None:
-      differ = sorted(k for k in set(saved) | set(settings)
-                      if saved.get(k) != settings.get(k))
-      if differ:
-        raise ValueError(
-            "{} holds a head training with other settings ({}); resume it "
-            "with the same flags or choose another --train_dir".format(
-                self.train_dir, ", ".join("--{}={}".format(
-                    k, saved.get(k)) for k in differ)))
-      return
-    with atomic_file.replace(path) as f:
-      json.dump(settings, f, indent=1, sort_keys=True)
-
   def _restore_or_start(self):
     path = os.path.join(self.train_dir, STATE_FILE)
     self.resumed = tf.io.gfile.exists(path)
@@ -289,7 +273,8 @@ class HeadTrainer:
                reference_values=np.array([self.references[k] for k in keys],
                                          np.float64))
     kept = [HEAD_FILE]
-    if self.config.keep_every and self.learner.done % self.config.keep_every == 0:
+    every = self.config.keep_every
+    if every and self.learner.done % every == 0:
       kept.append(snapshot_name(self.learner.done))
     for name in kept:
       with atomic_file.replace(os.path.join(self.train_dir, name), "wb") as f:
@@ -297,7 +282,8 @@ class HeadTrainer:
 
   def head(self):
     """The head with the current parameters."""
-    return learned_schedule.ScheduleHead(self.learner.theta, *self.config.bounds())
+    return learned_schedule.ScheduleHead(self.learner.theta,
+                                         *self.config.bounds())
 
   # --------------------------------------------------------- estimates
   def _task(self, name):
@@ -418,7 +404,8 @@ class HeadTrainer:
         tf.summary.scalar("head/seconds_per_estimate", seconds,
                           step=self.learner.done)
         for name, value in per_task:
-          tf.summary.scalar("head/objective_" + name, value, step=self.learner.done)
+          tf.summary.scalar("head/objective_" + name, value,
+                            step=self.learner.done)
         writer.flush()
     return self.head()
 
