@@ -98,6 +98,17 @@ def test_a_log_line_tf_prints_twice_is_shown_once():
       "operations are on.\nsome warning\nsome warning\n")
 
 
+def test_info_lines_are_dropped_where_the_level_hides_info():
+  """TF prints the oneDNN note before its logging starts, past
+  TF_CPP_MIN_LOG_LEVEL: the filter drops info lines where the level hides
+  info, and keeps warnings, errors and lines of no log format."""
+  text = ("I0000 00:00:1795577665.032223     653 port.cc:153] oneDNN custom "
+          "operations are on.\n" + REAL + "plain line\n")
+  assert quiet_cuda.drop_probing_lines(text, info=True) == (
+      REAL + "plain line\n")
+  assert quiet_cuda.drop_probing_lines(text) == text
+
+
 def test_the_keras_optimizer_import_prints_no_probing_lines():
   """``from l2o_scale.keras_optimizer import LearnedOptimizer`` (TensorFlow
   and Keras not imported yet): TF's start-up lines filtered as in the

@@ -6,10 +6,15 @@ call to cuInit: ... UNKNOWN ERROR (303)" when the devices are first listed.
 They go straight to file descriptor 2 from C++ (before absl's logging is
 set up), so ``TF_CPP_MIN_LOG_LEVEL`` does not hide them. This module runs the
 import and the device listing with fd 2 captured, then writes back every
-captured line except those probing messages. It only filters when no CUDA
-driver library can be loaded: on a machine with one, nothing is captured and
-every message (including a real cuInit failure) is shown as TF prints it.
-``L2O_SCALE_SHOW_CUDA_PROBING=1`` turns the filter off.
+captured line except those probing messages. It only drops them when no
+CUDA driver library can be loaded: on a machine with one, every message
+(including a real cuInit failure) is shown as TF prints it.
+``L2O_SCALE_SHOW_CUDA_PROBING=1`` turns that filter off.
+
+The same capture applies the user's ``TF_CPP_MIN_LOG_LEVEL`` to the info
+lines TF prints before its logging starts (the level does not reach them):
+at level 1 or more, the oneDNN note that CPUs with oneDNN on print at
+every start is dropped too, on any machine.
 """
 
 import contextlib
@@ -43,13 +48,18 @@ def has_cuda_driver():
 LOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ ")
 
 
-def drop_probing_lines(text):
-  """``text`` without the CUDA-probing lines, and without a second copy of
-  a log line TF printed already (the oneDNN note comes once per library
-  TF loads); every other line kept."""
+def drop_probing_lines(text, probing=True, info=False):
+  """``text`` without the CUDA-probing lines (``probing``), without TF's
+  info lines (``info``: those it prints before its logging starts, which
+  ``TF_CPP_MIN_LOG_LEVEL`` does not reach, such as the oneDNN note on CPUs
+  where oneDNN is on), and without a second copy of a log line TF printed
+  already (the oneDNN note comes once per library TF loads); every other
+  line kept."""
   kept, seen = [], set()
   for line in text.splitlines(keepends=True):
-    if PROBING_LINE.search(line):
+    if probing and PROBING_LINE.search(line):
+      continue
+    if info and line.startswith("I") and LOG_PREFIX.match(line):
       continue
     message = LOG_PREFIX.sub("", line)
     if LOG_PREFIX.match(line):
@@ -60,10 +70,21 @@ def drop_probing_lines(text):
   return "".join(kept)
 
 
-def _filtering():
-  """Whether TF's probing lines are to be filtered here."""
+def _dropping():
+  """What is dropped from TF's start-up lines here: (the probing lines,
+  where no CUDA driver can be loaded and the filter is not turned off;
+  the info lines, where ``TF_CPP_MIN_LOG_LEVEL`` hides info)."""
+  try:
+    level = int(os.environ.get("TF_CPP_MIN_LOG_LEVEL") or 0)
+  except ValueError:
+    level = 0
   return (os.environ.get("L2O_SCALE_SHOW_CUDA_PROBING") != "1" and
-          not has_cuda_driver())
+          not has_cuda_driver(), level >= 1)
+
+
+def _filtering():
+  """Whether TF's start-up lines are to be filtered here."""
+  return any(_dropping())
 
 
 @contextlib.contextmanager
@@ -81,8 +102,9 @@ def _probing_lines_dropped():
       os.dup2(saved, 2)
       os.close(saved)
       captured.seek(0)
+      probing, info = _dropping()
       sys.stderr.write(drop_probing_lines(
-          captured.read().decode("utf-8", errors="replace")))
+          captured.read().decode("utf-8", errors="replace"), probing, info))
       sys.stderr.flush()
 
 
