@@ -8,7 +8,14 @@ import shutil
 import sys
 import textwrap
 
-from absl import flags
+# TensorFlow's info lines (its CPU instructions, the oneDNN note) and, on a
+# machine without CUDA, its probing of the GPU stay out of the progress
+# lines, as in the other command-line programs.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from l2o_scale.runs import quiet_cuda  # pylint: disable=g-import-not-at-top
+quiet_cuda.install()
+
+from absl import flags  # pylint: disable=g-import-not-at-top
 
 from l2o_scale.benchmark import config as config_lib
 from l2o_scale.benchmark import report
