@@ -599,13 +599,23 @@ def test_the_readme_results_table_is_generated_from_the_committed_results(
   table = readme_claims.shipped_readme_table()
   assert text[start:end].splitlines() == table
   rows = [line for line in table if line.startswith("| `")]
-  assert [r.split("`")[1] for r in rows] == pretrained.names()
+  assert [r.split("`")[1] for r in rows] == pretrained.names() + [
+      shown for _, shown in readme_claims.README_UNTUNED]
   assert all(r.count(" | ") == len(readme_claims.README_COLUMNS) for r in rows)
+  # A baseline's cell counts its own runs against tuned Adam, as the page.
+  suite = json.load(open(os.path.join(
+      root, "reproduce/results/benchmark/l2o-entropy-reg/results.json"),
+                         encoding="utf-8"))
+  c = verdicts.counts(suite, 2000, which="adam_default")
+  adam_row = rows[len(pretrained.names()) + 1]
+  assert adam_row.startswith("| `Adam()`, no tuning | {} of {} (".format(
+      c["both"], c["tasks"]))
   assert report.main(["--readme_table"]) == 0
   assert capsys.readouterr().out.splitlines() == table
   # A name without committed runs has a row of dashes; a cell counts the
   # file's verdicts.
-  mine, none = readme_claims.readme_table(["l2o-scale", "no-such-optimizer"])[-2:]
+  mine, none = readme_claims.readme_table(
+      ["l2o-scale", "no-such-optimizer"])[4:6]
   assert none == "| `no-such-optimizer` | " + " | ".join(
       ["—"] * len(readme_claims.README_COLUMNS)) + " |"
   held_out = json.load(open(os.path.join(

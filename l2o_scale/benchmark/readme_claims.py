@@ -212,29 +212,75 @@ def measured_on(results):
   return results["date"][:10]
 
 
-def readme_table(names, root=ROOT):
-  """The README's results table of the shipped optimizers ``names``
-  (:data:`README_COLUMNS`, :data:`README_RUNS`): a caption line with the
-  runs' seeds, batch sizes and dates, then the Markdown table."""
-  rows, used = [], []
-  for name in names:
-    cells = []
-    for heading, template, budget, which in README_COLUMNS:
+# The baselines without tuning with a row of the README's table, by name
+# (:mod:`untuned`): those a Keras user picks without tuning, as Keras makes
+# them; each page holds all of them.
+README_UNTUNED = (("schedule_free_adamw", "ScheduleFreeAdamW()"),
+                  ("adam_default", "Adam()"), ("adamw_default", "AdamW()"))
+
+
+def _column_pages(names, root):
+  """Per column of :data:`README_COLUMNS`, the results of each of
+  ``names`` (None where it has none at that budget)."""
+  columns = []
+  for heading, template, budget, _ in README_COLUMNS:
+    pages = []
+    for name in names:
       path = os.path.join(root, README_RUNS.get((heading, name),
                                                 template.format(name=name)))
       results = _read(path) if os.path.isfile(path) else None
-      if results is not None and budget in results["config"]["budgets"]:
-        used.append(results)
-      cells.append(readme_cell(results, budget, which))
+      ok = results is not None and budget in results["config"]["budgets"]
+      pages.append(results if ok else None)
+    columns.append(pages)
+  return columns
+
+
+def untuned_measured_on(results):
+  """The date of a page's runs of the baselines without tuning."""
+  source = results.get("baselines_from") or {}
+  if source.get("untuned_blocks") and source.get("untuned_date"):
+    return min(source["untuned_date"].split(" and "))[:10]
+  return results["date"][:10]
+
+
+def readme_table(names, root=ROOT):
+  """The README's results table of the shipped optimizers ``names``
+  (:data:`README_COLUMNS`, :data:`README_RUNS`) and of the baselines
+  without tuning (:data:`README_UNTUNED`, from the first page of the
+  column that ran them; '—' in the column without hand-set settings): a
+  caption line with the runs' seeds, batch sizes and dates, then the
+  Markdown table."""
+  columns = _column_pages(names, root)
+  rows, dates, used = [], [], []
+  for i, name in enumerate(names):
+    cells = []
+    for (_, _, budget, which), pages in zip(README_COLUMNS, columns):
+      if pages[i] is not None:
+        used.append(pages[i])
+        dates.append(measured_on(pages[i]))
+      cells.append(readme_cell(pages[i], budget, which))
     rows.append("| `{}` | {} |".format(name, " | ".join(cells)))
-  dates = sorted(measured_on(r) for r in used)
+  for name, shown in README_UNTUNED:
+    cells = []
+    for (_, _, budget, which), pages in zip(README_COLUMNS, columns):
+      page = next((p for p in pages if p is not None and
+                   name in verdicts.untuned_names(p)), None)
+      if page is None or which == "bare":
+        cells.append("—")
+        continue
+      dates.append(untuned_measured_on(page))
+      cells.append(readme_cell(page, budget, name))
+    rows.append("| `{}`, no tuning | {} |".format(shown, " | ".join(cells)))
+  dates.sort()
   seeds = sorted({r["config"]["seeds"] for r in used})
   batches = sorted({r["config"]["batch_size"] for r in used})
   caption = ("Tasks where the optimizer matches tuned Adam on both counts, "
              "of the tasks run (median speedup over tuned Adam, capped at 1); "
              "2,000 steps unless marked; {} seeds per task, batch size {}; "
              "measured {} to {}; — where not run (an optimizer without "
-             "hand-set settings has no run without them).".format(
+             "hand-set settings has no run without them). The last rows are "
+             "Keras's optimizers at their defaults on the same tasks "
+             "(schedule-free scored at its averaged point).".format(
                  " or ".join(str(s) for s in seeds),
                  " or ".join(str(b) for b in batches),
                  dates[0] if dates else "—", dates[-1] if dates else "—"))
