@@ -16,6 +16,7 @@ from l2o_scale.benchmark import report
 from l2o_scale.benchmark import suite
 from l2o_scale.benchmark import training
 from l2o_scale.benchmark import untuned
+from l2o_scale.benchmark import verdicts
 
 
 def test_the_averaged_point_is_read_from_y_and_z_and_y_is_kept():
@@ -89,6 +90,10 @@ def test_reuse_optimizer_runs_only_what_the_earlier_page_lacks(tmp_path,
   page = report.page(results, "")
   assert "1 block of the optimizers under test (runs measured on" in page and (
       "Adam (Keras defaults" in page)
+  every = verdicts.beats_every_untuned(entry)
+  assert every == verdicts.against_untuned(entry)["adam_default"]
+  assert "Against every one of them: `adam:3e-3` meets both criteria on " \
+      "{} of 1.".format(int(every)) in page
 
 
 def test_a_page_whose_optimizer_runs_were_taken_is_dated_by_those_runs():

@@ -187,6 +187,21 @@ def beats(results, budget, against, which="optimizer", in_regime=None):
   return sum(v["loss_ok"] and v["metric_ok"] for v in scored), len(scored)
 
 
+def against_untuned(entry, which="optimizer"):
+  """{baseline without tuning: whether ``which`` meets both criteria
+  against it} on one entry, in the page's order ({} where none ran)."""
+  return {name: bool(v and v["loss_ok"] and v["metric_ok"])
+          for name, v in ((name, verdict(entry, which, against=name))
+                          for name, _ in untuned.blocks_in_order(entry))}
+
+
+def beats_every_untuned(entry, which="optimizer"):
+  """Whether ``which`` meets both criteria against every baseline without
+  tuning of the entry (False where none ran)."""
+  against = against_untuned(entry, which)
+  return bool(against) and all(against.values())
+
+
 def untuned_lines(results, budget):
   """Per baseline without tuning: how it does against tuned Adam, and
   where the optimizer under test meets both criteria against it."""
@@ -205,6 +220,11 @@ def untuned_lines(results, budget):
                      label[name], regime_counts_text(
                          counts(results, budget, which=name)),
                      results["config"]["optimizer"], mine, of))
+  entries = [e for e in results["entries"] if e["budget"] == budget and
+             e.get("untuned")]
+  lines.append("- Against every one of them: `{}` meets both criteria on "
+               "{} of {}.".format(results["config"]["optimizer"], sum(
+                   beats_every_untuned(e) for e in entries), len(entries)))
   return lines + [""]
 
 

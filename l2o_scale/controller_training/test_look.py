@@ -11,7 +11,6 @@ the rows and the two verdicts as Markdown.
 
 import json
 
-from l2o_scale.benchmark import untuned
 from l2o_scale.benchmark import verdicts
 from l2o_scale.runs import entry_point
 
@@ -27,9 +26,7 @@ def rows(results, budget):
     if e["budget"] != budget:
       continue
     adam = verdicts.verdict(e) or {}
-    against = {name: bool(v and v["loss_ok"] and v["metric_ok"])
-               for name, v in ((name, verdicts.verdict(e, against=name))
-                               for name, _ in untuned.blocks_in_order(e))}
+    against = verdicts.against_untuned(e)
     found.append(dict(
         task=e["task"], metric=e["metric"],
         test_metric=e["optimizer"]["summary"]["test_metric"]["mean"],
@@ -37,7 +34,7 @@ def rows(results, budget):
             "mean"],
         loss_ratio=adam.get("loss_ratio"), loss_ok=bool(adam.get("loss_ok")),
         metric_ok=bool(adam.get("metric_ok")), against_untuned=against,
-        beats_every_untuned=bool(against) and all(against.values())))
+        beats_every_untuned=verdicts.beats_every_untuned(e)))
   return found
 
 
