@@ -108,6 +108,12 @@ def test_a_page_whose_optimizer_runs_were_taken_is_dated_by_those_runs():
       optimizer_blocks=8,
       optimizer_date="2026-11-28 and 2026-11-27T18:04:49+00:00")
   assert readme_claims.measured_on(page) == "2026-11-27"
+  # The baselines without tuning are dated by their own runs.
+  assert readme_claims.measured_on(page, "untuned") == "2026-12-02"
+  page["baselines_from"].update(untuned_blocks=5,
+                                untuned_date="2026-12-01 and 2026-11-30")
+  assert readme_claims.measured_on(page, "untuned") == "2026-11-30"
+  assert readme_claims.measured_on(page) == "2026-11-27"
 
 
 def test_reuse_optimizer_reads_pages_whose_blocks_carry_no_spec(tmp_path):

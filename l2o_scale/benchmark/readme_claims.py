@@ -7,6 +7,7 @@ section, the README's claim lines and its results table
 import json
 import os
 
+from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import verdicts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -203,12 +204,16 @@ def readme_cell(results, budget, which):
                                 verdicts.num(c["median_speedup"], 2))
 
 
-def measured_on(results):
-  """The date of a page's optimizer runs: its own, or that of the earlier
-  results they were taken from (``--reuse_optimizer``)."""
+def measured_on(results, kind="optimizer"):
+  """The date of a page's runs of ``kind`` (a kind of
+  :data:`reuse.KINDS`: ``"optimizer"``, the optimizer under test's;
+  ``"untuned"``, the baselines without tuning's): its own, or the earliest
+  of the earlier results they were taken from (``--reuse_optimizer``,
+  ``--reuse_baselines``)."""
+  _, taken_key, date_key = next(k for k in reuse.KINDS if k[0] == kind)
   source = results.get("baselines_from") or {}
-  if source.get("optimizer_blocks") and source.get("optimizer_date"):
-    return min(source["optimizer_date"].split(" and "))[:10]
+  if source.get(taken_key) and source.get(date_key):
+    return reuse.days(source[date_key])[0]
   return results["date"][:10]
 
 
@@ -233,14 +238,6 @@ def _column_pages(names, root):
       pages.append(results if ok else None)
     columns.append(pages)
   return columns
-
-
-def untuned_measured_on(results):
-  """The date of a page's runs of the baselines without tuning."""
-  source = results.get("baselines_from") or {}
-  if source.get("untuned_blocks") and source.get("untuned_date"):
-    return min(source["untuned_date"].split(" and "))[:10]
-  return results["date"][:10]
 
 
 def readme_table(names, root=ROOT):
@@ -268,7 +265,7 @@ def readme_table(names, root=ROOT):
       if page is None or which == "bare":
         cells.append("—")
         continue
-      dates.append(untuned_measured_on(page))
+      dates.append(measured_on(page, "untuned"))
       cells.append(readme_cell(page, budget, name))
     rows.append("| `{}`, no tuning | {} |".format(shown, " | ".join(cells)))
   dates.sort()

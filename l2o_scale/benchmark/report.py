@@ -25,6 +25,7 @@ import sys
 
 from l2o_scale.benchmark import config
 from l2o_scale.benchmark import readme_claims
+from l2o_scale.benchmark import reuse
 from l2o_scale.benchmark import verdicts
 from l2o_scale.runs import atomic_file
 
@@ -89,6 +90,14 @@ def _header(results):
       ""] + _baselines_from(results)
 
 
+# How the page names the blocks of each kind of :data:`reuse.KINDS`
+# (one, several).
+_GIVEN = dict(tuned=("tuned baseline block", None),
+              untuned=("baseline without tuning", "baselines without tuning"),
+              optimizer=("block of the optimizers under test",
+                         "blocks of the optimizers under test"))
+
+
 def _baselines_from(results):
   """What an earlier run's results.json gave this page, and when and where
   the runs behind it were measured."""
@@ -96,16 +105,10 @@ def _baselines_from(results):
   if not source:
     return []
   given = []
-  for count, date, what, many in (
-      ("blocks", "date", "tuned baseline block", None),
-      ("untuned_blocks", "untuned_date", "baseline without tuning",
-       "baselines without tuning"),
-      ("optimizer_blocks", "optimizer_date",
-       "block of the optimizers under test",
-       "blocks of the optimizers under test")):
+  for kind, count, date in reuse.KINDS:
     if source.get(count):
       given.append("{} (runs measured {})".format(
-          _plural(source[count], what, many), _dates(source.get(date))))
+          _plural(source[count], *_GIVEN[kind]), _dates(source.get(date))))
   if not given:
     return []
   files = list(dict.fromkeys(
@@ -128,8 +131,8 @@ def _sentence(parts):
 
 def _dates(joined):
   """"on D" for one date, "between D1 and D2" for several."""
-  dates = sorted(d[:10] for d in (joined or "?").split(" and "))
-  return "on {}".format(dates[0]) if len(set(dates)) == 1 else (
+  dates = reuse.days(joined) or ["?"]
+  return "on {}".format(dates[0]) if len(dates) == 1 else (
       "between {} and {}".format(dates[0], dates[-1]))
 
 

@@ -217,6 +217,12 @@ def _pieces(joined):
           for p in str(joined).split(" and ") if p.strip()}
 
 
+def days(joined):
+  """The days of a ``source`` date field (several joined with " and "),
+  sorted; [] for none."""
+  return sorted(_pieces(joined))
+
+
 def _joined(pieces):
   return " and ".join(sorted(pieces)) or None
 
